@@ -1,0 +1,101 @@
+//! Linking libcudart: statically by default (as nvcc does), dynamically on request.
+//!
+//! `CUDA_EVENT_SYS_LINK=static|dynamic` wins over the `dynamic` feature, either way: a feature is
+//! unified across the whole build graph, so the environment is the only switch a final binary's
+//! builder fully controls.
+
+use crate::env;
+use crate::find_cuda::Cuda;
+use std::path::{Path, PathBuf};
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Mode {
+    Static,
+    Dynamic,
+}
+
+impl Mode {
+    pub fn from_env() -> Mode {
+        match env::var("CUDA_EVENT_SYS_LINK")
+            .as_ref()
+            .and_then(|v| v.to_str())
+        {
+            Some("static") => Mode::Static,
+            Some("dynamic") => Mode::Dynamic,
+            Some(other) => {
+                eprintln!(
+                    "cuda-event-sys: CUDA_EVENT_SYS_LINK={other:?}: expected `static` or `dynamic`"
+                );
+                std::process::exit(1);
+            }
+            None if env::var("CARGO_FEATURE_DYNAMIC").is_some() => Mode::Dynamic,
+            None => Mode::Static,
+        }
+    }
+
+    /// The file this mode links, for messages.
+    pub fn library_file(self) -> &'static str {
+        match self {
+            Mode::Static => "libcudart_static.a",
+            Mode::Dynamic => "libcudart.so",
+        }
+    }
+
+    /// The library this mode links, if `dir` has it. A wheel ships only `libcudart.so.<major>`, with
+    /// no unversioned link, so any `libcudart.so*` counts.
+    pub fn library_in(self, dir: &Path) -> Option<PathBuf> {
+        let wanted = |name: &str| match self {
+            Mode::Static => name == "libcudart_static.a",
+            Mode::Dynamic => name == "libcudart.so" || name.starts_with("libcudart.so."),
+        };
+        let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+            .ok()?
+            .flatten()
+            .filter(|e| wanted(&e.file_name().to_string_lossy()))
+            .map(|e| e.path())
+            .collect();
+        // The shortest name is the least specific link: libcudart.so before libcudart.so.13.0.96.
+        found.sort_by_key(|p| p.as_os_str().len());
+        found.into_iter().next()
+    }
+}
+
+pub fn emit(cuda: &Cuda, mode: Mode, target_os: &str, out_dir: &Path) {
+    match mode {
+        Mode::Static => {
+            println!("cargo:rustc-link-search=native={}", cuda.lib_dir.display());
+            println!("cargo:rustc-link-lib=static=cudart_static");
+            // What libcudart_static.a needs from the system, as nvcc links it.
+            if target_os == "linux" {
+                for lib in ["dl", "rt", "pthread"] {
+                    println!("cargo:rustc-link-lib=dylib={lib}");
+                }
+            }
+        }
+        Mode::Dynamic => {
+            let lib_dir = runtime_link_dir(cuda, out_dir);
+            println!("cargo:rustc-link-search=native={}", lib_dir.display());
+            println!("cargo:rustc-link-lib=dylib=cudart");
+        }
+    }
+}
+
+/// A folder in OUT_DIR with `libcudart.so` (for the linker) and the library's versioned name (for the
+/// loader), both linked to the real file. Cargo puts link-search folders inside the target dir on
+/// the library path of `cargo run` and `cargo test`, so no LD_LIBRARY_PATH is needed there.
+fn runtime_link_dir(cuda: &Cuda, out_dir: &Path) -> PathBuf {
+    let real = Mode::Dynamic
+        .library_in(&cuda.lib_dir)
+        .expect("find_cuda only accepts a lib dir that has libcudart.so*");
+    let real = real.canonicalize().unwrap_or(real);
+    let dir = out_dir.join("cudart-lib");
+    std::fs::create_dir_all(&dir).expect("create OUT_DIR/cudart-lib");
+    let soname = format!("libcudart.so.{}", cuda.version / 1000);
+    for name in ["libcudart.so", soname.as_str()] {
+        let link = dir.join(name);
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&real, &link)
+            .unwrap_or_else(|e| panic!("link {} -> {}: {e}", link.display(), real.display()));
+    }
+    dir
+}

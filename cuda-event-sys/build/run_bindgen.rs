@@ -1,0 +1,96 @@
+//! Generating the bindings: bindgen on wrapper.h, allowlisted to the event domain and what the safe
+//! crate, its tests and examples need.
+
+use bindgen::EnumVariation;
+use std::path::{Path, PathBuf};
+
+/// Functions bound, by area. Names absent from older headers (`_v2`, `ByVersion`) simply match nothing.
+const FUNCTIONS: &[&str] = &[
+    // events
+    "cudaEvent(Create|CreateWithFlags|Record|RecordWithFlags|Query|Synchronize|ElapsedTime|ElapsedTime_v2|Destroy)",
+    // streams
+    "cudaStream(Create|CreateWithFlags|CreateWithPriority|Destroy|WaitEvent|Synchronize|Query)",
+    "cudaStream(GetDevice|GetFlags|GetPriority|IsCapturing|BeginCapture|EndCapture|AddCallback)",
+    "cudaLaunchHostFunc",
+    "cudaDeviceGetStreamPriorityRange",
+    // graphs, as far as capture needs
+    "cudaGraph(Instantiate|Launch|Destroy|ExecDestroy)",
+    // IPC
+    "cudaIpc(GetEventHandle|OpenEventHandle)",
+    // devices
+    "cuda(GetDevice|SetDevice|GetDeviceCount)",
+    "cudaDevice(GetAttribute|Reset|Synchronize)",
+    "cudaGetDriverEntryPoint(ByVersion)?",
+    // memory, for real GPU work in tests and examples
+    "cuda(Malloc|Free|MemsetAsync|MemcpyAsync)",
+    // errors and versions
+    "cuda(GetLastError|PeekAtLastError|GetErrorName|GetErrorString|RuntimeGetVersion|DriverGetVersion)",
+];
+
+/// Types that the functions above take only through `int` or `unsigned` parameters.
+const TYPES: &[&str] = &[
+    "cudaError",
+    "cudaDeviceAttr",
+    "cudaIpcEventHandle_t",
+    "cudaStreamCaptureStatus",
+    "cudaStreamCaptureMode",
+    "cudaMemcpyKind",
+    "cudaGetDriverEntryPointFlags",
+    "cudaDriverEntryPointQueryResult",
+];
+
+/// `#define` constants: the event, record, wait and stream flags, the IPC handle size, the version.
+const VARS: &[&str] = &[
+    "cudaEvent(Default|BlockingSync|DisableTiming|Interprocess)",
+    "cudaEventRecord(Default|External)",
+    "cudaEventWait(Default|External)",
+    "cudaStream(Default|NonBlocking)",
+    "CUDA_IPC_HANDLE_SIZE",
+    "CUDART_VERSION",
+];
+
+pub fn generate(wrapper: &Path, include_path: &[PathBuf], out_dir: &Path) {
+    println!("cargo:rerun-if-changed={}", wrapper.display());
+    let mut builder = bindgen::Builder::default()
+        .header(wrapper.to_string_lossy())
+        .clang_args(
+            include_path
+                .iter()
+                .map(|dir| format!("-I{}", dir.display())),
+        )
+        // A C enum that a newer runtime can extend (cudaError_t above all) must not become a Rust
+        // enum: an unlisted value would be undefined behaviour. Newtypes keep every value legal.
+        .default_enum_style(EnumVariation::NewType {
+            is_bitfield: false,
+            is_global: false,
+        })
+        // no_std: core for everything, libc for the C types, like other -sys crates.
+        .use_core()
+        .ctypes_prefix("::libc")
+        .derive_default(true)
+        .derive_eq(true)
+        .derive_hash(true)
+        .layout_tests(true)
+        .generate_comments(true)
+        .merge_extern_blocks(true)
+        .parse_callbacks(Box::new(bindgen::CargoCallbacks::new()));
+    for function in FUNCTIONS {
+        builder = builder.allowlist_function(function);
+    }
+    for ty in TYPES {
+        builder = builder.allowlist_type(ty);
+    }
+    for var in VARS {
+        builder = builder.allowlist_var(var);
+    }
+    let bindings = builder.generate().unwrap_or_else(|e| {
+        eprintln!(
+            "cuda-event-sys: bindgen failed on {}: {e}",
+            wrapper.display()
+        );
+        std::process::exit(1);
+    });
+    bindings
+        .write_to_file(out_dir.join("bindings.rs"))
+        .expect("write OUT_DIR/bindings.rs");
+}

@@ -1,0 +1,43 @@
+//! Cross-crate and C checks: the C side of c/abi.c, compiled against the same headers as the
+//! bindings. The tests under `tests/` compare its ABI table with the Rust declarations and use its
+//! functions to pass raw CUDA handles between C and the safe crate.
+
+use cuda_event_sys::{cudaEvent_t, cudaStream_t};
+use std::ffi::{CStr, c_char};
+
+#[repr(C)]
+struct AbiEntry {
+    name: *const c_char,
+    value: u64,
+}
+
+unsafe extern "C" {
+    fn cuda_event_abi_table(len: *mut usize) -> *const AbiEntry;
+    /// `cudaEventCreateWithFlags`, called from C.
+    pub fn cuda_event_c_create(event: *mut cudaEvent_t, flags: u32) -> i32;
+    /// `cudaEventRecord`, called from C.
+    pub fn cuda_event_c_record(event: cudaEvent_t, stream: cudaStream_t) -> i32;
+    /// `cudaEventQuery`, called from C.
+    pub fn cuda_event_c_query(event: cudaEvent_t) -> i32;
+    /// `cudaStreamWaitEvent`, called from C.
+    pub fn cuda_event_c_stream_wait(stream: cudaStream_t, event: cudaEvent_t) -> i32;
+}
+
+/// What C reports: `(name, value)` for every size, alignment, offset and constant in c/abi.c.
+pub fn c_abi_table() -> Vec<(String, u64)> {
+    let mut len = 0;
+    // SAFETY: the function writes the length of a static array and returns a pointer to it.
+    let table = unsafe { std::slice::from_raw_parts(cuda_event_abi_table(&mut len), len) };
+    table
+        .iter()
+        // SAFETY: every name is a string literal in c/abi.c: static and NUL-terminated.
+        .map(|e| {
+            (
+                unsafe { CStr::from_ptr(e.name) }
+                    .to_string_lossy()
+                    .into_owned(),
+                e.value,
+            )
+        })
+        .collect()
+}
