@@ -1,7 +1,6 @@
 //! A dependent of cuda-event-sys (as a downstream -sys crate would be) receives `DEP_CUDART_*`, and
-//! what it says is true of the CUDA the bindings were built from.
-
-use std::path::Path;
+//! what it says is true of the CUDA the bindings were built from. (The build script checks the
+//! paths, which hold only on the build machine.)
 
 #[test]
 fn dependent_receives_every_dep_cudart_key() {
@@ -14,34 +13,10 @@ fn dependent_receives_every_dep_cudart_key() {
         ("STATIC", env!("DEP_CUDART_STATIC")),
     ] {
         assert!(!value.is_empty(), "DEP_CUDART_{key} is empty");
-    }
-}
-
-#[test]
-fn dep_cudart_paths_hold_the_headers_and_library() {
-    assert!(Path::new(env!("DEP_CUDART_ROOT")).is_dir());
-    assert!(
-        Path::new(env!("DEP_CUDART_INCLUDE"))
-            .join("cuda_runtime_api.h")
-            .is_file()
-    );
-    let crt = std::env::split_paths(env!("DEP_CUDART_INCLUDE_PATH"))
-        .any(|dir| dir.join("crt/host_defines.h").is_file());
-    assert!(
-        crt,
-        "no folder of DEP_CUDART_INCLUDE_PATH has crt/host_defines.h"
-    );
-    let lib_dir = Path::new(env!("DEP_CUDART_LIB_DIR"));
-    let has = |prefix: &str| {
-        std::fs::read_dir(lib_dir)
-            .unwrap()
-            .flatten()
-            .any(|e| e.file_name().to_string_lossy().starts_with(prefix))
-    };
-    match env!("DEP_CUDART_STATIC") {
-        "1" => assert!(has("libcudart_static.a")),
-        "0" => assert!(has("libcudart.so")),
-        other => panic!("DEP_CUDART_STATIC is {other:?}, expected 1 or 0"),
+        assert!(
+            !value.contains('\n'),
+            "DEP_CUDART_{key} is not one value: {value:?}"
+        );
     }
 }
 
@@ -49,6 +24,10 @@ fn dep_cudart_paths_hold_the_headers_and_library() {
 fn dep_cudart_version_is_the_headers_version() {
     let version: u32 = env!("DEP_CUDART_VERSION").parse().unwrap();
     assert_eq!(version, cuda_event_sys::CUDART_VERSION);
+    assert!(
+        version >= 12000,
+        "built against CUDA {version}, older than 12.0"
+    );
 }
 
 #[test]
