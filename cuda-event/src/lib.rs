@@ -1,1 +1,77 @@
+//! CUDA events with the semantics of PyTorch's [`torch.cuda.Event`], every flag real, safe to
+//! share between threads, and never a panic on a machine without a GPU.
+//!
+//! ```no_run
+//! use cuda_event::{Event, IpcEventHandle, Stream, DeviceGuard};
+//!
+//! # fn main() -> Result<(), cuda_event::Error> {
+//! let stream = Stream::new(0)?;                        // a stream on device 0
+//! let start = Event::builder().enable_timing(true).build()?;
+//! let end = Event::builder().enable_timing(true).blocking(true).build()?;
+//!
+//! start.record(&stream)?;                              // creates the CUDA event, lazily
+//! // ... submit work to stream.as_raw() with any CUDA library ...
+//! end.record(&stream)?;
+//! end.synchronize()?;                                  // sleeps: `blocking`
+//! println!("{} ms", start.elapsed_time(&end)?);
+//!
+//! let other = Stream::new(0)?;
+//! end.wait(&other)?;                                   // other's future work waits for `end`
+//! other.wait_stream(&stream)?;                         // or for everything stream has so far
+//! assert!(end.query()?);                               // complete?
+//!
+//! // Interprocess: the handle crosses a pipe as hex, the other process opens it.
+//! let shared = Event::builder().interprocess(true).build()?;
+//! shared.record(&stream)?;
+//! let text = shared.ipc_handle()?.to_string();
+//! let handle: IpcEventHandle = text.parse()?;
+//! // in the other process: Event::from_ipc_handle(0, handle)?.synchronize()?;
+//! # let _ = handle;
+//!
+//! // Raw handles in and out, for C and other crates.
+//! let raw = end.as_raw().expect("recorded, so created");
+//! let _guard = DeviceGuard::new(0)?;                   // current device 0 for this scope
+//! # let _ = raw;
+//! # Ok(()) }
+//! ```
+//!
+//! # What it does
+//! - [`Event`] is built with torch's options ([`EventBuilder`]); building makes no CUDA call, and
+//!   an interprocess timing event is rejected there. The CUDA event is created on the first
+//!   [`Event::record`] (on the stream's device) or [`Event::ipc_handle`] (on the current device),
+//!   exactly once when threads race; after that no call takes a lock.
+//! - [`Stream`]: owned streams, a device's default streams, and streams borrowed from other
+//!   libraries; [`device_count`], [`current_device`], [`set_device`] and [`DeviceGuard`].
+//! - [`Error`] says what went wrong: a CUDA call's code, name and message, or one of the misuses
+//!   the crate rejects itself before calling CUDA.
+//! - Drop never panics and never changes the current device; errors it meets are kept for
+//!   [`take_drop_errors`].
+//!
+//! # How it calls CUDA
+//! Through the driver API, resolved once with `cudaGetDriverEntryPointByVersion` from the linked
+//! runtime: driver calls on explicit handles never create a context on the thread's current device
+//! (the way PyTorch made stray contexts) and skip the runtime's bookkeeping. Event and stream
+//! handles are the runtime's `cudaEvent_t` / `cudaStream_t`, usable with any runtime API code.
+//! Where a context must be current (creating, opening IPC handles, default streams), the device's
+//! primary context is pushed for the call and popped after.
+//!
+//! [`torch.cuda.Event`]: https://pytorch.org/docs/stable/generated/torch.cuda.Event.html
 
+#![deny(missing_docs)]
+
+mod context;
+mod device;
+mod driver;
+mod drop_errors;
+mod error;
+mod event;
+mod ipc;
+mod stream;
+
+pub use cuda_event_sys as sys;
+pub use device::{DeviceGuard, current_device, device_count, set_device};
+pub use drop_errors::{DropErrors, print_drop_errors, take_drop_errors};
+pub use error::{CudaError, Error, Result};
+pub use event::{Event, EventBuilder, cuda_events_created};
+pub use ipc::IpcEventHandle;
+pub use stream::{Stream, StreamOptions};

@@ -1,0 +1,68 @@
+//! Devices: how many, which is current on this thread, and a guard that sets one for a scope.
+
+use crate::error::{Result, check_runtime};
+use cuda_event_sys as sys;
+
+/// The number of CUDA devices visible to this process.
+///
+/// # Errors
+/// Without a driver: `cudaErrorInsufficientDriver`; with a driver but no GPU: `cudaErrorNoDevice`.
+#[doc(alias = "cudaGetDeviceCount")]
+pub fn device_count() -> Result<i32> {
+    let mut count = 0;
+    // SAFETY: writes one int through a pointer to a live local.
+    check_runtime("cudaGetDeviceCount", unsafe {
+        sys::cudaGetDeviceCount(&mut count)
+    })?;
+    Ok(count)
+}
+
+/// The calling thread's current device (0 until set).
+#[doc(alias = "cudaGetDevice")]
+pub fn current_device() -> Result<i32> {
+    let mut device = 0;
+    // SAFETY: writes one int through a pointer to a live local.
+    check_runtime("cudaGetDevice", unsafe { sys::cudaGetDevice(&mut device) })?;
+    Ok(device)
+}
+
+/// Makes `device` the calling thread's current device (this creates its context if it had none).
+#[doc(alias = "cudaSetDevice")]
+pub fn set_device(device: i32) -> Result<()> {
+    // SAFETY: takes an int; an invalid ordinal is an error, not UB.
+    check_runtime("cudaSetDevice", unsafe { sys::cudaSetDevice(device) })
+}
+
+/// Sets the current device for a scope and restores the previous one when dropped, like torch's
+/// `torch.cuda.device` context manager. Setting the device that is already current costs one
+/// `cudaGetDevice` and changes nothing.
+#[must_use = "the previous device is restored when the guard drops"]
+#[derive(Debug)]
+pub struct DeviceGuard {
+    previous: i32,
+    device: i32,
+}
+
+impl DeviceGuard {
+    /// Makes `device` current until the guard drops.
+    pub fn new(device: i32) -> Result<DeviceGuard> {
+        let previous = current_device()?;
+        if previous != device {
+            set_device(device)?;
+        }
+        Ok(DeviceGuard { previous, device })
+    }
+
+    /// The device that was current before, and is again after the guard drops.
+    pub fn previous(&self) -> i32 {
+        self.previous
+    }
+}
+
+impl Drop for DeviceGuard {
+    fn drop(&mut self) {
+        if self.previous != self.device {
+            crate::drop_errors::report(set_device(self.previous));
+        }
+    }
+}

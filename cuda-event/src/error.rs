@@ -1,0 +1,201 @@
+//! Errors: a CUDA call's failure (its code, name and message), or a misuse the crate rejects itself
+//! before calling CUDA. Every CUDA return code in the crate goes through [`check`].
+
+use cuda_event_sys as sys;
+use std::ffi::{CStr, c_char};
+use std::fmt;
+
+/// The result of every fallible call in this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What went wrong. New kinds may be added, so a `match` needs a wildcard arm.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum Error {
+    /// A CUDA call failed; this holds its code, name and message.
+    Cuda(CudaError),
+    /// `elapsed_time` on an event built without `enable_timing` (imported events never time).
+    NotTimingEvent,
+    /// `elapsed_time` before both events were recorded.
+    NotRecorded,
+    /// `elapsed_time` before the work both events captured has completed.
+    NotComplete,
+    /// `record` on a stream of another device than the one the event lives on.
+    DeviceMismatch {
+        /// The device the event lives on.
+        event: i32,
+        /// The device of the stream it was recorded on.
+        stream: i32,
+    },
+    /// `elapsed_time` between events of two devices.
+    ElapsedAcrossDevices {
+        /// The device of the start event.
+        start: i32,
+        /// The device of the end event.
+        end: i32,
+    },
+    /// An event cannot be both interprocess and timing (CUDA requires `cudaEventDisableTiming`).
+    InterprocessWithTiming,
+    /// An IPC handle of the wrong length, in bytes (or hex characters, for text).
+    IpcHandleLength {
+        /// The length a handle has.
+        expected: usize,
+        /// The length given.
+        found: usize,
+    },
+    /// IPC handle text that is not hexadecimal.
+    IpcHandleText {
+        /// The byte offset of the first character that is not a hex digit.
+        position: usize,
+    },
+    /// `from_ipc_handle` with a handle this same process exported (CUDA refuses it, obscurely).
+    IpcHandleFromThisProcess,
+    /// `ipc_handle` on an event built without `interprocess`.
+    NotInterprocess,
+}
+
+/// A failed CUDA call: which call, the code it returned, and CUDA's name and message for it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CudaError {
+    call: &'static str,
+    code: u32,
+    name: &'static str,
+    message: &'static str,
+}
+
+impl CudaError {
+    /// The CUDA function that failed, e.g. `"cuEventRecord"` or `"cudaGetDeviceCount"`.
+    pub fn call(&self) -> &'static str {
+        self.call
+    }
+    /// The numeric code. Runtime (`cudaError_t`) and driver (`CUresult`) codes share their numbers
+    /// for every error this crate names (100 is "no device" in both).
+    pub fn code(&self) -> u32 {
+        self.code
+    }
+    /// CUDA's name for the code, e.g. `"cudaErrorInsufficientDriver"` or `"CUDA_ERROR_NOT_READY"`.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+    /// CUDA's description of the code.
+    pub fn message(&self) -> &'static str {
+        self.message
+    }
+}
+
+/// Which API returned a code: their names and messages come from different functions.
+#[derive(Clone, Copy)]
+pub(crate) enum Api {
+    Runtime,
+    Driver,
+}
+
+/// The one error-checking path: `Ok` for success (0 in both APIs), else the code as a [`CudaError`].
+pub(crate) fn check(api: Api, call: &'static str, code: u32) -> Result<(), CudaError> {
+    if code == 0 {
+        return Ok(());
+    }
+    let (name, message) = match api {
+        Api::Runtime => runtime_strings(code),
+        Api::Driver => crate::driver::error_strings(code).unwrap_or_else(|| runtime_strings(code)),
+    };
+    Err(CudaError {
+        call,
+        code,
+        name,
+        message,
+    })
+}
+
+/// A runtime API code as a Result.
+pub(crate) fn check_runtime(call: &'static str, code: sys::cudaError_t) -> Result<()> {
+    Ok(check(Api::Runtime, call, code.0)?)
+}
+
+/// A driver API code as a Result.
+pub(crate) fn check_driver(call: &'static str, code: u32) -> Result<()> {
+    Ok(check(Api::Driver, call, code)?)
+}
+
+fn runtime_strings(code: u32) -> (&'static str, &'static str) {
+    let code = sys::cudaError(code);
+    // SAFETY: both functions return pointers to static NUL-terminated strings for any code, known or
+    // not, and need no driver.
+    unsafe {
+        (
+            static_str(sys::cudaGetErrorName(code)),
+            static_str(sys::cudaGetErrorString(code)),
+        )
+    }
+}
+
+/// # Safety
+/// `ptr` is null or points to a NUL-terminated string that lives for the whole program.
+pub(crate) unsafe fn static_str(ptr: *const c_char) -> &'static str {
+    if ptr.is_null() {
+        return "unknown";
+    }
+    // SAFETY: the caller promises a static NUL-terminated string.
+    unsafe { CStr::from_ptr(ptr) }.to_str().unwrap_or("unknown")
+}
+
+impl fmt::Display for CudaError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} failed: {} ({}): {}",
+            self.call, self.name, self.code, self.message
+        )
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Cuda(e) => e.fmt(f),
+            Error::NotTimingEvent => f.write_str("elapsed_time needs two events built with enable_timing"),
+            Error::NotRecorded => f.write_str("elapsed_time needs both events recorded first"),
+            Error::NotComplete => {
+                f.write_str("elapsed_time needs the work of both events complete (synchronize the end event first)")
+            }
+            Error::DeviceMismatch { event, stream } => write!(
+                f,
+                "the event lives on device {event} but the stream is on device {stream}: \
+                 an event is recorded on streams of its own device only"
+            ),
+            Error::ElapsedAcrossDevices { start, end } => {
+                write!(f, "elapsed_time between events of device {start} and device {end}: both must be on one device")
+            }
+            Error::InterprocessWithTiming => {
+                f.write_str("an interprocess event cannot have enable_timing (CUDA requires timing off)")
+            }
+            Error::IpcHandleLength { expected, found } => {
+                write!(f, "an IPC event handle has length {expected} (bytes, or hex digits as text), got {found}")
+            }
+            Error::IpcHandleText { position } => {
+                write!(f, "an IPC event handle's text is hexadecimal; character {position} is not")
+            }
+            Error::IpcHandleFromThisProcess => f.write_str(
+                "this IPC event handle was exported by this same process: use the event itself, \
+                 CUDA opens handles of other processes only",
+            ),
+            Error::NotInterprocess => f.write_str("ipc_handle needs an event built with interprocess"),
+        }
+    }
+}
+
+impl std::error::Error for CudaError {}
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Cuda(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<CudaError> for Error {
+    fn from(e: CudaError) -> Error {
+        Error::Cuda(e)
+    }
+}

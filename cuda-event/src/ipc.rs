@@ -1,0 +1,111 @@
+//! IPC event handles: the 64 bytes that let another process open an interprocess event, as bytes
+//! or as hex text (for a pipe, a file, an environment variable or another language).
+
+use crate::error::{Error, Result};
+use cuda_event_sys as sys;
+use parking_lot::Mutex;
+use std::collections::HashSet;
+use std::fmt;
+use std::str::FromStr;
+
+/// The size of a handle, from the bindings (checked against C by the `tests` crate).
+const LEN: usize = std::mem::size_of::<sys::cudaIpcEventHandle_t>();
+const _: () = assert!(LEN == sys::CUDA_IPC_HANDLE_SIZE as usize);
+
+/// An interprocess event's handle (`cudaIpcEventHandle_t`), from [`Event::ipc_handle`] for
+/// [`Event::from_ipc_handle`] in another process.
+///
+/// `Display` writes it as 128 lowercase hex digits and `FromStr` reads them back.
+///
+/// [`Event::ipc_handle`]: crate::Event::ipc_handle
+/// [`Event::from_ipc_handle`]: crate::Event::from_ipc_handle
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+#[doc(alias = "cudaIpcEventHandle_t")]
+pub struct IpcEventHandle([u8; LEN]);
+
+impl IpcEventHandle {
+    /// The size of a handle in bytes (64).
+    pub const LEN: usize = LEN;
+
+    /// A handle from its bytes.
+    ///
+    /// # Errors
+    /// [`Error::IpcHandleLength`] unless `bytes` is exactly [`Self::LEN`] long.
+    pub fn from_bytes(bytes: &[u8]) -> Result<IpcEventHandle> {
+        let bytes = bytes.try_into().map_err(|_| Error::IpcHandleLength {
+            expected: LEN,
+            found: bytes.len(),
+        })?;
+        Ok(IpcEventHandle(bytes))
+    }
+
+    /// The handle's bytes.
+    pub fn as_bytes(&self) -> &[u8; LEN] {
+        &self.0
+    }
+
+    pub(crate) fn from_raw(raw: &sys::cudaIpcEventHandle_t) -> IpcEventHandle {
+        IpcEventHandle(raw.reserved.map(|b| b as u8))
+    }
+
+    pub(crate) fn to_raw(self) -> sys::cudaIpcEventHandle_t {
+        sys::cudaIpcEventHandle_t {
+            reserved: self.0.map(|b| b as libc::c_char),
+        }
+    }
+}
+
+impl fmt::Display for IpcEventHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.iter().try_for_each(|b| write!(f, "{b:02x}"))
+    }
+}
+
+impl fmt::Debug for IpcEventHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "IpcEventHandle({self})")
+    }
+}
+
+impl FromStr for IpcEventHandle {
+    type Err = Error;
+
+    /// Reads 128 hex digits (either case), as `Display` writes them.
+    fn from_str(text: &str) -> Result<IpcEventHandle> {
+        let text = text.as_bytes();
+        if text.len() != 2 * LEN {
+            return Err(Error::IpcHandleLength {
+                expected: 2 * LEN,
+                found: text.len(),
+            });
+        }
+        let digit = |position: usize| match text[position] {
+            c @ b'0'..=b'9' => Ok(c - b'0'),
+            c @ b'a'..=b'f' => Ok(c - b'a' + 10),
+            c @ b'A'..=b'F' => Ok(c - b'A' + 10),
+            _ => Err(Error::IpcHandleText { position }),
+        };
+        let mut bytes = [0; LEN];
+        for (i, byte) in bytes.iter_mut().enumerate() {
+            *byte = digit(2 * i)? << 4 | digit(2 * i + 1)?;
+        }
+        Ok(IpcEventHandle(bytes))
+    }
+}
+
+/// Handles this process exported, so that importing one here is refused clearly.
+static EXPORTED: Mutex<Option<HashSet<IpcEventHandle>>> = Mutex::new(None);
+
+pub(crate) fn remember_exported(handle: IpcEventHandle) {
+    EXPORTED
+        .lock()
+        .get_or_insert_with(HashSet::new)
+        .insert(handle);
+}
+
+pub(crate) fn exported_here(handle: &IpcEventHandle) -> bool {
+    EXPORTED
+        .lock()
+        .as_ref()
+        .is_some_and(|set| set.contains(handle))
+}

@@ -1,0 +1,250 @@
+//! What holds without a GPU: building events, IPC handle text, errors, thread safety, and that every
+//! call that needs CUDA returns an error (never panics) when no GPU can be used.
+
+mod common;
+
+use cuda_event::{Error, Event, EventBuilder, IpcEventHandle, Stream, StreamOptions};
+
+#[test]
+fn builder_defaults_are_torchs_all_off() {
+    assert_eq!(Event::builder(), EventBuilder::default());
+    let event = Event::new();
+    assert_eq!(event.options(), EventBuilder::default());
+}
+
+#[test]
+fn interprocess_with_timing_is_rejected_when_built() {
+    let built = Event::builder()
+        .interprocess(true)
+        .enable_timing(true)
+        .build();
+    assert_eq!(built.err(), Some(Error::InterprocessWithTiming));
+}
+
+#[test]
+fn every_other_flag_combination_builds() {
+    for bits in 0..16u8 {
+        let (timing, blocking, interprocess, external) =
+            (bits & 1 != 0, bits & 2 != 0, bits & 4 != 0, bits & 8 != 0);
+        let built = Event::builder()
+            .enable_timing(timing)
+            .blocking(blocking)
+            .interprocess(interprocess)
+            .external(external)
+            .build();
+        assert_eq!(built.is_ok(), !(timing && interprocess), "flags {bits:04b}");
+    }
+}
+
+#[test]
+fn query_is_true_before_first_record_and_device_is_none() {
+    // No CUDA call happens before creation, so this holds with or without a GPU.
+    let event = Event::new();
+    assert_eq!(event.query(), Ok(true));
+    assert_eq!(event.device(), None);
+    assert_eq!(event.as_raw(), None);
+}
+
+#[test]
+fn wait_and_synchronize_before_first_record_do_nothing() {
+    let event = Event::new();
+    assert_eq!(event.synchronize(), Ok(()));
+    // wait needs a stream, which needs CUDA; synchronize and query need nothing.
+}
+
+#[test]
+fn debug_says_not_created_before_first_record() {
+    let text = format!("{:?}", Event::new());
+    assert!(text.contains("not created"), "{text}");
+}
+
+#[test]
+fn elapsed_time_checks_timing_then_recorded_without_cuda() {
+    let plain = Event::new();
+    let timed = || Event::builder().enable_timing(true).build().unwrap();
+    assert_eq!(plain.elapsed_time(&timed()), Err(Error::NotTimingEvent));
+    assert_eq!(timed().elapsed_time(&plain), Err(Error::NotTimingEvent));
+    assert_eq!(timed().elapsed_time(&timed()), Err(Error::NotRecorded));
+}
+
+#[test]
+fn ipc_handle_needs_the_interprocess_flag() {
+    assert_eq!(Event::new().ipc_handle(), Err(Error::NotInterprocess));
+    let timing = Event::builder().enable_timing(true).build().unwrap();
+    assert_eq!(timing.ipc_handle(), Err(Error::NotInterprocess));
+}
+
+#[test]
+fn into_raw_of_a_never_created_event_is_none() {
+    assert_eq!(Event::new().into_raw(), None);
+}
+
+#[test]
+fn ipc_handle_bytes_round_trip() {
+    let bytes: Vec<u8> = (0..64).map(|i| i * 3).collect();
+    let handle = IpcEventHandle::from_bytes(&bytes).unwrap();
+    assert_eq!(handle.as_bytes().as_slice(), bytes.as_slice());
+    assert_eq!(IpcEventHandle::LEN, 64);
+}
+
+#[test]
+fn ipc_handle_bytes_of_wrong_length_are_rejected() {
+    for len in [0, 1, 63, 65, 128] {
+        assert_eq!(
+            IpcEventHandle::from_bytes(&vec![0; len]),
+            Err(Error::IpcHandleLength {
+                expected: 64,
+                found: len
+            }),
+            "length {len}"
+        );
+    }
+}
+
+#[test]
+fn ipc_handle_hex_round_trips_and_reads_either_case() {
+    let bytes: Vec<u8> = (0..64).map(|i| 255 - i * 2).collect();
+    let handle = IpcEventHandle::from_bytes(&bytes).unwrap();
+    let text = handle.to_string();
+    assert_eq!(text.len(), 128);
+    assert!(
+        text.bytes()
+            .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c)),
+        "{text}"
+    );
+    assert_eq!(text.parse::<IpcEventHandle>(), Ok(handle));
+    assert_eq!(text.to_uppercase().parse::<IpcEventHandle>(), Ok(handle));
+    assert!(format!("{handle:?}").contains(&text));
+}
+
+#[test]
+fn ipc_handle_text_of_wrong_length_is_rejected() {
+    for len in [0, 2, 126, 127, 129, 130] {
+        assert_eq!(
+            "a".repeat(len).parse::<IpcEventHandle>(),
+            Err(Error::IpcHandleLength {
+                expected: 128,
+                found: len
+            }),
+            "length {len}"
+        );
+    }
+}
+
+#[test]
+fn ipc_handle_text_that_is_not_hex_names_the_position() {
+    let mut text = "0".repeat(128);
+    text.replace_range(77..78, "g");
+    assert_eq!(
+        text.parse::<IpcEventHandle>(),
+        Err(Error::IpcHandleText { position: 77 })
+    );
+    let spaced = format!(" {}", "0".repeat(127));
+    assert_eq!(
+        spaced.parse::<IpcEventHandle>(),
+        Err(Error::IpcHandleText { position: 0 })
+    );
+}
+
+#[test]
+fn errors_display_for_a_reader() {
+    let mismatch = Error::DeviceMismatch {
+        event: 0,
+        stream: 1,
+    }
+    .to_string();
+    assert!(
+        mismatch.contains("device 0") && mismatch.contains("device 1"),
+        "{mismatch}"
+    );
+    for error in [
+        Error::NotTimingEvent,
+        Error::NotRecorded,
+        Error::NotComplete,
+        Error::ElapsedAcrossDevices { start: 0, end: 1 },
+        Error::InterprocessWithTiming,
+        Error::IpcHandleLength {
+            expected: 64,
+            found: 3,
+        },
+        Error::IpcHandleText { position: 5 },
+        Error::IpcHandleFromThisProcess,
+        Error::NotInterprocess,
+    ] {
+        let text = error.to_string();
+        assert!(text.len() > 20 && !text.contains("Error::"), "{text}");
+        let _: &dyn std::error::Error = &error;
+    }
+}
+
+#[test]
+fn event_stream_and_errors_are_send_and_sync() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Event>();
+    send_sync::<Stream>();
+    send_sync::<Error>();
+    send_sync::<IpcEventHandle>();
+    send_sync::<EventBuilder>();
+}
+
+/// Every CUDA-needing call, on a process that can use no GPU: here (no driver) or, on a GPU
+/// machine, a child run with `CUDA_VISIBLE_DEVICES=` (no visible device). Each returns a CUDA
+/// error with its name and message; none panics.
+#[test]
+fn without_a_usable_gpu_every_cuda_call_is_an_err_not_a_panic() {
+    if common::role().as_deref() != Some("no-gpu") {
+        let out = common::run_child(
+            "without_a_usable_gpu_every_cuda_call_is_an_err_not_a_panic",
+            "no-gpu",
+            &[("CUDA_VISIBLE_DEVICES", "")],
+        );
+        assert!(String::from_utf8_lossy(&out.stdout).contains("checked 9 calls"));
+        return;
+    }
+    let interprocess = || Event::builder().interprocess(true).build().unwrap();
+    let handle = IpcEventHandle::from_bytes(&[7; 64]).unwrap();
+    let results: Vec<(&str, Result<(), Error>)> = vec![
+        ("device_count", cuda_event::device_count().map(drop)),
+        ("set_device", cuda_event::set_device(0)),
+        ("Stream::new", Stream::new(0).map(drop)),
+        (
+            "Stream::with_options",
+            Stream::with_options(
+                0,
+                StreamOptions {
+                    non_blocking: true,
+                    priority: -1,
+                },
+            )
+            .map(drop),
+        ),
+        ("Stream::legacy", Stream::legacy(0).map(drop)),
+        ("Stream::per_thread", Stream::per_thread(0).map(drop)),
+        (
+            "Event::record_on_current_device",
+            Event::new().record_on_current_device(),
+        ),
+        ("Event::ipc_handle", interprocess().ipc_handle().map(drop)),
+        (
+            "Event::from_ipc_handle",
+            Event::from_ipc_handle(0, handle).map(drop),
+        ),
+    ];
+    for (call, result) in &results {
+        let Err(Error::Cuda(e)) = result else {
+            panic!("{call} without a usable GPU gave {result:?}")
+        };
+        // 35 without a driver, 100 with a driver and no visible device.
+        assert!([35, 100].contains(&e.code()), "{call}: {e}");
+        assert!(
+            e.name().starts_with("cuda") || e.name().starts_with("CUDA_ERROR"),
+            "{call}: {e}"
+        );
+        assert!(
+            !e.message().is_empty() && e.to_string().contains(e.name()),
+            "{call}: {e}"
+        );
+        println!("{call}: {e}");
+    }
+    println!("checked {} calls", results.len());
+}
