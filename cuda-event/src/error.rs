@@ -107,8 +107,18 @@ pub(crate) fn check(api: Api, call: &'static str, code: u32) -> Result<(), CudaE
     })
 }
 
-/// A runtime API code as a Result.
-pub(crate) fn check_runtime(call: &'static str, code: sys::cudaError_t) -> Result<()> {
+/// A CUDA runtime return code as a `Result`, with the code's name and message: for code that mixes
+/// raw `cuda_event::sys` calls with this crate.
+///
+/// ```
+/// use cuda_event::{check_runtime, sys};
+/// let mut version = 0;
+/// // SAFETY: writes one int through a pointer to a live local.
+/// check_runtime("cudaRuntimeGetVersion", unsafe { sys::cudaRuntimeGetVersion(&mut version) })?;
+/// assert!(version >= 12000);
+/// # Ok::<(), cuda_event::Error>(())
+/// ```
+pub fn check_runtime(call: &'static str, code: sys::cudaError_t) -> Result<()> {
     Ok(check(Api::Runtime, call, code.0)?)
 }
 

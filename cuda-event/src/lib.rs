@@ -71,7 +71,7 @@ mod stream;
 pub use cuda_event_sys as sys;
 pub use device::{DeviceGuard, current_device, device_count, set_device};
 pub use drop_errors::{DropErrors, print_drop_errors, take_drop_errors};
-pub use error::{CudaError, Error, Result};
+pub use error::{CudaError, Error, Result, check_runtime};
 pub use event::{Event, EventBuilder, cuda_events_created};
 pub use ipc::IpcEventHandle;
 pub use stream::{Stream, StreamOptions};

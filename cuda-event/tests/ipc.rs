@@ -1,0 +1,138 @@
+//! Events shared between processes: the test binary re-runs itself as the importing child
+//! (`current_exe()`, its role in an environment variable) and passes the handle as hex.
+
+mod common;
+
+use common::{gpu, hold, role, sleep_on, spawn_child};
+use cuda_event::{Error, Event, IpcEventHandle, Stream};
+use std::io::{BufRead, BufReader};
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+const HANDLE: &str = "CUDA_EVENT_TEST_HANDLE";
+
+fn interprocess() -> Event {
+    Event::builder().interprocess(true).build().unwrap()
+}
+
+fn handle_from_parent() -> IpcEventHandle {
+    std::env::var(HANDLE).unwrap().parse().unwrap()
+}
+
+/// Reads the child's stdout until a line equals `marker`; panics with the output if it ends first.
+fn wait_for_line(child: &mut Child, marker: &str) -> BufReader<std::process::ChildStdout> {
+    let mut reader = BufReader::new(child.stdout.take().unwrap());
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap() == 0 {
+            let status = child.wait().unwrap();
+            let mut stderr = String::new();
+            std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+            panic!("child ended ({status}) before {marker:?}:\n{seen}\n{stderr}");
+        }
+        seen.push_str(&line);
+        if line.trim() == marker {
+            return reader;
+        }
+    }
+}
+
+fn finish(mut child: Child, mut rest: BufReader<std::process::ChildStdout>) {
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut rest, &mut out).unwrap();
+    let status = child.wait().unwrap();
+    assert!(
+        status.success() && out.contains("1 passed"),
+        "child failed ({status}):\n{out}"
+    );
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn importer_synchronizes_on_the_exporters_record() {
+    const TEST: &str = "importer_synchronizes_on_the_exporters_record";
+    if role().as_deref() == Some("importer") {
+        let event = Event::from_ipc_handle(0, handle_from_parent()).unwrap();
+        assert_eq!(event.query(), Ok(false), "the exporter's stream is held");
+        println!("pending");
+        event.synchronize().unwrap();
+        assert_eq!(event.query(), Ok(true));
+        // An imported event never times; its handle is the one it was opened with.
+        assert_eq!(event.elapsed_time(&event), Err(Error::NotTimingEvent));
+        assert_eq!(event.ipc_handle(), Ok(handle_from_parent()));
+        return;
+    }
+    let _gpu = gpu();
+    let stream = Stream::new(0).unwrap();
+    let event = interprocess();
+    let gate = hold(&stream);
+    event.record(&stream).unwrap();
+    let handle = event.ipc_handle().unwrap().to_string();
+    let mut child = spawn_child(TEST, "importer", &[(HANDLE, &handle)]);
+    let rest = wait_for_line(&mut child, "pending");
+    std::thread::sleep(Duration::from_millis(50));
+    gate.open();
+    finish(child, rest);
+    stream.synchronize().unwrap();
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn importer_records_and_exporter_waits() {
+    const TEST: &str = "importer_records_and_exporter_waits";
+    if role().as_deref() == Some("recorder") {
+        let event = Event::from_ipc_handle(0, handle_from_parent()).unwrap();
+        let stream = Stream::new(0).unwrap();
+        sleep_on(&stream, Duration::from_millis(500));
+        event.record(&stream).unwrap();
+        println!("recorded");
+        stream.synchronize().unwrap();
+        return;
+    }
+    let _gpu = gpu();
+    let stream = Stream::new(0).unwrap();
+    let event = interprocess();
+    event.record(&stream).unwrap();
+    event.synchronize().unwrap();
+    let handle = event.ipc_handle().unwrap().to_string();
+    let mut child = spawn_child(TEST, "recorder", &[(HANDLE, &handle)]);
+    let rest = wait_for_line(&mut child, "recorded");
+    let started = Instant::now();
+    assert_eq!(event.query(), Ok(false), "the importer's record is pending");
+    // Work on this process's stream waits for the importer's record too.
+    let waiter = Stream::new(0).unwrap();
+    event.wait(&waiter).unwrap();
+    event.synchronize().unwrap();
+    waiter.synchronize().unwrap();
+    assert!(
+        started.elapsed() >= Duration::from_millis(100),
+        "synchronize returned after {:?}",
+        started.elapsed()
+    );
+    assert_eq!(event.query(), Ok(true));
+    finish(child, rest);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn importing_a_handle_this_process_exported_is_refused() {
+    let _gpu = gpu();
+    let event = interprocess();
+    let handle = event.ipc_handle().unwrap();
+    assert_eq!(
+        event.device(),
+        Some(cuda_event::current_device().unwrap()),
+        "ipc_handle creates on the current device"
+    );
+    assert_eq!(
+        Event::from_ipc_handle(0, handle).err(),
+        Some(Error::IpcHandleFromThisProcess)
+    );
+    // The text form is the same handle.
+    let parsed: IpcEventHandle = handle.to_string().parse().unwrap();
+    assert_eq!(
+        Event::from_ipc_handle(0, parsed).err(),
+        Some(Error::IpcHandleFromThisProcess)
+    );
+}

@@ -1,0 +1,83 @@
+//! Lifecycle cases that need a process of their own: a device reset under live events, and an event
+//! dropped while the process exits.
+
+mod common;
+
+use common::{gpu, role, run_child};
+use cuda_event::{Event, Stream, sys};
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn events_alive_across_a_device_reset_drop_without_panic() {
+    const TEST: &str = "events_alive_across_a_device_reset_drop_without_panic";
+    if role().as_deref() != Some("reset") {
+        let _gpu = gpu();
+        run_child(TEST, "reset", &[]);
+        return;
+    }
+    let stream = Stream::new(0).unwrap();
+    let event = stream.record_event().unwrap();
+    let never_recorded = Event::new();
+    event.synchronize().unwrap();
+    cuda_event::set_device(0).unwrap();
+    // SAFETY: resets device 0; the event and stream above are stale afterwards, which is the point.
+    common::ok(unsafe { sys::cudaDeviceReset() });
+    drop(event);
+    drop(stream);
+    drop(never_recorded);
+    let errors = cuda_event::take_drop_errors();
+    println!("drop errors after the reset: {errors:?}");
+    // New events and streams work after the reset.
+    let stream = Stream::new(0).unwrap();
+    let event = stream.record_event().unwrap();
+    event.synchronize().unwrap();
+    assert_eq!(event.query(), Ok(true));
+}
+
+thread_local! {
+    static THREAD_EVENT: Event = Event::new();
+}
+
+static AT_EXIT: parking_lot::Mutex<Option<(Event, Stream)>> = parking_lot::Mutex::new(None);
+
+extern "C" fn drop_at_exit() {
+    drop(AT_EXIT.lock().take());
+    let line = b"dropped at exit\n";
+    // SAFETY: writes a static buffer to stderr; no Rust I/O lock is taken during exit.
+    unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn an_event_dropped_while_the_process_exits_does_not_panic() {
+    const TEST: &str = "an_event_dropped_while_the_process_exits_does_not_panic";
+    if role().as_deref() != Some("exit") {
+        let _gpu = gpu();
+        let out = run_child(TEST, "exit", &[]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("dropped at exit"),
+            "the exit handler did not run: {stderr}"
+        );
+        assert!(
+            !stderr.contains("panick") && !stderr.contains("abort"),
+            "{stderr}"
+        );
+        return;
+    }
+    // Registered before CUDA starts, so it runs after the runtime's own exit handler: the event and
+    // stream are dropped after CUDA has shut down.
+    // SAFETY: registers a function that takes no arguments and does not unwind.
+    assert_eq!(unsafe { libc::atexit(drop_at_exit) }, 0);
+    let stream = Stream::new(0).unwrap();
+    let event = Event::builder().blocking(true).build().unwrap();
+    event.record(&stream).unwrap();
+    *AT_EXIT.lock() = Some((event, stream));
+    // A thread-local event, dropped when its thread ends.
+    std::thread::spawn(|| {
+        let stream = Stream::new(0).unwrap();
+        THREAD_EVENT.with(|event| event.record(&stream).unwrap());
+    })
+    .join()
+    .unwrap();
+}

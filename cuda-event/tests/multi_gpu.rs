@@ -1,0 +1,182 @@
+//! The contract's two-GPU cases. Every test name starts with `multi_gpu_`; each fails clearly when
+//! fewer than two GPUs are visible, and a one-GPU run skips them with `--skip multi_gpu`.
+
+mod common;
+
+use common::{hold, log_on, role, run_child, two_gpus};
+use cuda_event::{DeviceGuard, Error, Event, Stream, current_device, sys};
+use parking_lot::Mutex;
+use std::ffi::{c_int, c_uint, c_void};
+use std::sync::Arc;
+
+fn timed() -> Event {
+    Event::builder().enable_timing(true).build().unwrap()
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn multi_gpu_record_on_another_devices_stream_is_an_error() {
+    let _gpu = two_gpus();
+    let event = Event::new();
+    event.record(&Stream::new(0).unwrap()).unwrap();
+    let on_1 = Stream::new(1).unwrap();
+    assert_eq!(
+        event.record(&on_1),
+        Err(Error::DeviceMismatch {
+            event: 0,
+            stream: 1
+        })
+    );
+    assert_eq!(event.device(), Some(0));
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn multi_gpu_device_1_stream_waits_on_a_device_0_event() {
+    let _gpu = two_gpus();
+    let (a, b) = (Stream::new(0).unwrap(), Stream::new(1).unwrap());
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let gate = hold(&a);
+    log_on(&a, &log, 1);
+    let event = a.record_event().unwrap();
+    event.wait(&b).unwrap();
+    log_on(&b, &log, 2);
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    assert_eq!(b.query(), Ok(false));
+    gate.open();
+    b.synchronize().unwrap();
+    assert_eq!(*log.lock(), vec![1, 2]);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn multi_gpu_query_and_synchronize_do_not_depend_on_the_current_device() {
+    let _gpu = two_gpus();
+    let stream = Stream::new(1).unwrap();
+    let gate = hold(&stream);
+    let event = stream.record_event().unwrap();
+    let _current = DeviceGuard::new(0).unwrap();
+    assert_eq!(event.query(), Ok(false));
+    gate.open();
+    event.synchronize().unwrap();
+    assert_eq!(event.query(), Ok(true));
+    assert_eq!(
+        current_device(),
+        Ok(0),
+        "no call may change the current device"
+    );
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn multi_gpu_elapsed_time_across_devices_is_an_error() {
+    let _gpu = two_gpus();
+    let (start, end) = (timed(), timed());
+    start.record(&Stream::new(0).unwrap()).unwrap();
+    end.record(&Stream::new(1).unwrap()).unwrap();
+    start.synchronize().unwrap();
+    end.synchronize().unwrap();
+    assert_eq!(
+        start.elapsed_time(&end),
+        Err(Error::ElapsedAcrossDevices { start: 0, end: 1 })
+    );
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn multi_gpu_ipc_handle_under_device_1_creates_on_device_1() {
+    let _gpu = two_gpus();
+    let event = Event::builder().interprocess(true).build().unwrap();
+    {
+        let _on_1 = DeviceGuard::new(1).unwrap();
+        event.ipc_handle().unwrap();
+    }
+    assert_eq!(event.device(), Some(1));
+    assert_eq!(
+        event.record(&Stream::new(0).unwrap()),
+        Err(Error::DeviceMismatch {
+            event: 1,
+            stream: 0
+        })
+    );
+    event.record(&Stream::new(1).unwrap()).unwrap();
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn multi_gpu_drop_on_a_thread_whose_current_device_differs_keeps_it() {
+    let _gpu = two_gpus();
+    cuda_event::take_drop_errors();
+    let stream = Stream::new(0).unwrap();
+    let event = stream.record_event().unwrap();
+    std::thread::spawn(move || {
+        cuda_event::set_device(1).unwrap();
+        event.synchronize().unwrap();
+        drop(event);
+        drop(stream);
+        assert_eq!(current_device(), Ok(1), "drop changed the current device");
+    })
+    .join()
+    .unwrap();
+    assert_eq!(cuda_event::take_drop_errors(), Default::default());
+}
+
+/// Whether `device`'s primary context is active, asked of the driver directly.
+fn primary_context_active(device: c_int) -> bool {
+    type GetState = unsafe extern "C" fn(c_int, *mut c_uint, *mut c_int) -> c_uint;
+    let (mut function, mut status) = (
+        std::ptr::null_mut::<c_void>(),
+        sys::cudaDriverEntryPointQueryResult(0),
+    );
+    let (mut flags, mut active) = (0, 0);
+    // SAFETY: resolves cuDevicePrimaryCtxGetState (signature from cuda.h) and calls it with live
+    // out-pointers; the device ordinal equals the CUdevice of a visible device.
+    unsafe {
+        let code = sys::cudaGetDriverEntryPointByVersion(
+            c"cuDevicePrimaryCtxGetState".as_ptr(),
+            &mut function,
+            12000,
+            0,
+            &mut status,
+        );
+        assert_eq!(code, sys::cudaError::cudaSuccess);
+        let get_state: GetState = std::mem::transmute(function);
+        assert_eq!(get_state(device, &mut flags, &mut active), 0);
+    }
+    active != 0
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn multi_gpu_no_call_creates_a_context_on_a_device_the_program_did_not_use() {
+    const TEST: &str = "multi_gpu_no_call_creates_a_context_on_a_device_the_program_did_not_use";
+    if role().as_deref() != Some("device-1-only") {
+        let _gpu = two_gpus();
+        run_child(TEST, "device-1-only", &[]);
+        return;
+    }
+    // This process uses device 1 alone, through every kind of call, on two threads, with the
+    // current device left at its default (0), as PyTorch's stray-context bug needed.
+    let stream = Stream::new(1).unwrap();
+    let (start, end) = (timed(), timed());
+    start.record(&stream).unwrap();
+    end.record(&stream).unwrap();
+    end.wait(&Stream::new(1).unwrap()).unwrap();
+    end.synchronize().unwrap();
+    assert!(end.query().unwrap());
+    start.elapsed_time(&end).unwrap();
+    let shared = Event::builder().interprocess(true).build().unwrap();
+    shared.record(&stream).unwrap();
+    shared.ipc_handle().unwrap();
+    std::thread::spawn(move || {
+        end.synchronize().unwrap();
+        drop((start, end, shared, stream));
+    })
+    .join()
+    .unwrap();
+    assert!(primary_context_active(1), "device 1 was used");
+    assert!(
+        !primary_context_active(0),
+        "a context was created on device 0, which the program never used"
+    );
+}
