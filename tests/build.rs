@@ -5,21 +5,13 @@
 
 use std::path::Path;
 
-const KEYS: [&str; 6] = [
-    "ROOT",
-    "INCLUDE",
-    "INCLUDE_PATH",
-    "LIB_DIR",
-    "VERSION",
-    "STATIC",
-];
+const KEYS: [&str; 6] = ["ROOT", "INCLUDE", "INCLUDE_PATH", "LIB_DIR", "VERSION", "STATIC"];
 
 fn main() {
     for key in KEYS {
         let name = format!("DEP_CUDART_{key}");
-        let value = std::env::var(&name).unwrap_or_else(|_| {
-            panic!("{name} not set: cuda-event-sys must export it (links = \"cudart\")")
-        });
+        let value = std::env::var(&name)
+            .unwrap_or_else(|_| panic!("{name} not set: cuda-event-sys must export it (links = \"cudart\")"));
         println!("cargo:rustc-env={name}={value}");
     }
     let include_path = std::env::var_os("DEP_CUDART_INCLUDE_PATH").expect("checked above");
@@ -42,16 +34,9 @@ fn check_paths(include_path: &std::ffi::OsStr) {
         "DEP_CUDART_ROOT is not a folder"
     );
     let header = Path::new(&var("INCLUDE")).join("cuda_runtime_api.h");
-    assert!(
-        header.is_file(),
-        "DEP_CUDART_INCLUDE has no cuda_runtime_api.h"
-    );
-    let crt =
-        std::env::split_paths(include_path).any(|dir| dir.join("crt/host_defines.h").is_file());
-    assert!(
-        crt,
-        "no folder of DEP_CUDART_INCLUDE_PATH has crt/host_defines.h"
-    );
+    assert!(header.is_file(), "DEP_CUDART_INCLUDE has no cuda_runtime_api.h");
+    let crt = std::env::split_paths(include_path).any(|dir| dir.join("crt/host_defines.h").is_file());
+    assert!(crt, "no folder of DEP_CUDART_INCLUDE_PATH has crt/host_defines.h");
     let library = match var("STATIC").as_str() {
         "1" => "libcudart_static.a",
         "0" => "libcudart.so",

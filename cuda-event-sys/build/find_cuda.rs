@@ -22,12 +22,7 @@ pub struct Cuda {
 }
 
 /// The variables that may name a CUDA toolkit, in the order they are tried.
-const TOOLKIT_VARS: [&str; 4] = [
-    "CUDA_PATH",
-    "CUDA_HOME",
-    "CUDA_ROOT",
-    "CUDA_TOOLKIT_ROOT_DIR",
-];
+const TOOLKIT_VARS: [&str; 4] = ["CUDA_PATH", "CUDA_HOME", "CUDA_ROOT", "CUDA_TOOLKIT_ROOT_DIR"];
 /// Where toolkits are commonly installed.
 const TOOLKIT_DIRS: [&str; 2] = ["/usr/local/cuda", "/opt/cuda"];
 /// Where PyPI's CUDA runtime wheels put their files under site-packages, newest major first:
@@ -160,8 +155,7 @@ fn probe(root: &Path, target_arch: &str, mode: Mode, name: &str) -> Result<Cuda,
 
 /// The `CUDART_VERSION` that the header defines.
 fn header_version(header: &Path) -> Result<u32, String> {
-    let text =
-        std::fs::read_to_string(header).map_err(|e| format!("cannot read {header:?}: {e}"))?;
+    let text = std::fs::read_to_string(header).map_err(|e| format!("cannot read {header:?}: {e}"))?;
     text.lines()
         .find_map(|line| {
             let mut words = line.split_whitespace();
@@ -200,10 +194,7 @@ fn site_packages_dirs() -> Vec<(String, PathBuf)> {
     // PATH is read through env::var by toolkit_of_nvcc; python3 is looked up there by the OS.
     if let Ok(output) = Command::new("python3").args(["-c", python_sites]).output() {
         for line in String::from_utf8_lossy(&output.stdout).lines() {
-            dirs.push((
-                "python3's site-packages".to_string(),
-                PathBuf::from(line.trim()),
-            ));
+            dirs.push(("python3's site-packages".to_string(), PathBuf::from(line.trim())));
         }
     }
     dirs

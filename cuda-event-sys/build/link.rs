@@ -16,16 +16,11 @@ pub enum Mode {
 
 impl Mode {
     pub fn from_env() -> Mode {
-        match env::var("CUDA_EVENT_SYS_LINK")
-            .as_ref()
-            .and_then(|v| v.to_str())
-        {
+        match env::var("CUDA_EVENT_SYS_LINK").as_ref().and_then(|v| v.to_str()) {
             Some("static") => Mode::Static,
             Some("dynamic") => Mode::Dynamic,
             Some(other) => {
-                eprintln!(
-                    "cuda-event-sys: CUDA_EVENT_SYS_LINK={other:?}: expected `static` or `dynamic`"
-                );
+                eprintln!("cuda-event-sys: CUDA_EVENT_SYS_LINK={other:?}: expected `static` or `dynamic`");
                 std::process::exit(1);
             }
             None if env::var("CARGO_FEATURE_DYNAMIC").is_some() => Mode::Dynamic,

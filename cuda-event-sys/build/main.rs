@@ -10,9 +10,8 @@ use std::path::PathBuf;
 
 fn main() {
     let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
-    let manifest_dir = PathBuf::from(
-        std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
-    );
+    let manifest_dir =
+        PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let target_arch = std::env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default();
     let target_os = std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
 
@@ -25,11 +24,7 @@ fn main() {
         }
     };
 
-    run_bindgen::generate(
-        &manifest_dir.join("wrapper.h"),
-        &cuda.include_path,
-        &out_dir,
-    );
+    run_bindgen::generate(&manifest_dir.join("wrapper.h"), &cuda.include_path, &out_dir);
     link::emit(&cuda, mode, &target_os, &out_dir);
     export_metadata(&cuda, mode);
 }

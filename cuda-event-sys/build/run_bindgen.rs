@@ -53,11 +53,7 @@ pub fn generate(wrapper: &Path, include_path: &[PathBuf], out_dir: &Path) {
     println!("cargo:rerun-if-changed={}", wrapper.display());
     let mut builder = bindgen::Builder::default()
         .header(wrapper.to_string_lossy())
-        .clang_args(
-            include_path
-                .iter()
-                .map(|dir| format!("-I{}", dir.display())),
-        )
+        .clang_args(include_path.iter().map(|dir| format!("-I{}", dir.display())))
         // A C enum that a newer runtime can extend (cudaError_t above all) must not become a Rust
         // enum: an unlisted value would be undefined behaviour. Newtypes keep every value legal.
         .default_enum_style(EnumVariation::NewType {
@@ -84,10 +80,7 @@ pub fn generate(wrapper: &Path, include_path: &[PathBuf], out_dir: &Path) {
         builder = builder.allowlist_var(var);
     }
     let bindings = builder.generate().unwrap_or_else(|e| {
-        eprintln!(
-            "cuda-event-sys: bindgen failed on {}: {e}",
-            wrapper.display()
-        );
+        eprintln!("cuda-event-sys: bindgen failed on {}: {e}", wrapper.display());
         std::process::exit(1);
     });
     bindings

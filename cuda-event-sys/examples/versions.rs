@@ -15,14 +15,8 @@ fn run() -> Result<(), String> {
     let (mut runtime, mut driver, mut devices) = (0, 0, 0);
     // SAFETY: each call writes one int through a pointer to a live local.
     unsafe {
-        check(
-            "cudaRuntimeGetVersion",
-            sys::cudaRuntimeGetVersion(&mut runtime),
-        )?;
-        check(
-            "cudaDriverGetVersion",
-            sys::cudaDriverGetVersion(&mut driver),
-        )?;
+        check("cudaRuntimeGetVersion", sys::cudaRuntimeGetVersion(&mut runtime))?;
+        check("cudaDriverGetVersion", sys::cudaDriverGetVersion(&mut driver))?;
     }
     println!(
         "CUDA runtime {} (headers {}), found by: {}",

@@ -21,10 +21,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let stream = Stream::new(0)?;
     let buffer = DeviceMemory::new(0, BYTES)?;
     let start = Event::builder().enable_timing(true).build()?;
-    let end = Event::builder()
-        .enable_timing(true)
-        .blocking(true)
-        .build()?;
+    let end = Event::builder().enable_timing(true).blocking(true).build()?;
 
     start.record(&stream)?;
     // SAFETY: the buffer holds BYTES bytes of device 0 and outlives the work (freed after the sync).
@@ -44,10 +41,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     second.wait_event(&end)?;
     let done = second.record_event()?;
     done.synchronize()?;
-    println!(
-        "second stream waited on the first: complete = {}",
-        done.query()?
-    );
+    println!("second stream waited on the first: complete = {}", done.query()?);
     Ok(())
 }
 

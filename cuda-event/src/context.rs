@@ -28,11 +28,15 @@ impl Context {
     /// The primary context of `device`, created by the driver if the device had none: only ever
     /// asked for a device the program uses.
     pub(crate) fn primary(device: i32) -> Result<Context> {
-        let index = device as usize;
-        let mut table = PRIMARY.lock();
-        if let Some(Some(context)) = table.get(index) {
+        if let Some(Some(context)) = PRIMARY.lock().get(device as usize) {
             return Ok(*context);
         }
+        Context::retain(device)
+    }
+
+    /// Retains `device`'s primary context (activating it again after a device reset) and keeps it
+    /// in the table.
+    fn retain(device: i32) -> Result<Context> {
         let d = driver()?;
         let (mut dev, mut ctx): (CUdevice, CUcontext) = (0, std::ptr::null_mut());
         // SAFETY: out-pointers are live locals; an invalid ordinal is an error, not UB.
@@ -41,6 +45,8 @@ impl Context {
         check_driver("cuDevicePrimaryCtxRetain", unsafe {
             (d.primary_ctx_retain)(&mut ctx, dev)
         })?;
+        let mut table = PRIMARY.lock();
+        let index = device as usize;
         if table.len() <= index {
             table.resize(index + 1, None);
         }
@@ -54,9 +60,7 @@ impl Context {
         let d = driver()?;
         let mut current = std::ptr::null_mut();
         // SAFETY: writes the current context (or null) through a live local.
-        check_driver("cuCtxGetCurrent", unsafe {
-            (d.ctx_get_current)(&mut current)
-        })?;
+        check_driver("cuCtxGetCurrent", unsafe { (d.ctx_get_current)(&mut current) })?;
         if current == self.0 {
             return Ok(Entered {
                 pushed: false,
@@ -69,6 +73,53 @@ impl Context {
             pushed: true,
             _thread: PhantomData,
         })
+    }
+}
+
+impl Context {
+    /// The context's unique id: a device reset destroys the primary context, and its re-creation
+    /// has a new id (or none until re-created).
+    fn id(self) -> Result<u64> {
+        let d = driver()?;
+        let mut id = 0;
+        // SAFETY: a retained context handle (possibly reset, which the driver reports as an error);
+        // writes through a live local.
+        check_driver("cuCtxGetId", unsafe { (d.ctx_get_id)(self.0, &mut id) })?;
+        Ok(id)
+    }
+}
+
+/// The instance of a device's primary context that a CUDA object was made in, to tell in `Drop`
+/// whether a device reset has already destroyed the object (destroying it again would be a
+/// use-after-free inside the driver).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Made {
+    context: Context,
+    id: u64,
+}
+
+impl Made {
+    /// The instance current now of `device`'s primary context, re-activated if a device reset
+    /// destroyed it.
+    pub(crate) fn in_primary(device: i32) -> Result<Made> {
+        let context = Context::primary(device)?;
+        if let Ok(id) = context.id() {
+            return Ok(Made { context, id });
+        }
+        let context = Context::retain(device)?;
+        Ok(Made {
+            context,
+            id: context.id()?,
+        })
+    }
+
+    pub(crate) fn context(self) -> Context {
+        self.context
+    }
+
+    /// Whether objects made in this instance still exist: false after a reset of the device.
+    pub(crate) fn still_alive(self) -> bool {
+        self.context.id() == Ok(self.id)
     }
 }
 

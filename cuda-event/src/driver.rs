@@ -57,6 +57,7 @@ driver_table! {
     device_get = c"cuDeviceGet": fn(*mut CUdevice, c_int);
     primary_ctx_retain = c"cuDevicePrimaryCtxRetain": fn(*mut CUcontext, CUdevice);
     ctx_get_current = c"cuCtxGetCurrent": fn(*mut CUcontext);
+    ctx_get_id = c"cuCtxGetId": fn(CUcontext, *mut u64);
     ctx_push_current = c"cuCtxPushCurrent": fn(CUcontext);
     ctx_pop_current = c"cuCtxPopCurrent": fn(*mut CUcontext);
     event_create = c"cuEventCreate": fn(*mut CUevent, c_uint);
@@ -94,8 +95,7 @@ pub(crate) fn error_strings(code: CUresult) -> Option<(&'static str, &'static st
     let (mut name, mut message) = (std::ptr::null(), std::ptr::null());
     // SAFETY: both write a pointer to a static string (or fail and leave null) for any code.
     let known = unsafe {
-        (driver.get_error_name)(code, &mut name) == 0
-            && (driver.get_error_string)(code, &mut message) == 0
+        (driver.get_error_name)(code, &mut name) == 0 && (driver.get_error_string)(code, &mut message) == 0
     };
     // SAFETY: on success the driver's strings are static and NUL-terminated.
     known.then(|| unsafe { (static_str(name), static_str(message)) })
@@ -110,16 +110,12 @@ fn entry_point(symbol: &CStr, version: c_int) -> std::result::Result<*mut c_void
             symbol.as_ptr(),
             &mut function,
             version as c_uint,
-            sys::cudaGetDriverEntryPointFlags::cudaEnableDefault
-                .0
-                .into(),
+            sys::cudaGetDriverEntryPointFlags::cudaEnableDefault.0.into(),
             &mut status,
         )
     };
     check(Api::Runtime, "cudaGetDriverEntryPointByVersion", code.0)?;
-    if status != sys::cudaDriverEntryPointQueryResult::cudaDriverEntryPointSuccess
-        || function.is_null()
-    {
+    if status != sys::cudaDriverEntryPointQueryResult::cudaDriverEntryPointSuccess || function.is_null() {
         // The driver is older than the runtime: report it as CUDA's own "symbol not found".
         let code = sys::cudaError::cudaErrorSymbolNotFound.0;
         check(Api::Runtime, "cudaGetDriverEntryPointByVersion", code)?;

@@ -165,25 +165,34 @@ impl fmt::Display for Error {
             Error::Cuda(e) => e.fmt(f),
             Error::NotTimingEvent => f.write_str("elapsed_time needs two events built with enable_timing"),
             Error::NotRecorded => f.write_str("elapsed_time needs both events recorded first"),
-            Error::NotComplete => {
-                f.write_str("elapsed_time needs the work of both events complete (synchronize the end event first)")
-            }
+            Error::NotComplete => f.write_str(
+                "elapsed_time needs the work of both events complete (synchronize the end event first)",
+            ),
             Error::DeviceMismatch { event, stream } => write!(
                 f,
                 "the event lives on device {event} but the stream is on device {stream}: \
                  an event is recorded on streams of its own device only"
             ),
             Error::ElapsedAcrossDevices { start, end } => {
-                write!(f, "elapsed_time between events of device {start} and device {end}: both must be on one device")
+                write!(
+                    f,
+                    "elapsed_time between events of device {start} and device {end}: both must be on one device"
+                )
             }
             Error::InterprocessWithTiming => {
                 f.write_str("an interprocess event cannot have enable_timing (CUDA requires timing off)")
             }
             Error::IpcHandleLength { expected, found } => {
-                write!(f, "an IPC event handle has length {expected} (bytes, or hex digits as text), got {found}")
+                write!(
+                    f,
+                    "an IPC event handle has length {expected} (bytes, or hex digits as text), got {found}"
+                )
             }
             Error::IpcHandleText { position } => {
-                write!(f, "an IPC event handle's text is hexadecimal; character {position} is not")
+                write!(
+                    f,
+                    "an IPC event handle's text is hexadecimal; character {position} is not"
+                )
             }
             Error::IpcHandleFromThisProcess => f.write_str(
                 "this IPC event handle was exported by this same process: use the event itself, \

@@ -1,6 +1,6 @@
 //! The event: torch.cuda.Event's semantics, created lazily and exactly once, every flag real.
 
-use crate::context::Context;
+use crate::context::Made;
 use crate::device::current_device;
 use crate::driver::{CUevent, Driver, NOT_READY, driver};
 use crate::error::{Error, Result, check_driver};
@@ -39,6 +39,8 @@ pub struct Event {
 struct Created {
     raw: CUevent,
     device: i32,
+    /// The context instance it was made in; unknown for events taken over with `from_raw`.
+    made: Option<Made>,
 }
 
 // SAFETY: the CUDA event handle may be used from any thread (CUDA's API is thread safe); the rest of
@@ -183,8 +185,7 @@ impl Event {
             let (raw, s) = (created.raw, stream.as_raw());
             if self.options.external && stream.is_capturing()? {
                 // SAFETY: a live event and stream of one device; the flag is a record flag.
-                let code =
-                    unsafe { (d.event_record_with_flags)(raw, s, sys::cudaEventRecordExternal) };
+                let code = unsafe { (d.event_record_with_flags)(raw, s, sys::cudaEventRecordExternal) };
                 return check_driver("cuEventRecordWithFlags", code);
             }
             // SAFETY: a live event and stream of one device (checked above).
@@ -336,14 +337,19 @@ impl Event {
             return Err(Error::IpcHandleFromThisProcess);
         }
         let d = driver()?;
-        let _current = Context::primary(device)?.enter()?;
+        let made = Made::in_primary(device)?;
+        let _current = made.context().enter()?;
         let mut raw = std::ptr::null_mut();
         // SAFETY: writes the opened event through a live local, in the device's context made current.
         check_driver("cuIpcOpenEventHandle", unsafe {
             (d.ipc_open_event_handle)(&mut raw, handle.to_raw())
         })?;
         let event = Event::lazy(EventBuilder::default().interprocess(true));
-        let _ = event.created.set(Created { raw, device });
+        let _ = event.created.set(Created {
+            raw,
+            device,
+            made: Some(made),
+        });
         let _ = event.ipc.set(handle);
         Ok(event)
     }
@@ -368,7 +374,11 @@ impl Event {
     /// that nothing else destroys or uses after the returned `Event` drops.
     pub unsafe fn from_raw(raw: sys::cudaEvent_t, device: i32, options: EventBuilder) -> Event {
         let event = Event::lazy(options);
-        let _ = event.created.set(Created { raw, device });
+        let _ = event.created.set(Created {
+            raw,
+            device,
+            made: None,
+        });
         event.recorded.store(true, Ordering::Relaxed);
         event
     }
@@ -400,13 +410,18 @@ impl Event {
             return Ok(created);
         }
         let d = driver()?;
-        let _current = Context::primary(device)?.enter()?;
+        let made = Made::in_primary(device)?;
+        let _current = made.context().enter()?;
         let mut raw = std::ptr::null_mut();
         // SAFETY: writes the new event through a live local, in the device's context made current.
         let code = unsafe { (d.event_create)(&mut raw, self.options.cuda_flags()) };
         check_driver("cuEventCreate", code)?;
         CREATED.fetch_add(1, Ordering::Relaxed);
-        Ok(self.created.get_or_init(|| Created { raw, device }))
+        Ok(self.created.get_or_init(|| Created {
+            raw,
+            device,
+            made: Some(made),
+        }))
     }
 
     fn recorded(&self) -> Option<&Created> {
@@ -430,6 +445,10 @@ impl Drop for Event {
         let Some(created) = self.created.take() else {
             return;
         };
+        // After a device reset the event is already gone with its context.
+        if created.made.is_some_and(|made| !made.still_alive()) {
+            return;
+        }
         let Ok(d) = driver() else { return };
         // SAFETY: the event is owned here and destroyed once; a pending event may be destroyed (CUDA
         // releases it when its work completes), and no current context is needed.

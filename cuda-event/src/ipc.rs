@@ -97,15 +97,9 @@ impl FromStr for IpcEventHandle {
 static EXPORTED: Mutex<Option<HashSet<IpcEventHandle>>> = Mutex::new(None);
 
 pub(crate) fn remember_exported(handle: IpcEventHandle) {
-    EXPORTED
-        .lock()
-        .get_or_insert_with(HashSet::new)
-        .insert(handle);
+    EXPORTED.lock().get_or_insert_with(HashSet::new).insert(handle);
 }
 
 pub(crate) fn exported_here(handle: &IpcEventHandle) -> bool {
-    EXPORTED
-        .lock()
-        .as_ref()
-        .is_some_and(|set| set.contains(handle))
+    EXPORTED.lock().as_ref().is_some_and(|set| set.contains(handle))
 }

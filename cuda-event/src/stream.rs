@@ -1,7 +1,7 @@
 //! Streams: owned ones (created on a device, destroyed on drop), a device's default streams, and
 //! streams borrowed from other libraries as raw `cudaStream_t`.
 
-use crate::context::Context;
+use crate::context::{Context, Made};
 use crate::driver::{CUstream, NOT_READY, driver};
 use crate::error::{Result, check_driver};
 use crate::event::Event;
@@ -18,8 +18,8 @@ pub struct Stream {
 }
 
 enum Kind {
-    /// Created here; destroyed on drop.
-    Owned,
+    /// Created here, in this instance of the device's context; destroyed on drop.
+    Owned(Made),
     /// A default stream handle (`cudaStreamLegacy`, `cudaStreamPerThread`, or null): it names the
     /// default stream of whichever context is current, so each call makes the device's current.
     Default(Context),
@@ -55,7 +55,8 @@ impl Stream {
     #[doc(alias = "cuStreamCreateWithPriority")]
     pub fn with_options(device: i32, options: StreamOptions) -> Result<Stream> {
         let d = driver()?;
-        let _current = Context::primary(device)?.enter()?;
+        let made = Made::in_primary(device)?;
+        let _current = made.context().enter()?;
         let flags = if options.non_blocking {
             sys::cudaStreamNonBlocking
         } else {
@@ -68,7 +69,7 @@ impl Stream {
         Ok(Stream {
             raw,
             device,
-            kind: Kind::Owned,
+            kind: Kind::Owned(made),
         })
     }
 
@@ -145,11 +146,7 @@ impl Stream {
     pub fn synchronize(&self) -> Result<()> {
         let d = driver()?;
         // SAFETY: self.raw is a valid stream (an invariant of Stream), in the context made current.
-        self.in_context(|| {
-            check_driver("cuStreamSynchronize", unsafe {
-                (d.stream_synchronize)(self.raw)
-            })
-        })
+        self.in_context(|| check_driver("cuStreamSynchronize", unsafe { (d.stream_synchronize)(self.raw) }))
     }
 
     /// Whether all work on this stream is complete: `Ok(false)` while work is pending.
@@ -171,8 +168,7 @@ impl Stream {
         let d = driver()?;
         let mut priority = 0;
         // SAFETY: as in synchronize; writes through a live local.
-        let code =
-            self.in_context(|| Ok(unsafe { (d.stream_get_priority)(self.raw, &mut priority) }))?;
+        let code = self.in_context(|| Ok(unsafe { (d.stream_get_priority)(self.raw, &mut priority) }))?;
         check_driver("cuStreamGetPriority", code).map(|()| priority)
     }
 
@@ -182,8 +178,7 @@ impl Stream {
         let d = driver()?;
         let mut status = sys::cudaStreamCaptureStatus::cudaStreamCaptureStatusNone;
         // SAFETY: as in synchronize; writes through a live local.
-        let code =
-            self.in_context(|| Ok(unsafe { (d.stream_is_capturing)(self.raw, &mut status) }))?;
+        let code = self.in_context(|| Ok(unsafe { (d.stream_is_capturing)(self.raw, &mut status) }))?;
         check_driver("cuStreamIsCapturing", code)?;
         Ok(status != sys::cudaStreamCaptureStatus::cudaStreamCaptureStatusNone)
     }
@@ -196,17 +191,18 @@ impl Stream {
                 let _current = context.enter()?;
                 call()
             }
-            Kind::Owned | Kind::Borrowed => call(),
+            Kind::Owned(_) | Kind::Borrowed => call(),
         }
     }
 }
 
 impl Drop for Stream {
     fn drop(&mut self) {
-        if !matches!(self.kind, Kind::Owned) {
+        let Kind::Owned(made) = self.kind else { return };
+        // After a device reset the stream is already gone with its context.
+        let (Ok(d), true) = (driver(), made.still_alive()) else {
             return;
-        }
-        let Ok(d) = driver() else { return };
+        };
         // SAFETY: the stream was created here and is destroyed once; pending work still completes.
         crate::drop_errors::report(check_driver("cuStreamDestroy", unsafe {
             (d.stream_destroy)(self.raw)
@@ -217,7 +213,7 @@ impl Drop for Stream {
 impl fmt::Debug for Stream {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let kind = match self.kind {
-            Kind::Owned => "owned",
+            Kind::Owned(_) => "owned",
             Kind::Default(_) => "default",
             Kind::Borrowed => "borrowed",
         };

@@ -14,10 +14,7 @@ fn builder_defaults_are_torchs_all_off() {
 
 #[test]
 fn interprocess_with_timing_is_rejected_when_built() {
-    let built = Event::builder()
-        .interprocess(true)
-        .enable_timing(true)
-        .build();
+    let built = Event::builder().interprocess(true).enable_timing(true).build();
     assert_eq!(built.err(), Some(Error::InterprocessWithTiming));
 }
 
@@ -148,11 +145,7 @@ fn ipc_handle_text_that_is_not_hex_names_the_position() {
 
 #[test]
 fn errors_display_for_a_reader() {
-    let mismatch = Error::DeviceMismatch {
-        event: 0,
-        stream: 1,
-    }
-    .to_string();
+    let mismatch = Error::DeviceMismatch { event: 0, stream: 1 }.to_string();
     assert!(
         mismatch.contains("device 0") && mismatch.contains("device 1"),
         "{mismatch}"

@@ -37,10 +37,7 @@ fn query_is_false_while_the_stream_is_held_and_true_after_synchronize() {
     assert_eq!(event.query(), Ok(false));
     // A NotReady must not linger as the thread's last runtime error.
     // SAFETY: reads the thread's last runtime error.
-    assert_eq!(
-        unsafe { sys::cudaPeekAtLastError() },
-        sys::cudaError::cudaSuccess
-    );
+    assert_eq!(unsafe { sys::cudaPeekAtLastError() }, sys::cudaError::cudaSuccess);
     gate.open();
     event.synchronize().unwrap();
     assert_eq!(event.query(), Ok(true));
@@ -74,10 +71,7 @@ fn debug_shows_the_handle_once_created() {
     assert!(format!("{event:?}").contains("not created"));
     event.record(&Stream::new(0).unwrap()).unwrap();
     let text = format!("{event:?}");
-    assert!(
-        !text.contains("not created") && text.contains("0x"),
-        "{text}"
-    );
+    assert!(!text.contains("not created") && text.contains("0x"), "{text}");
 }
 
 #[test]
@@ -236,11 +230,7 @@ fn wait_keeps_the_snapshot_it_saw() {
     free.synchronize().unwrap();
     assert_eq!(event.query(), Ok(true));
     std::thread::sleep(Duration::from_millis(20));
-    assert_eq!(
-        waiter.query(),
-        Ok(false),
-        "the wait keeps the held record it saw"
-    );
+    assert_eq!(waiter.query(), Ok(false), "the wait keeps the held record it saw");
     gate.open();
     waiter.synchronize().unwrap();
 }

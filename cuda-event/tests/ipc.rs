@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{gpu, hold, role, sleep_on, spawn_child};
+use common::{gpu, role, run_child, sleep_on, spawn_child};
 use cuda_event::{Error, Event, IpcEventHandle, Stream};
 use std::io::{BufRead, BufReader};
 use std::process::Child;
@@ -27,9 +27,7 @@ fn wait_for_line(child: &mut Child, marker: &str) -> BufReader<std::process::Chi
         let mut line = String::new();
         if reader.read_line(&mut line).unwrap() == 0 {
             let status = child.wait().unwrap();
-            let mut stderr = String::new();
-            std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
-            panic!("child ended ({status}) before {marker:?}:\n{seen}\n{stderr}");
+            panic!("child ended ({status}) before {marker:?}:\n{seen}");
         }
         seen.push_str(&line);
         if line.trim() == marker {
@@ -53,10 +51,17 @@ fn finish(mut child: Child, mut rest: BufReader<std::process::ChildStdout>) {
 fn importer_synchronizes_on_the_exporters_record() {
     const TEST: &str = "importer_synchronizes_on_the_exporters_record";
     if role().as_deref() == Some("importer") {
+        eprintln!("importer: opening");
         let event = Event::from_ipc_handle(0, handle_from_parent()).unwrap();
+        eprintln!("importer: opened {event:?}");
+        let started = Instant::now();
         assert_eq!(event.query(), Ok(false), "the exporter's stream is held");
-        println!("pending");
         event.synchronize().unwrap();
+        eprintln!("importer: waited {:?}", started.elapsed());
+        assert!(
+            started.elapsed() >= Duration::from_millis(100),
+            "the wait was too short"
+        );
         assert_eq!(event.query(), Ok(true));
         // An imported event never times; its handle is the one it was opened with.
         assert_eq!(event.elapsed_time(&event), Err(Error::NotTimingEvent));
@@ -66,14 +71,12 @@ fn importer_synchronizes_on_the_exporters_record() {
     let _gpu = gpu();
     let stream = Stream::new(0).unwrap();
     let event = interprocess();
-    let gate = hold(&stream);
+    // Held by a host function that sleeps: the importer's wait must not need this process to act.
+    sleep_on(&stream, Duration::from_millis(1500));
     event.record(&stream).unwrap();
     let handle = event.ipc_handle().unwrap().to_string();
-    let mut child = spawn_child(TEST, "importer", &[(HANDLE, &handle)]);
-    let rest = wait_for_line(&mut child, "pending");
-    std::thread::sleep(Duration::from_millis(50));
-    gate.open();
-    finish(child, rest);
+    eprintln!("exporter: {event:?} exported {handle}");
+    run_child(TEST, "importer", &[(HANDLE, &handle)]);
     stream.synchronize().unwrap();
 }
 
@@ -82,7 +85,9 @@ fn importer_synchronizes_on_the_exporters_record() {
 fn importer_records_and_exporter_waits() {
     const TEST: &str = "importer_records_and_exporter_waits";
     if role().as_deref() == Some("recorder") {
+        eprintln!("recorder: opening");
         let event = Event::from_ipc_handle(0, handle_from_parent()).unwrap();
+        eprintln!("recorder: opened {event:?}");
         let stream = Stream::new(0).unwrap();
         sleep_on(&stream, Duration::from_millis(500));
         event.record(&stream).unwrap();

@@ -22,10 +22,7 @@ fn multi_gpu_record_on_another_devices_stream_is_an_error() {
     let on_1 = Stream::new(1).unwrap();
     assert_eq!(
         event.record(&on_1),
-        Err(Error::DeviceMismatch {
-            event: 0,
-            stream: 1
-        })
+        Err(Error::DeviceMismatch { event: 0, stream: 1 })
     );
     assert_eq!(event.device(), Some(0));
 }
@@ -60,11 +57,7 @@ fn multi_gpu_query_and_synchronize_do_not_depend_on_the_current_device() {
     gate.open();
     event.synchronize().unwrap();
     assert_eq!(event.query(), Ok(true));
-    assert_eq!(
-        current_device(),
-        Ok(0),
-        "no call may change the current device"
-    );
+    assert_eq!(current_device(), Ok(0), "no call may change the current device");
 }
 
 #[test]
@@ -94,10 +87,7 @@ fn multi_gpu_ipc_handle_under_device_1_creates_on_device_1() {
     assert_eq!(event.device(), Some(1));
     assert_eq!(
         event.record(&Stream::new(0).unwrap()),
-        Err(Error::DeviceMismatch {
-            event: 1,
-            stream: 0
-        })
+        Err(Error::DeviceMismatch { event: 1, stream: 0 })
     );
     event.record(&Stream::new(1).unwrap()).unwrap();
 }

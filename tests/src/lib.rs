@@ -33,9 +33,7 @@ pub fn c_abi_table() -> Vec<(String, u64)> {
         // SAFETY: every name is a string literal in c/abi.c: static and NUL-terminated.
         .map(|e| {
             (
-                unsafe { CStr::from_ptr(e.name) }
-                    .to_string_lossy()
-                    .into_owned(),
+                unsafe { CStr::from_ptr(e.name) }.to_string_lossy().into_owned(),
                 e.value,
             )
         })

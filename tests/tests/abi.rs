@@ -28,9 +28,7 @@ fn rust_value(name: &str) -> Option<u64> {
         "alignof enum cudaDeviceAttr" => align_of::<cudaDeviceAttr>() as u64,
         "sizeof enum cudaStreamCaptureStatus" => size_of::<cudaStreamCaptureStatus>() as u64,
         "alignof enum cudaStreamCaptureStatus" => align_of::<cudaStreamCaptureStatus>() as u64,
-        "offsetof cudaIpcEventHandle_t.reserved" => {
-            offset_of!(cudaIpcEventHandle_t, reserved) as u64
-        }
+        "offsetof cudaIpcEventHandle_t.reserved" => offset_of!(cudaIpcEventHandle_t, reserved) as u64,
         "CUDA_IPC_HANDLE_SIZE" => CUDA_IPC_HANDLE_SIZE.into(),
         "CUDART_VERSION" => CUDART_VERSION.into(),
         "cudaEventDefault" => cudaEventDefault.into(),
@@ -46,28 +44,16 @@ fn rust_value(name: &str) -> Option<u64> {
         "cudaStreamLegacy" => cudaStreamLegacy as u64,
         "cudaStreamPerThread" => cudaStreamPerThread as u64,
         "cudaDevAttrIpcEventSupport" => cudaDeviceAttr::cudaDevAttrIpcEventSupport.0.into(),
-        "cudaStreamCaptureStatusNone" => cudaStreamCaptureStatus::cudaStreamCaptureStatusNone
+        "cudaStreamCaptureStatusNone" => cudaStreamCaptureStatus::cudaStreamCaptureStatusNone.0.into(),
+        "cudaStreamCaptureStatusActive" => cudaStreamCaptureStatus::cudaStreamCaptureStatusActive.0.into(),
+        "cudaStreamCaptureStatusInvalidated" => cudaStreamCaptureStatus::cudaStreamCaptureStatusInvalidated
             .0
             .into(),
-        "cudaStreamCaptureStatusActive" => cudaStreamCaptureStatus::cudaStreamCaptureStatusActive
-            .0
-            .into(),
-        "cudaStreamCaptureStatusInvalidated" => {
-            cudaStreamCaptureStatus::cudaStreamCaptureStatusInvalidated
-                .0
-                .into()
-        }
-        "cudaStreamCaptureModeGlobal" => {
-            cudaStreamCaptureMode::cudaStreamCaptureModeGlobal.0.into()
-        }
+        "cudaStreamCaptureModeGlobal" => cudaStreamCaptureMode::cudaStreamCaptureModeGlobal.0.into(),
         "cudaStreamCaptureModeThreadLocal" => {
-            cudaStreamCaptureMode::cudaStreamCaptureModeThreadLocal
-                .0
-                .into()
+            cudaStreamCaptureMode::cudaStreamCaptureModeThreadLocal.0.into()
         }
-        "cudaStreamCaptureModeRelaxed" => {
-            cudaStreamCaptureMode::cudaStreamCaptureModeRelaxed.0.into()
-        }
+        "cudaStreamCaptureModeRelaxed" => cudaStreamCaptureMode::cudaStreamCaptureModeRelaxed.0.into(),
         "cudaMemcpyDeviceToHost" => cudaMemcpyKind::cudaMemcpyDeviceToHost.0.into(),
         "cudaMemcpyHostToDevice" => cudaMemcpyKind::cudaMemcpyHostToDevice.0.into(),
         error => return error_code(error),
@@ -106,9 +92,7 @@ fn every_c_abi_fact_matches_the_bindings() {
         .filter_map(|(name, c)| match rust_value(name) {
             Some(rust) if rust == *c => None,
             Some(rust) => Some(format!("{name}: C says {c}, Rust says {rust}")),
-            None => Some(format!(
-                "{name}: C reports it, the Rust side has no value for it"
-            )),
+            None => Some(format!("{name}: C reports it, the Rust side has no value for it")),
         })
         .collect();
     assert!(

@@ -24,10 +24,7 @@ fn dependent_receives_every_dep_cudart_key() {
 fn dep_cudart_version_is_the_headers_version() {
     let version: u32 = env!("DEP_CUDART_VERSION").parse().unwrap();
     assert_eq!(version, cuda_event_sys::CUDART_VERSION);
-    assert!(
-        version >= 12000,
-        "built against CUDA {version}, older than 12.0"
-    );
+    assert!(version >= 12000, "built against CUDA {version}, older than 12.0");
 }
 
 #[test]

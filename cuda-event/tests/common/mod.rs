@@ -8,26 +8,61 @@ use std::process::{Command, Output};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Serializes the GPU tests of one binary (CUDA runs host functions of a context on one thread, so a
-/// held stream of one test would delay another's timing) and checks that a GPU is there.
-pub fn gpu() -> MutexGuard<'static, ()> {
+/// How long one GPU test (or a child process of one) may take before its process is ended, so a
+/// hang fails the run instead of stalling it.
+const DEADLINE: Duration = Duration::from_secs(30);
+
+/// Held by a running GPU test: it serializes the GPU tests of one binary (CUDA runs a context's host
+/// functions on one thread, so a held stream of one test would delay another's timing) and ends the
+/// process if the test outlives [`DEADLINE`].
+pub struct GpuTest {
+    _serial: MutexGuard<'static, ()>,
+    _watchdog: Watchdog,
+}
+
+/// Ends the process unless dropped within the deadline.
+pub struct Watchdog(Option<std::sync::mpsc::Sender<()>>);
+
+pub fn watchdog(what: &str) -> Watchdog {
+    let (done, wait) = std::sync::mpsc::channel::<()>();
+    let what = what.to_string();
+    std::thread::spawn(move || {
+        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = wait.recv_timeout(DEADLINE) {
+            eprintln!("{what}: still running after {DEADLINE:?}, ending the process");
+            std::process::exit(124);
+        }
+    });
+    Watchdog(Some(done))
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        drop(self.0.take());
+    }
+}
+
+/// Starts a GPU test: checks that a GPU is there and serializes it with the binary's others.
+pub fn gpu() -> GpuTest {
     static SERIAL: Mutex<()> = Mutex::new(());
-    let guard = SERIAL.lock();
-    let count = cuda_event::device_count()
-        .unwrap_or_else(|e| panic!("this GPU test needs a CUDA GPU: {e}"));
+    let serial = SERIAL.lock();
+    let name = std::thread::current().name().unwrap_or("a GPU test").to_string();
+    let count = cuda_event::device_count().unwrap_or_else(|e| panic!("this GPU test needs a CUDA GPU: {e}"));
     assert!(count >= 1, "this GPU test needs a CUDA GPU, found none");
-    guard
+    GpuTest {
+        _serial: serial,
+        _watchdog: watchdog(&name),
+    }
 }
 
 /// Like [`gpu`], for the tests that need two GPUs: fails clearly with fewer.
-pub fn two_gpus() -> MutexGuard<'static, ()> {
-    let guard = gpu();
+pub fn two_gpus() -> GpuTest {
+    let test = gpu();
     let count = cuda_event::device_count().unwrap();
     assert!(
         count >= 2,
         "this multi_gpu test needs two GPUs, {count} visible (skip it with --skip multi_gpu)"
     );
-    guard
+    test
 }
 
 /// Holds a stream: work queued after [`hold`] waits until the gate opens (or the Gate drops).
@@ -164,12 +199,15 @@ pub fn thread_cpu_time() -> Duration {
 /// The environment variable that tells a test binary re-run as a child which part to play.
 pub const ROLE: &str = "CUDA_EVENT_TEST_ROLE";
 
-/// The role this process plays, if it is a child.
+/// The role this process plays, if it is a child; a child also gets a watchdog.
 pub fn role() -> Option<String> {
-    std::env::var(ROLE).ok()
+    let role = std::env::var(ROLE).ok()?;
+    std::mem::forget(watchdog(&format!("child ({role})")));
+    Some(role)
 }
 
 /// Re-runs this test binary as a child that runs only `test`, with `role` and extra environment.
+/// Its stdout is piped to the parent; its stderr goes to the parent's.
 pub fn spawn_child(test: &str, role: &str, envs: &[(&str, &str)]) -> std::process::Child {
     Command::new(std::env::current_exe().unwrap())
         .args([
@@ -183,7 +221,7 @@ pub fn spawn_child(test: &str, role: &str, envs: &[(&str, &str)]) -> std::proces
         .envs(envs.iter().copied())
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
         .spawn()
         .unwrap()
 }
@@ -191,11 +229,11 @@ pub fn spawn_child(test: &str, role: &str, envs: &[(&str, &str)]) -> std::proces
 /// Runs a child (see [`spawn_child`]) to completion and checks that it passed.
 pub fn run_child(test: &str, role: &str, envs: &[(&str, &str)]) -> Output {
     let output = spawn_child(test, role, envs).wait_with_output().unwrap();
-    let text = String::from_utf8_lossy(&output.stdout).into_owned()
-        + &String::from_utf8_lossy(&output.stderr);
+    let text = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),
-        "child {test} ({role}) failed:\n{text}"
+        "child {test} ({role}) failed ({}):\n{text}",
+        output.status
     );
     assert!(
         text.contains("1 passed"),
