@@ -6,7 +6,7 @@
 //! pushed on the thread's context stack for the call and popped after: the caller's state is exactly
 //! restored, and no other device is touched.
 
-use crate::driver::{CUcontext, CUdevice, driver};
+use crate::driver::{CUcontext, CUdevice, CUresult, driver};
 use crate::error::{Result, check_driver};
 use parking_lot::Mutex;
 use std::marker::PhantomData;
@@ -87,6 +87,21 @@ impl Context {
         check_driver("cuCtxGetId", unsafe { (d.ctx_get_id)(self.0, &mut id) })?;
         Ok(id)
     }
+}
+
+/// `CUDA_ERROR_INVALID_CONTEXT`: the call wanted a context current on the thread.
+const INVALID_CONTEXT: CUresult = 201;
+
+/// Runs a driver call that needs a context current on the thread (measured: `cuIpcGetEventHandle`
+/// does, `cuEventRecord` and `cuEventQuery` do not): first as is, which costs nothing when a context
+/// is current, then again with `device`'s primary context entered.
+pub(crate) fn in_context_if_needed(device: i32, call: impl Fn() -> CUresult) -> Result<CUresult> {
+    let code = call();
+    if code != INVALID_CONTEXT {
+        return Ok(code);
+    }
+    let _current = Context::primary(device)?.enter()?;
+    Ok(call())
 }
 
 /// The instance of a device's primary context that a CUDA object was made in, to tell in `Drop`

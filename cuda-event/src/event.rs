@@ -1,6 +1,6 @@
 //! The event: torch.cuda.Event's semantics, created lazily and exactly once, every flag real.
 
-use crate::context::Made;
+use crate::context::{Made, in_context_if_needed};
 use crate::device::current_device;
 use crate::driver::{CUevent, Driver, NOT_READY, driver};
 use crate::error::{Error, Result, check_driver};
@@ -287,7 +287,11 @@ impl Event {
         }
         let mut ms = 0.0;
         // SAFETY: two live, recorded and complete events of one device; writes through a live local.
-        let code = unsafe { (d.event_elapsed_time)(&mut ms, start_event.raw, end_event.raw) };
+        let ms_ptr: *mut f32 = &mut ms;
+        let (start, end) = (start_event.raw, end_event.raw);
+        let code = in_context_if_needed(start_event.device, || unsafe {
+            (d.event_elapsed_time)(ms_ptr, start, end)
+        })?;
         check_driver("cuEventElapsedTime", code).map(|()| ms)
     }
 
@@ -312,10 +316,12 @@ impl Event {
         };
         let d = driver()?;
         let mut raw = sys::cudaIpcEventHandle_t::default();
-        // SAFETY: a live interprocess event; writes the handle through a live local.
-        check_driver("cuIpcGetEventHandle", unsafe {
-            (d.ipc_get_event_handle)(&mut raw, created.raw)
+        let raw_ptr: *mut sys::cudaIpcEventHandle_t = &mut raw;
+        // SAFETY: a live interprocess event; writes the handle through a pointer to a live local.
+        let code = in_context_if_needed(created.device, || unsafe {
+            (d.ipc_get_event_handle)(raw_ptr, created.raw)
         })?;
+        check_driver("cuIpcGetEventHandle", code)?;
         let handle = *self.ipc.get_or_init(|| IpcEventHandle::from_raw(&raw));
         ipc::remember_exported(handle);
         Ok(handle)
