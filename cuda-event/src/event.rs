@@ -5,6 +5,7 @@ use crate::device::current_device;
 use crate::driver::{CUevent, Driver, NOT_READY, driver};
 use crate::error::{Error, Result, check_driver};
 use crate::ipc::{self, IpcEventHandle};
+use crate::pool::{self, Pooled};
 use crate::stream::Stream;
 use cuda_event_sys as sys;
 use parking_lot::Mutex;
@@ -53,7 +54,8 @@ unsafe impl Sync for Event {}
 /// Counts CUDA events created by this crate, for diagnostics and tests.
 static CREATED: AtomicU64 = AtomicU64::new(0);
 
-/// How many CUDA events this process has created through this crate (not counting imported ones).
+/// How many CUDA events this process has created through this crate: not counting imported ones,
+/// nor events reused from the pool.
 pub fn cuda_events_created() -> u64 {
     CREATED.load(Ordering::Relaxed)
 }
@@ -174,7 +176,7 @@ impl Event {
     #[doc(alias = "cudaEventRecordWithFlags")]
     pub fn record(&self, stream: &Stream) -> Result<()> {
         let d = driver()?;
-        let created = self.created_on(stream.device())?;
+        let created = self.created_on(stream.device(), Reuse::FromPool)?;
         if created.device != stream.device() {
             return Err(Error::DeviceMismatch {
                 event: created.device,
@@ -312,7 +314,7 @@ impl Event {
         }
         let created = match self.created.get() {
             Some(created) => created,
-            None => self.created_on(current_device()?)?,
+            None => self.created_on(current_device()?, Reuse::No)?,
         };
         let d = driver()?;
         let mut raw = sys::cudaIpcEventHandle_t::default();
@@ -400,28 +402,39 @@ impl Event {
         raw
     }
 
-    /// The CUDA event, created on `device` by the first caller; others wait for it and use it.
+    /// The CUDA event, made on `device` by the first caller (others wait for it and use it): from
+    /// this thread's pool when `reuse` allows (see the pool module for why only a record may reuse
+    /// one), else created.
     #[inline]
-    fn created_on(&self, device: i32) -> Result<&Created> {
+    fn created_on(&self, device: i32, reuse: Reuse) -> Result<&Created> {
         if let Some(created) = self.created.get() {
             return Ok(created);
         }
-        self.create_once(device)
+        self.create_once(device, reuse)
     }
 
     #[cold]
-    fn create_once(&self, device: i32) -> Result<&Created> {
+    fn create_once(&self, device: i32, reuse: Reuse) -> Result<&Created> {
         let _creating = self.creating.lock();
         if let Some(created) = self.created.get() {
             return Ok(created);
+        }
+        let flags = self.options.cuda_flags();
+        if reuse == Reuse::FromPool {
+            if let Some(pooled) = pool::take(device, flags) {
+                return Ok(self.created.get_or_init(|| Created {
+                    raw: pooled.raw,
+                    device,
+                    made: Some(pooled.made),
+                }));
+            }
         }
         let d = driver()?;
         let made = Made::in_primary(device)?;
         let _current = made.context().enter()?;
         let mut raw = std::ptr::null_mut();
         // SAFETY: writes the new event through a live local, in the device's context made current.
-        let code = unsafe { (d.event_create)(&mut raw, self.options.cuda_flags()) };
-        check_driver("cuEventCreate", code)?;
+        check_driver("cuEventCreate", unsafe { (d.event_create)(&mut raw, flags) })?;
         CREATED.fetch_add(1, Ordering::Relaxed);
         Ok(self.created.get_or_init(|| Created {
             raw,
@@ -437,6 +450,13 @@ impl Event {
     }
 }
 
+/// Whether a lazily made CUDA event may come from the pool.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Reuse {
+    FromPool,
+    No,
+}
+
 /// `cuEventQuery` as torch reads it: complete, not ready, or an error.
 fn query_raw(d: &Driver, raw: CUevent) -> Result<bool> {
     // SAFETY: a live event.
@@ -448,19 +468,17 @@ fn query_raw(d: &Driver, raw: CUevent) -> Result<bool> {
 
 impl Drop for Event {
     fn drop(&mut self) {
-        let Some(created) = self.created.take() else {
+        let Some(Created { raw, device, made }) = self.created.take() else {
             return;
         };
-        // After a device reset the event is already gone with its context.
-        if created.made.is_some_and(|made| !made.still_alive()) {
+        // Only events made here whose handle never escaped go back to the pool.
+        if let (Some(made), None) = (made, self.ipc.get()) {
+            if let Err(back) = pool::give(device, self.options.cuda_flags(), Pooled { raw, made }) {
+                pool::destroy(back.raw, Some(back.made));
+            }
             return;
         }
-        let Ok(d) = driver() else { return };
-        // SAFETY: the event is owned here and destroyed once; a pending event may be destroyed (CUDA
-        // releases it when its work completes), and no current context is needed.
-        crate::drop_errors::report(check_driver("cuEventDestroy", unsafe {
-            (d.event_destroy)(created.raw)
-        }));
+        pool::destroy(raw, made);
     }
 }
 

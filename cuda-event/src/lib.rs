@@ -46,6 +46,8 @@
 //!   the crate rejects itself before calling CUDA.
 //! - Drop never panics and never changes the current device; errors it meets are kept for
 //!   [`take_drop_errors`].
+//! - A dropped event's CUDA event goes back to a per-thread pool, so that the next new event's first
+//!   record costs about as much as a record ([`set_event_pool`] turns it off).
 //!
 //! # How it calls CUDA
 //! Through the driver API, resolved once with `cudaGetDriverEntryPointByVersion` from the linked
@@ -66,6 +68,7 @@ mod drop_errors;
 mod error;
 mod event;
 mod ipc;
+mod pool;
 mod stream;
 
 pub use cuda_event_sys as sys;
@@ -74,4 +77,5 @@ pub use drop_errors::{DropErrors, print_drop_errors, take_drop_errors};
 pub use error::{CudaError, Error, Result, check_runtime};
 pub use event::{Event, EventBuilder, cuda_events_created};
 pub use ipc::IpcEventHandle;
+pub use pool::{PER_THREAD as POOL_PER_THREAD, set_event_pool};
 pub use stream::{Stream, StreamOptions};
