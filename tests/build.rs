@@ -16,9 +16,11 @@ fn main() {
     }
     let include_path = std::env::var_os("DEP_CUDART_INCLUDE_PATH").expect("checked above");
     check_paths(&include_path);
-    println!("cargo:rerun-if-changed=c/abi.c");
+    println!("cargo:rerun-if-changed=c");
     cc::Build::new()
         .file("c/abi.c")
+        .file("c/bench.c")
+        .opt_level(2)
         .includes(std::env::split_paths(&include_path))
         .std("c11")
         .warnings(true)

@@ -39,3 +39,28 @@ pub fn c_abi_table() -> Vec<(String, u64)> {
         })
         .collect()
 }
+
+/// The benchmark's raw C loops (c/bench.c): each makes `n` calls and returns the loop's wall time in
+/// nanoseconds, or minus the CUDA error code.
+pub mod bench_c {
+    use cuda_event_sys::{cudaEvent_t, cudaStream_t};
+
+    unsafe extern "C" {
+        /// `cudaEventCreateWithFlags` + `cudaEventDestroy`.
+        pub fn bench_c_create_destroy(flags: u32, n: i32) -> f64;
+        /// `cudaEventCreateWithFlags` + `cudaEventRecord` + `cudaEventDestroy`.
+        pub fn bench_c_lazy(stream: cudaStream_t, flags: u32, n: i32) -> f64;
+        /// `cudaEventRecord`.
+        pub fn bench_c_record(event: cudaEvent_t, stream: cudaStream_t, n: i32) -> f64;
+        /// `cudaEventQuery`.
+        pub fn bench_c_query(event: cudaEvent_t, n: i32) -> f64;
+        /// `cudaStreamWaitEvent`.
+        pub fn bench_c_wait(stream: cudaStream_t, event: cudaEvent_t, n: i32) -> f64;
+        /// `cudaEventSynchronize`.
+        pub fn bench_c_synchronize(event: cudaEvent_t, n: i32) -> f64;
+        /// `cudaEventElapsedTime`.
+        pub fn bench_c_elapsed(start: cudaEvent_t, end: cudaEvent_t, n: i32) -> f64;
+        /// `cudaIpcGetEventHandle`.
+        pub fn bench_c_ipc_handle(event: cudaEvent_t, n: i32) -> f64;
+    }
+}

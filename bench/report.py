@@ -1,0 +1,71 @@
+"""Turns a benchmark run (events.json from tests/benches/events.rs, torch_events.json from
+bench/torch_events.py) into the committed results: a markdown table and an SVG bar chart of
+ns/call by operation and implementation. No dependencies beyond Python 3.
+
+    python3 bench/report.py RUN_DIR RESULTS_DIR "header line"
+"""
+import json
+import sys
+
+COLORS = {"raw C": "#888888", "raw Rust FFI": "#4e79a7", "cuda-event": "#e15759", "cudarc": "#59a14f", "PyTorch": "#f28e2b"}
+
+
+def main():
+    run_dir, results_dir, header = sys.argv[1], sys.argv[2], sys.argv[3]
+    rust = json.load(open(f"{run_dir}/events.json"))
+    torch = json.load(open(f"{run_dir}/torch_events.json"))
+    torch_ns = {op["op"]: op["ns"] for op in torch["ops"]}
+    impls = list(COLORS)
+    rows = []
+    for op in rust["ops"]:
+        ns = dict(op["ns"])
+        ns["PyTorch"] = torch_ns.get(op["op"])
+        rows.append((op["op"], ns, op["ratio_vs_ffi"]))
+
+    md = [header, "", f"PyTorch {torch['torch']} (CUDA {torch['cuda']}), {torch['rounds']} rounds.", ""]
+    md.append("Median ns/call (lower is better); ratios are medians of per-round ratios against raw Rust FFI, measured in the same process.")
+    md.append("")
+    md.append("| operation | " + " | ".join(impls) + " | cuda-event / raw FFI | cudarc / raw FFI |")
+    md.append("|---|" + "---|" * (len(impls) + 2))
+    cell = lambda v, d=0: "-" if v is None else f"{v:.{d}f}"
+    for name, ns, ratio in rows:
+        md.append(f"| {name} | " + " | ".join(cell(ns.get(i)) for i in impls) + f" | {cell(ratio.get('cuda-event'), 2)} | {cell(ratio.get('cudarc'), 2)} |")
+    md.append("")
+    md.append("| threads | operation | raw FFI calls/s | cuda-event calls/s | cuda-event / raw FFI |")
+    md.append("|---|---|---|---|---|")
+    for row in rust["scaling"]:
+        md.append(f"| {row['threads']} | {row['op']} | {row['ffi_calls_per_s']:.0f} | {row['safe_calls_per_s']:.0f} | {row['ratio']:.2f} |")
+    share = rust["wait_cpu_share"]
+    md.append("")
+    md.append(f"CPU time over a 200 ms synchronize (median of 3, CPU/wall): blocking {share['blocking'] * 100:.3f}%, spinning {share['spinning'] * 100:.1f}%.")
+    md.append("")
+    md.append("![ns per call](events.svg)")
+    open(f"{results_dir}/README.md", "w").write("\n".join(md) + "\n")
+    open(f"{results_dir}/events.svg", "w").write(svg(rows, impls))
+
+
+def svg(rows, impls):
+    bar, gap, left, top, width = 9, 10, 250, 40, 560
+    top_ns = max(v for _, ns, _ in rows for v in ns.values() if v is not None)
+    scale = width / top_ns
+    height = top + len(rows) * (len(impls) * bar + gap) + 30
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + width + 80}" height="{height}" font-family="sans-serif" font-size="11">',
+           f'<text x="{left}" y="16" font-size="13">ns per call, median of rounds (H200)</text>']
+    for k, name in enumerate(impls):
+        out.append(f'<rect x="{left + k * 110}" y="22" width="10" height="10" fill="{COLORS[name]}"/><text x="{left + k * 110 + 14}" y="31">{name}</text>')
+    y = top
+    for name, ns, _ in rows:
+        out.append(f'<text x="{left - 6}" y="{y + len(impls) * bar / 2 + 4}" text-anchor="end">{name}</text>')
+        for impl in impls:
+            v = ns.get(impl)
+            if v is not None:
+                out.append(f'<rect x="{left}" y="{y}" width="{max(v * scale, 1):.1f}" height="{bar - 1}" fill="{COLORS[impl]}"/>')
+                out.append(f'<text x="{left + v * scale + 3:.1f}" y="{y + bar - 1}" font-size="8">{v:.0f}</text>')
+            y += bar
+        y += gap
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,592 @@
+//! Per-call cost of event operations, side by side: raw C (c/bench.c), raw Rust FFI
+//! (cuda-event-sys, runtime API), cuda-event's safe API, and cudarc (driver API). One process, the
+//! implementations interleaved round by round (order rotated each round), a warm-up round first;
+//! reports the median ns/call of each and the median of per-round ratios against raw Rust FFI.
+//! Then thread scaling, and CPU time over a 200 ms wait.
+//!
+//! cargo bench -p cuda-event-tests --bench events -- [OUT_DIR]   (writes events.md and events.json)
+
+use cuda_event::{Event, Stream, StreamOptions, sys};
+use cuda_event_tests::bench_c::*;
+use std::ffi::c_void;
+use std::fmt::Write as _;
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+const ROUNDS: usize = 15;
+const IMPLS: [&str; 4] = ["raw C", "raw Rust FFI", "cuda-event", "cudarc"];
+const FFI: usize = 1;
+
+/// One implementation of an operation: runs it `n` times and returns the total nanoseconds.
+type Run = Box<dyn FnMut(usize) -> f64>;
+
+struct Op {
+    name: &'static str,
+    calls: usize,
+    /// Indexed like IMPLS; None where an implementation has no such operation.
+    runs: [Option<Run>; 4],
+    /// Per implementation, the ns/call of each measured round.
+    samples: [Vec<f64>; 4],
+}
+
+fn ok(code: sys::cudaError_t) {
+    assert_eq!(
+        code,
+        sys::cudaError::cudaSuccess,
+        "CUDA runtime call failed: {}",
+        code.0
+    );
+}
+
+fn c(ns: f64) -> f64 {
+    assert!(ns >= 0.0, "C loop failed with CUDA error {}", -ns);
+    ns
+}
+
+fn timed(mut f: impl FnMut()) -> impl FnMut(usize) -> f64 {
+    move |n| {
+        let start = Instant::now();
+        for _ in 0..n {
+            f();
+        }
+        start.elapsed().as_nanos() as f64
+    }
+}
+
+/// Raw handles for the C and FFI implementations: streams and completed events.
+#[derive(Clone, Copy)]
+struct Raw {
+    stream: sys::cudaStream_t,
+    other: sys::cudaStream_t,
+    plain: sys::cudaEvent_t,
+    timing: sys::cudaEvent_t,
+    timing_end: sys::cudaEvent_t,
+    ipc: sys::cudaEvent_t,
+}
+
+impl Raw {
+    fn new() -> Raw {
+        let mut raw = Raw {
+            stream: std::ptr::null_mut(),
+            other: std::ptr::null_mut(),
+            plain: std::ptr::null_mut(),
+            timing: std::ptr::null_mut(),
+            timing_end: std::ptr::null_mut(),
+            ipc: std::ptr::null_mut(),
+        };
+        // SAFETY: out-pointers are fields of a live local; the handles live for the whole benchmark.
+        unsafe {
+            ok(sys::cudaSetDevice(0));
+            ok(sys::cudaStreamCreateWithFlags(
+                &mut raw.stream,
+                sys::cudaStreamNonBlocking,
+            ));
+            ok(sys::cudaStreamCreateWithFlags(
+                &mut raw.other,
+                sys::cudaStreamNonBlocking,
+            ));
+            ok(sys::cudaEventCreateWithFlags(
+                &mut raw.plain,
+                sys::cudaEventDisableTiming,
+            ));
+            ok(sys::cudaEventCreateWithFlags(
+                &mut raw.timing,
+                sys::cudaEventDefault,
+            ));
+            ok(sys::cudaEventCreateWithFlags(
+                &mut raw.timing_end,
+                sys::cudaEventDefault,
+            ));
+            let ipc_flags = sys::cudaEventInterprocess | sys::cudaEventDisableTiming;
+            ok(sys::cudaEventCreateWithFlags(&mut raw.ipc, ipc_flags));
+            for event in [raw.plain, raw.timing, raw.timing_end, raw.ipc] {
+                ok(sys::cudaEventRecord(event, raw.stream));
+            }
+            ok(sys::cudaStreamSynchronize(raw.stream));
+        }
+        raw
+    }
+}
+
+// SAFETY: CUDA handles may be used from any thread, concurrently.
+unsafe impl Send for Raw {}
+// SAFETY: as for Send; the struct is never mutated after creation.
+unsafe impl Sync for Raw {}
+
+impl Raw {
+    /// Record `plain` on `stream` (a method, so closures capture the whole `Raw`, which is Sync).
+    fn record_plain(&self) {
+        // SAFETY: live handles of one device.
+        ok(unsafe { sys::cudaEventRecord(self.plain, self.stream) });
+    }
+
+    fn query_plain(&self) {
+        // SAFETY: a live, completed event.
+        ok(unsafe { sys::cudaEventQuery(self.plain) });
+    }
+}
+
+fn ops() -> Vec<Op> {
+    let raw = Raw::new();
+    let stream = Stream::with_options(
+        0,
+        StreamOptions {
+            non_blocking: true,
+            priority: 0,
+        },
+    )
+    .unwrap();
+    let other = Stream::with_options(
+        0,
+        StreamOptions {
+            non_blocking: true,
+            priority: 0,
+        },
+    )
+    .unwrap();
+    let (stream, other) = (Arc::new(stream), Arc::new(other));
+    let plain = Arc::new(Event::new());
+    let timing = || Event::builder().enable_timing(true).build().unwrap();
+    let (start, end) = (Arc::new(timing()), Arc::new(timing()));
+    let shared = Arc::new(Event::builder().interprocess(true).build().unwrap());
+    for event in [&plain, &start, &end, &shared] {
+        event.record(&stream).unwrap();
+    }
+    stream.synchronize().unwrap();
+
+    let ctx = cudarc::driver::CudaContext::new(0).unwrap();
+    let (cu_stream, cu_other) = (ctx.new_stream().unwrap(), ctx.new_stream().unwrap());
+    use cudarc::driver::sys::CUevent_flags::{CU_EVENT_DEFAULT, CU_EVENT_DISABLE_TIMING};
+    let cu_plain = Arc::new(cu_stream.record_event(Some(CU_EVENT_DISABLE_TIMING)).unwrap());
+    let cu_start = Arc::new(cu_stream.record_event(Some(CU_EVENT_DEFAULT)).unwrap());
+    let cu_end = Arc::new(cu_stream.record_event(Some(CU_EVENT_DEFAULT)).unwrap());
+    cu_stream.synchronize().unwrap();
+
+    let no_timing = sys::cudaEventDisableTiming;
+    let op = |name, calls, runs: [Option<Run>; 4]| Op {
+        name,
+        calls,
+        runs,
+        samples: Default::default(),
+    };
+    macro_rules! run {
+        ($($clone:ident),* => $body:expr) => {{
+            $(let $clone = $clone.clone();)*
+            Some(Box::new(timed(move || { $body; })) as Run)
+        }};
+    }
+    macro_rules! c_run {
+        ($f:expr) => {
+            Some(Box::new(move |n: usize| c(unsafe { $f(n as i32) })) as Run)
+        };
+    }
+    // SAFETY (for every c_run! and FFI call below): the raw handles live for the whole benchmark.
+    vec![
+        op(
+            "create + destroy, timing off",
+            500,
+            [
+                c_run!(|n| bench_c_create_destroy(no_timing, n)),
+                run!(=> unsafe {
+                    let mut e = std::ptr::null_mut();
+                    ok(sys::cudaEventCreateWithFlags(&mut e, no_timing));
+                    ok(sys::cudaEventDestroy(e));
+                }),
+                None,
+                run!(ctx => drop(ctx.new_event(Some(CU_EVENT_DISABLE_TIMING)).unwrap())),
+            ],
+        ),
+        op(
+            "create + destroy, timing on",
+            500,
+            [
+                c_run!(|n| bench_c_create_destroy(0, n)),
+                run!(=> unsafe {
+                    let mut e = std::ptr::null_mut();
+                    ok(sys::cudaEventCreateWithFlags(&mut e, 0));
+                    ok(sys::cudaEventDestroy(e));
+                }),
+                None,
+                run!(ctx => drop(ctx.new_event(Some(CU_EVENT_DEFAULT)).unwrap())),
+            ],
+        ),
+        op(
+            "new event + first record + drop",
+            2000,
+            [
+                c_run!(|n| bench_c_lazy(raw.stream, no_timing, n)),
+                run!(=> unsafe {
+                    let mut e = std::ptr::null_mut();
+                    ok(sys::cudaEventCreateWithFlags(&mut e, no_timing));
+                    ok(sys::cudaEventRecord(e, raw.stream));
+                    ok(sys::cudaEventDestroy(e));
+                }),
+                run!(stream => { let e = Event::new(); e.record(&stream).unwrap(); }),
+                run!(cu_stream => drop(cu_stream.record_event(None).unwrap())),
+            ],
+        ),
+        op(
+            "record, timing off",
+            2000,
+            [
+                c_run!(|n| bench_c_record(raw.plain, raw.stream, n)),
+                run!(=> unsafe { ok(sys::cudaEventRecord(raw.plain, raw.stream)) }),
+                run!(plain, stream => plain.record(&stream).unwrap()),
+                run!(cu_plain, cu_stream => cu_plain.record(&cu_stream).unwrap()),
+            ],
+        ),
+        op(
+            "record, timing on",
+            2000,
+            [
+                c_run!(|n| bench_c_record(raw.timing, raw.stream, n)),
+                run!(=> unsafe { ok(sys::cudaEventRecord(raw.timing, raw.stream)) }),
+                run!(start, stream => start.record(&stream).unwrap()),
+                run!(cu_start, cu_stream => cu_start.record(&cu_stream).unwrap()),
+            ],
+        ),
+        op(
+            "query (complete)",
+            5000,
+            [
+                c_run!(|n| bench_c_query(raw.plain, n)),
+                run!(=> unsafe { ok(sys::cudaEventQuery(raw.plain)) }),
+                run!(plain => assert!(plain.query().unwrap())),
+                run!(cu_plain => assert!(cu_plain.try_is_complete().unwrap())),
+            ],
+        ),
+        op(
+            "stream wait event",
+            2000,
+            [
+                c_run!(|n| bench_c_wait(raw.other, raw.plain, n)),
+                run!(=> unsafe { ok(sys::cudaStreamWaitEvent(raw.other, raw.plain, 0)) }),
+                run!(plain, other => plain.wait(&other).unwrap()),
+                run!(cu_plain, cu_other => cu_other.wait(&cu_plain).unwrap()),
+            ],
+        ),
+        op(
+            "synchronize (complete)",
+            5000,
+            [
+                c_run!(|n| bench_c_synchronize(raw.plain, n)),
+                run!(=> unsafe { ok(sys::cudaEventSynchronize(raw.plain)) }),
+                run!(plain => plain.synchronize().unwrap()),
+                run!(cu_plain => cu_plain.synchronize().unwrap()),
+            ],
+        ),
+        op(
+            "elapsed_time",
+            5000,
+            [
+                c_run!(|n| bench_c_elapsed(raw.timing, raw.timing_end, n)),
+                run!(=> unsafe {
+                    let mut ms = 0.0;
+                    ok(sys::cudaEventElapsedTime(&mut ms, raw.timing, raw.timing_end));
+                }),
+                run!(start, end => start.elapsed_time(&end).unwrap()),
+                run!(cu_start, cu_end => cu_start.elapsed_ms(&cu_end).unwrap()),
+            ],
+        ),
+        op(
+            "ipc_handle",
+            5000,
+            [
+                c_run!(|n| bench_c_ipc_handle(raw.ipc, n)),
+                run!(=> unsafe {
+                    let mut h = sys::cudaIpcEventHandle_t::default();
+                    ok(sys::cudaIpcGetEventHandle(&mut h, raw.ipc));
+                }),
+                run!(shared => shared.ipc_handle().unwrap()),
+                None,
+            ],
+        ),
+    ]
+}
+
+fn median(values: &[f64]) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let mid = v.len() / 2;
+    if v.len() % 2 == 1 {
+        v[mid]
+    } else {
+        (v[mid - 1] + v[mid]) / 2.0
+    }
+}
+
+/// Median over rounds of `of[i] / base[i]`.
+fn median_ratio(of: &[f64], base: &[f64]) -> f64 {
+    median(&of.iter().zip(base).map(|(a, b)| a / b).collect::<Vec<_>>())
+}
+
+fn measure(ops: &mut [Op]) {
+    for round in 0..=ROUNDS {
+        for op in ops.iter_mut() {
+            for k in 0..IMPLS.len() {
+                let i = (k + round) % IMPLS.len(); // rotate who goes first
+                if let Some(run) = op.runs[i].as_mut() {
+                    let ns = run(op.calls) / op.calls as f64;
+                    if round > 0 {
+                        op.samples[i].push(ns); // round 0 is the warm-up
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Work of one benchmark thread: (thread index, calls).
+type Work<'a> = &'a (dyn Fn(usize, usize) + Sync);
+
+/// Aggregate calls per second of `threads` threads, each running `work` (given its index) `n` times.
+fn throughput(threads: usize, n: usize, work: Work) -> f64 {
+    let barrier = Barrier::new(threads + 1);
+    let elapsed = std::thread::scope(|s| {
+        for t in 0..threads {
+            let barrier = &barrier;
+            s.spawn(move || {
+                barrier.wait();
+                work(t, n);
+            });
+        }
+        barrier.wait();
+        Instant::now()
+    });
+    (threads * n) as f64 / elapsed.elapsed().as_secs_f64()
+}
+
+struct Scaling {
+    name: String,
+    threads: usize,
+    /// Per implementation (raw FFI, cuda-event): calls/s of each round.
+    samples: [Vec<f64>; 2],
+}
+
+fn scaling() -> Vec<Scaling> {
+    const N: usize = 20_000;
+    let mut rows = Vec::new();
+    let shared_raw = Raw::new();
+    let shared = Event::new();
+    shared.record(&Stream::new(0).unwrap()).unwrap();
+    shared.synchronize().unwrap();
+    for threads in [1, 2, 4, 8] {
+        let raws: Vec<Raw> = (0..threads).map(|_| Raw::new()).collect();
+        let safes: Vec<(Stream, Event)> = (0..threads)
+            .map(|_| {
+                let s = Stream::with_options(
+                    0,
+                    StreamOptions {
+                        non_blocking: true,
+                        priority: 0,
+                    },
+                )
+                .unwrap();
+                let e = Event::new();
+                e.record(&s).unwrap();
+                (s, e)
+            })
+            .collect();
+        let ffi_record = |t: usize, n: usize| {
+            for _ in 0..n {
+                raws[t].record_plain();
+            }
+        };
+        let safe_record = |t: usize, n: usize| {
+            for _ in 0..n {
+                safes[t].1.record(&safes[t].0).unwrap();
+            }
+        };
+        let ffi_query = |_: usize, n: usize| {
+            for _ in 0..n {
+                shared_raw.query_plain();
+            }
+        };
+        let safe_query = |_: usize, n: usize| {
+            for _ in 0..n {
+                assert!(shared.query().unwrap());
+            }
+        };
+        let mut record = Scaling {
+            name: "record, own stream and event".into(),
+            threads,
+            samples: Default::default(),
+        };
+        let mut query = Scaling {
+            name: "query, one shared event".into(),
+            threads,
+            samples: Default::default(),
+        };
+        for round in 0..=ROUNDS {
+            let pairs: [(&mut Scaling, [Work; 2]); 2] = [
+                (&mut record, [&ffi_record, &safe_record]),
+                (&mut query, [&ffi_query, &safe_query]),
+            ];
+            for (row, works) in pairs {
+                for k in 0..2 {
+                    let i = (k + round) % 2;
+                    let calls_per_s = throughput(threads, N, works[i]);
+                    if round > 0 {
+                        row.samples[i].push(calls_per_s);
+                    }
+                }
+            }
+        }
+        // SAFETY: each stream is idle once synchronized.
+        raws.iter()
+            .for_each(|r| ok(unsafe { sys::cudaStreamSynchronize(r.stream) }));
+        rows.push(record);
+        rows.push(query);
+    }
+    rows
+}
+
+unsafe extern "C" fn sleep_200ms(_: *mut c_void) {
+    std::thread::sleep(Duration::from_millis(200));
+}
+
+fn thread_cpu() -> Duration {
+    // SAFETY: getrusage writes the struct through a pointer to a live, zeroed local.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        assert_eq!(libc::getrusage(libc::RUSAGE_THREAD, &mut usage), 0);
+        usage
+    };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+/// (CPU, wall) over a synchronize on an event recorded behind 200 ms of stream work.
+fn wait_cpu(blocking: bool) -> (Duration, Duration) {
+    let stream = Stream::new(0).unwrap();
+    let event = Event::builder().blocking(blocking).build().unwrap();
+    event.record(&stream).unwrap();
+    event.synchronize().unwrap();
+    // SAFETY: a host function with no data on a live stream.
+    ok(unsafe { sys::cudaLaunchHostFunc(stream.as_raw(), Some(sleep_200ms), std::ptr::null_mut()) });
+    event.record(&stream).unwrap();
+    let (cpu, wall) = (thread_cpu(), Instant::now());
+    event.synchronize().unwrap();
+    (thread_cpu() - cpu, wall.elapsed())
+}
+
+fn main() {
+    let out_dir = std::env::args()
+        .skip(1)
+        .find(|a| !a.starts_with('-'))
+        .unwrap_or_else(|| ".".into());
+    let (mut runtime, mut driver) = (0, 0);
+    // SAFETY: write one int each through live locals.
+    unsafe {
+        ok(sys::cudaRuntimeGetVersion(&mut runtime));
+        ok(sys::cudaDriverGetVersion(&mut driver));
+    }
+    let mut ops = ops();
+    measure(&mut ops);
+    let scaling = scaling();
+    let blocking = [wait_cpu(true), wait_cpu(true), wait_cpu(true)];
+    let spinning = [wait_cpu(false), wait_cpu(false), wait_cpu(false)];
+
+    let mut md = String::new();
+    let mut json = String::new();
+    let _ = writeln!(
+        md,
+        "CUDA runtime {runtime}, driver {driver}; {ROUNDS} rounds after a warm-up, interleaved.\n"
+    );
+    let _ = writeln!(
+        md,
+        "| operation | calls/round | {} | cuda-event / raw FFI | cudarc / raw FFI | raw C / raw FFI |",
+        IMPLS.map(|i| format!("{i} ns")).join(" | ")
+    );
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|");
+    let _ = write!(
+        json,
+        "{{\"runtime\":{runtime},\"driver\":{driver},\"rounds\":{ROUNDS},\"ops\":["
+    );
+    for (k, op) in ops.iter().enumerate() {
+        let ns = |i: usize| (!op.samples[i].is_empty()).then(|| median(&op.samples[i]));
+        let ratio = |i: usize| {
+            (!op.samples[i].is_empty() && !op.samples[FFI].is_empty())
+                .then(|| median_ratio(&op.samples[i], &op.samples[FFI]))
+        };
+        let cell = |v: Option<f64>, digits: usize| v.map_or("-".to_string(), |v| format!("{v:.digits$}"));
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            op.name,
+            op.calls,
+            cell(ns(0), 0),
+            cell(ns(1), 0),
+            cell(ns(2), 0),
+            cell(ns(3), 0),
+            cell(ratio(2), 2),
+            cell(ratio(3), 2),
+            cell(ratio(0), 2)
+        );
+        let num = |v: Option<f64>| v.map_or("null".to_string(), |v| format!("{v:.3}"));
+        let _ = write!(
+            json,
+            "{}{{\"op\":\"{}\",\"calls\":{},\"ns\":{{{}}},\"ratio_vs_ffi\":{{{}}}}}",
+            if k > 0 { "," } else { "" },
+            op.name,
+            op.calls,
+            IMPLS
+                .iter()
+                .enumerate()
+                .map(|(i, n)| format!("\"{n}\":{}", num(ns(i))))
+                .collect::<Vec<_>>()
+                .join(","),
+            IMPLS
+                .iter()
+                .enumerate()
+                .map(|(i, n)| format!("\"{n}\":{}", num(ratio(i))))
+                .collect::<Vec<_>>()
+                .join(",")
+        );
+    }
+    let _ = writeln!(
+        md,
+        "\n| threads | operation | raw FFI calls/s | cuda-event calls/s | cuda-event / raw FFI (median of rounds) |"
+    );
+    let _ = writeln!(md, "|---|---|---|---|---|");
+    let _ = write!(json, "],\"scaling\":[");
+    for (k, row) in scaling.iter().enumerate() {
+        let (ffi, safe) = (median(&row.samples[0]), median(&row.samples[1]));
+        let ratio = median_ratio(&row.samples[1], &row.samples[0]);
+        let _ = writeln!(
+            md,
+            "| {} | {} | {:.0} | {:.0} | {:.2} |",
+            row.threads, row.name, ffi, safe, ratio
+        );
+        let _ = write!(
+            json,
+            "{}{{\"op\":\"{}\",\"threads\":{},\"ffi_calls_per_s\":{ffi:.0},\"safe_calls_per_s\":{safe:.0},\"ratio\":{ratio:.3}}}",
+            if k > 0 { "," } else { "" },
+            row.name,
+            row.threads
+        );
+    }
+    let share = |runs: &[(Duration, Duration)]| {
+        median(
+            &runs
+                .iter()
+                .map(|(cpu, wall)| cpu.as_secs_f64() / wall.as_secs_f64())
+                .collect::<Vec<_>>(),
+        )
+    };
+    let (b, s) = (share(&blocking), share(&spinning));
+    let _ = writeln!(
+        md,
+        "\nCPU time / wall time over a 200 ms synchronize (median of 3): blocking {:.3}%, spinning {:.1}%",
+        b * 100.0,
+        s * 100.0
+    );
+    let _ = writeln!(
+        json,
+        "],\"wait_cpu_share\":{{\"blocking\":{b:.5},\"spinning\":{s:.5}}}}}"
+    );
+
+    print!("{md}");
+    std::fs::write(format!("{out_dir}/events.md"), &md).unwrap();
+    std::fs::write(format!("{out_dir}/events.json"), &json).unwrap();
+}
