@@ -30,7 +30,8 @@ fn wait_for_line(child: &mut Child, marker: &str) -> BufReader<std::process::Chi
             panic!("child ended ({status}) before {marker:?}:\n{seen}");
         }
         seen.push_str(&line);
-        if line.trim() == marker {
+        // libtest prints "test NAME ... " before the test runs, so the marker may end that line.
+        if line.trim_end().ends_with(marker) {
             return reader;
         }
     }

@@ -4,7 +4,8 @@
 //! reports the median ns/call of each and the median of per-round ratios against raw Rust FFI.
 //! Then thread scaling, and CPU time over a 200 ms wait.
 //!
-//! cargo bench -p cuda-event-tests --bench events -- [OUT_DIR]   (writes events.md and events.json)
+//! cargo bench -p cuda-event-tests --bench events   (writes events.md and events.json into
+//! $CUDA_EVENT_BENCH_OUT, or the current folder)
 
 use cuda_event::{Event, Stream, StreamOptions, sys};
 use cuda_event_tests::bench_c::*;
@@ -340,12 +341,17 @@ fn measure(ops: &mut [Op]) {
 type Work<'a> = &'a (dyn Fn(usize, usize) + Sync);
 
 /// Aggregate calls per second of `threads` threads, each running `work` (given its index) `n` times.
-fn throughput(threads: usize, n: usize, work: Work) -> f64 {
+/// With `set_device`, each thread first makes device 0 current, as most GPU programs' threads have;
+/// without, it starts with no current context.
+fn throughput(threads: usize, n: usize, set_device: bool, work: Work) -> f64 {
     let barrier = Barrier::new(threads + 1);
     let elapsed = std::thread::scope(|s| {
         for t in 0..threads {
             let barrier = &barrier;
             s.spawn(move || {
+                if set_device {
+                    cuda_event::set_device(0).unwrap();
+                }
                 barrier.wait();
                 work(t, n);
             });
@@ -407,25 +413,24 @@ fn scaling() -> Vec<Scaling> {
                 assert!(shared.query().unwrap());
             }
         };
-        let mut record = Scaling {
-            name: "record, own stream and event".into(),
+        let row = |name: &str| Scaling {
+            name: name.into(),
             threads,
             samples: Default::default(),
         };
-        let mut query = Scaling {
-            name: "query, one shared event".into(),
-            threads,
-            samples: Default::default(),
-        };
+        let mut record_fresh = row("record, own stream and event, fresh threads");
+        let mut record_set = row("record, own stream and event, threads with a current device");
+        let mut query = row("query, one shared event, fresh threads");
         for round in 0..=ROUNDS {
-            let pairs: [(&mut Scaling, [Work; 2]); 2] = [
-                (&mut record, [&ffi_record, &safe_record]),
-                (&mut query, [&ffi_query, &safe_query]),
+            let rows: [(&mut Scaling, bool, [Work; 2]); 3] = [
+                (&mut record_fresh, false, [&ffi_record, &safe_record]),
+                (&mut record_set, true, [&ffi_record, &safe_record]),
+                (&mut query, false, [&ffi_query, &safe_query]),
             ];
-            for (row, works) in pairs {
+            for (row, set_device, works) in rows {
                 for k in 0..2 {
                     let i = (k + round) % 2;
-                    let calls_per_s = throughput(threads, N, works[i]);
+                    let calls_per_s = throughput(threads, N, set_device, works[i]);
                     if round > 0 {
                         row.samples[i].push(calls_per_s);
                     }
@@ -435,8 +440,7 @@ fn scaling() -> Vec<Scaling> {
         // SAFETY: each stream is idle once synchronized.
         raws.iter()
             .for_each(|r| ok(unsafe { sys::cudaStreamSynchronize(r.stream) }));
-        rows.push(record);
-        rows.push(query);
+        rows.extend([record_fresh, record_set, query]);
     }
     rows
 }
