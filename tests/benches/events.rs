@@ -59,8 +59,12 @@ fn timed(mut f: impl FnMut()) -> impl FnMut(usize) -> f64 {
 struct Raw {
     stream: sys::cudaStream_t,
     other: sys::cudaStream_t,
+    /// Re-recorded by the record ops.
     plain: sys::cudaEvent_t,
     timing: sys::cudaEvent_t,
+    /// Recorded once at set-up, so complete and untouched: for query, wait, synchronize, elapsed.
+    done: sys::cudaEvent_t,
+    timing_start: sys::cudaEvent_t,
     timing_end: sys::cudaEvent_t,
     ipc: sys::cudaEvent_t,
 }
@@ -72,6 +76,8 @@ impl Raw {
             other: std::ptr::null_mut(),
             plain: std::ptr::null_mut(),
             timing: std::ptr::null_mut(),
+            done: std::ptr::null_mut(),
+            timing_start: std::ptr::null_mut(),
             timing_end: std::ptr::null_mut(),
             ipc: std::ptr::null_mut(),
         };
@@ -94,13 +100,23 @@ impl Raw {
                 &mut raw.timing,
                 sys::cudaEventDefault,
             ));
+            for event in [&mut raw.timing_start, &mut raw.timing_end] {
+                ok(sys::cudaEventCreateWithFlags(event, sys::cudaEventDefault));
+            }
             ok(sys::cudaEventCreateWithFlags(
-                &mut raw.timing_end,
-                sys::cudaEventDefault,
+                &mut raw.done,
+                sys::cudaEventDisableTiming,
             ));
             let ipc_flags = sys::cudaEventInterprocess | sys::cudaEventDisableTiming;
             ok(sys::cudaEventCreateWithFlags(&mut raw.ipc, ipc_flags));
-            for event in [raw.plain, raw.timing, raw.timing_end, raw.ipc] {
+            for event in [
+                raw.plain,
+                raw.timing,
+                raw.done,
+                raw.timing_start,
+                raw.timing_end,
+                raw.ipc,
+            ] {
                 ok(sys::cudaEventRecord(event, raw.stream));
             }
             ok(sys::cudaStreamSynchronize(raw.stream));
@@ -121,9 +137,9 @@ impl Raw {
         ok(unsafe { sys::cudaEventRecord(self.plain, self.stream) });
     }
 
-    fn query_plain(&self) {
+    fn query_done(&self) {
         // SAFETY: a live, completed event.
-        ok(unsafe { sys::cudaEventQuery(self.plain) });
+        ok(unsafe { sys::cudaEventQuery(self.done) });
     }
 }
 
@@ -148,9 +164,10 @@ fn ops() -> Vec<Op> {
     let (stream, other) = (Arc::new(stream), Arc::new(other));
     let plain = Arc::new(Event::new());
     let timing = || Event::builder().enable_timing(true).build().unwrap();
-    let (start, end) = (Arc::new(timing()), Arc::new(timing()));
+    let (start, end, rec_timing) = (Arc::new(timing()), Arc::new(timing()), Arc::new(timing()));
+    let done = Arc::new(Event::new());
     let shared = Arc::new(Event::builder().interprocess(true).build().unwrap());
-    for event in [&plain, &start, &end, &shared] {
+    for event in [&plain, &done, &start, &end, &rec_timing, &shared] {
         event.record(&stream).unwrap();
     }
     stream.synchronize().unwrap();
@@ -161,6 +178,8 @@ fn ops() -> Vec<Op> {
     let cu_plain = Arc::new(cu_stream.record_event(Some(CU_EVENT_DISABLE_TIMING)).unwrap());
     let cu_start = Arc::new(cu_stream.record_event(Some(CU_EVENT_DEFAULT)).unwrap());
     let cu_end = Arc::new(cu_stream.record_event(Some(CU_EVENT_DEFAULT)).unwrap());
+    let cu_done = Arc::new(cu_stream.record_event(Some(CU_EVENT_DISABLE_TIMING)).unwrap());
+    let cu_timing = Arc::new(cu_stream.record_event(Some(CU_EVENT_DEFAULT)).unwrap());
     cu_stream.synchronize().unwrap();
 
     let no_timing = sys::cudaEventDisableTiming;
@@ -242,48 +261,48 @@ fn ops() -> Vec<Op> {
             [
                 c_run!(|n| bench_c_record(raw.timing, raw.stream, n)),
                 run!(=> unsafe { ok(sys::cudaEventRecord(raw.timing, raw.stream)) }),
-                run!(start, stream => start.record(&stream).unwrap()),
-                run!(cu_start, cu_stream => cu_start.record(&cu_stream).unwrap()),
+                run!(rec_timing, stream => rec_timing.record(&stream).unwrap()),
+                run!(cu_timing, cu_stream => cu_timing.record(&cu_stream).unwrap()),
             ],
         ),
         op(
             "query (complete)",
             5000,
             [
-                c_run!(|n| bench_c_query(raw.plain, n)),
-                run!(=> unsafe { ok(sys::cudaEventQuery(raw.plain)) }),
-                run!(plain => assert!(plain.query().unwrap())),
-                run!(cu_plain => assert!(cu_plain.try_is_complete().unwrap())),
+                c_run!(|n| bench_c_query(raw.done, n)),
+                run!(=> unsafe { ok(sys::cudaEventQuery(raw.done)) }),
+                run!(done => assert!(done.query().unwrap())),
+                run!(cu_done => assert!(cu_done.try_is_complete().unwrap())),
             ],
         ),
         op(
             "stream wait event",
             2000,
             [
-                c_run!(|n| bench_c_wait(raw.other, raw.plain, n)),
-                run!(=> unsafe { ok(sys::cudaStreamWaitEvent(raw.other, raw.plain, 0)) }),
-                run!(plain, other => plain.wait(&other).unwrap()),
-                run!(cu_plain, cu_other => cu_other.wait(&cu_plain).unwrap()),
+                c_run!(|n| bench_c_wait(raw.other, raw.done, n)),
+                run!(=> unsafe { ok(sys::cudaStreamWaitEvent(raw.other, raw.done, 0)) }),
+                run!(done, other => done.wait(&other).unwrap()),
+                run!(cu_done, cu_other => cu_other.wait(&cu_done).unwrap()),
             ],
         ),
         op(
             "synchronize (complete)",
             5000,
             [
-                c_run!(|n| bench_c_synchronize(raw.plain, n)),
-                run!(=> unsafe { ok(sys::cudaEventSynchronize(raw.plain)) }),
-                run!(plain => plain.synchronize().unwrap()),
-                run!(cu_plain => cu_plain.synchronize().unwrap()),
+                c_run!(|n| bench_c_synchronize(raw.done, n)),
+                run!(=> unsafe { ok(sys::cudaEventSynchronize(raw.done)) }),
+                run!(done => done.synchronize().unwrap()),
+                run!(cu_done => cu_done.synchronize().unwrap()),
             ],
         ),
         op(
             "elapsed_time",
             5000,
             [
-                c_run!(|n| bench_c_elapsed(raw.timing, raw.timing_end, n)),
+                c_run!(|n| bench_c_elapsed(raw.timing_start, raw.timing_end, n)),
                 run!(=> unsafe {
                     let mut ms = 0.0;
-                    ok(sys::cudaEventElapsedTime(&mut ms, raw.timing, raw.timing_end));
+                    ok(sys::cudaEventElapsedTime(&mut ms, raw.timing_start, raw.timing_end));
                 }),
                 run!(start, end => start.elapsed_time(&end).unwrap()),
                 run!(cu_start, cu_end => cu_start.elapsed_ms(&cu_end).unwrap()),
@@ -405,7 +424,7 @@ fn scaling() -> Vec<Scaling> {
         };
         let ffi_query = |_: usize, n: usize| {
             for _ in 0..n {
-                shared_raw.query_plain();
+                shared_raw.query_done();
             }
         };
         let safe_query = |_: usize, n: usize| {
