@@ -264,10 +264,10 @@ impl Event {
     /// microsecond.
     ///
     /// # Errors
-    /// Checked in torch's order, each before any timing call: [`Error::NotTimingEvent`] unless both
-    /// were built with `enable_timing` (imported events never are); [`Error::NotRecorded`] unless
-    /// both were recorded; [`Error::NotComplete`] unless both have completed (never CUDA's
-    /// not-ready error); [`Error::ElapsedAcrossDevices`] unless both are on one device.
+    /// In torch's order: [`Error::NotTimingEvent`] unless both were built with `enable_timing`
+    /// (imported events never are) and [`Error::NotRecorded`] unless both were recorded, each with no
+    /// CUDA call; [`Error::NotComplete`] unless both have completed (CUDA's not-ready answer is never
+    /// returned as a CUDA error); [`Error::ElapsedAcrossDevices`] unless both are on one device.
     #[doc(alias = "cudaEventElapsedTime")]
     #[doc(alias = "cuEventElapsedTime")]
     pub fn elapsed_time(&self, end: &Event) -> Result<f32> {
@@ -278,22 +278,28 @@ impl Event {
             return Err(Error::NotRecorded);
         };
         let d = driver()?;
-        if !query_raw(d, start_event.raw)? || !query_raw(d, end_event.raw)? {
-            return Err(Error::NotComplete);
-        }
         if start_event.device != end_event.device {
+            // torch's order: incomplete work is reported before the device mismatch.
+            if !query_raw(d, start_event.raw)? || !query_raw(d, end_event.raw)? {
+                return Err(Error::NotComplete);
+            }
             return Err(Error::ElapsedAcrossDevices {
                 start: start_event.device,
                 end: end_event.device,
             });
         }
+        // On one device, CUDA's not-ready answer is exactly "not both complete": read it as the typed
+        // error instead of querying both first (two queries cost far more than the call itself).
         let mut ms = 0.0;
-        // SAFETY: two live, recorded and complete events of one device; writes through a live local.
         let ms_ptr: *mut f32 = &mut ms;
         let (start, end) = (start_event.raw, end_event.raw);
+        // SAFETY: two live, recorded events of one device; writes through a pointer to a live local.
         let code = in_context_if_needed(start_event.device, || unsafe {
             (d.event_elapsed_time)(ms_ptr, start, end)
         })?;
+        if code == NOT_READY {
+            return Err(Error::NotComplete);
+        }
         check_driver("cuEventElapsedTime", code).map(|()| ms)
     }
 
