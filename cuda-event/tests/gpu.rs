@@ -2,17 +2,13 @@
 
 mod common;
 
-use common::{DeviceBuffer, gpu, hold, log_on, sleep_on, thread_cpu_time};
+use common::{DeviceBuffer, cpu_and_wall_of_a_200ms_synchronize, gpu, hold, log_on, sleep_on, timed};
 use cuda_event::{Error, Event, Stream, StreamOptions, sys};
 use parking_lot::Mutex;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const GIB: usize = 1 << 30;
-
-fn timed() -> Event {
-    Event::builder().enable_timing(true).build().unwrap()
-}
 
 // ---- basics
 
@@ -187,19 +183,7 @@ fn elapsed_time_errors_come_in_torchs_order() {
 #[ignore = "needs a CUDA GPU"]
 fn wait_orders_work_across_streams() {
     let _gpu = gpu();
-    let (a, b) = (Stream::new(0).unwrap(), Stream::new(0).unwrap());
-    let log = Arc::new(Mutex::new(Vec::new()));
-    let gate = hold(&a);
-    log_on(&a, &log, 1);
-    let event = a.record_event().unwrap();
-    event.wait(&b).unwrap();
-    log_on(&b, &log, 2);
-    std::thread::sleep(Duration::from_millis(20));
-    assert_eq!(b.query(), Ok(false), "b must wait for a's held work");
-    assert!(log.lock().is_empty());
-    gate.open();
-    b.synchronize().unwrap();
-    assert_eq!(*log.lock(), vec![1, 2]);
+    common::check_wait_orders_b_after_a(&Stream::new(0).unwrap(), &Stream::new(0).unwrap());
 }
 
 #[test]
@@ -251,19 +235,6 @@ fn stream_wait_stream_orders_after_everything_so_far() {
 }
 
 // ---- blocking
-
-/// CPU time of this thread and wall time over a synchronize on a stream held for 200 ms.
-fn cpu_and_wall_of_a_200ms_synchronize(blocking: bool) -> (Duration, Duration) {
-    let stream = Stream::new(0).unwrap();
-    let event = Event::builder().blocking(blocking).build().unwrap();
-    event.record(&stream).unwrap();
-    event.synchronize().unwrap(); // created and warm
-    sleep_on(&stream, Duration::from_millis(200));
-    event.record(&stream).unwrap();
-    let (cpu, wall) = (thread_cpu_time(), Instant::now());
-    event.synchronize().unwrap();
-    (thread_cpu_time() - cpu, wall.elapsed())
-}
 
 #[test]
 #[ignore = "needs a CUDA GPU"]

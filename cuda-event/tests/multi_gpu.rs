@@ -3,15 +3,9 @@
 
 mod common;
 
-use common::{hold, log_on, role, run_child, two_gpus};
+use common::{hold, role, run_child, timed, two_gpus};
 use cuda_event::{DeviceGuard, Error, Event, Stream, current_device, sys};
-use parking_lot::Mutex;
 use std::ffi::{c_int, c_uint, c_void};
-use std::sync::Arc;
-
-fn timed() -> Event {
-    Event::builder().enable_timing(true).build().unwrap()
-}
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -31,18 +25,7 @@ fn multi_gpu_record_on_another_devices_stream_is_an_error() {
 #[ignore = "needs a CUDA GPU"]
 fn multi_gpu_device_1_stream_waits_on_a_device_0_event() {
     let _gpu = two_gpus();
-    let (a, b) = (Stream::new(0).unwrap(), Stream::new(1).unwrap());
-    let log = Arc::new(Mutex::new(Vec::new()));
-    let gate = hold(&a);
-    log_on(&a, &log, 1);
-    let event = a.record_event().unwrap();
-    event.wait(&b).unwrap();
-    log_on(&b, &log, 2);
-    std::thread::sleep(std::time::Duration::from_millis(20));
-    assert_eq!(b.query(), Ok(false));
-    gate.open();
-    b.synchronize().unwrap();
-    assert_eq!(*log.lock(), vec![1, 2]);
+    common::check_wait_orders_b_after_a(&Stream::new(0).unwrap(), &Stream::new(1).unwrap());
 }
 
 #[test]

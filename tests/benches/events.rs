@@ -7,9 +7,11 @@
 //! cargo bench -p cuda-event-tests --bench events   (writes events.md and events.json into
 //! $CUDA_EVENT_BENCH_OUT, or the current folder)
 
+#[path = "../../cuda-event/tests/common/mod.rs"]
+mod common;
+
 use cuda_event::{Event, Stream, StreamOptions, sys};
 use cuda_event_tests::bench_c::*;
-use std::ffi::c_void;
 use std::fmt::Write as _;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
@@ -488,35 +490,6 @@ fn scaling() -> Vec<Scaling> {
     rows
 }
 
-unsafe extern "C" fn sleep_200ms(_: *mut c_void) {
-    std::thread::sleep(Duration::from_millis(200));
-}
-
-fn thread_cpu() -> Duration {
-    // SAFETY: getrusage writes the struct through a pointer to a live, zeroed local.
-    let usage = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        assert_eq!(libc::getrusage(libc::RUSAGE_THREAD, &mut usage), 0);
-        usage
-    };
-    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-    tv(usage.ru_utime) + tv(usage.ru_stime)
-}
-
-/// (CPU, wall) over a synchronize on an event recorded behind 200 ms of stream work.
-fn wait_cpu(blocking: bool) -> (Duration, Duration) {
-    let stream = Stream::new(0).unwrap();
-    let event = Event::builder().blocking(blocking).build().unwrap();
-    event.record(&stream).unwrap();
-    event.synchronize().unwrap();
-    // SAFETY: a host function with no data on a live stream.
-    ok(unsafe { sys::cudaLaunchHostFunc(stream.as_raw(), Some(sleep_200ms), std::ptr::null_mut()) });
-    event.record(&stream).unwrap();
-    let (cpu, wall) = (thread_cpu(), Instant::now());
-    event.synchronize().unwrap();
-    (thread_cpu() - cpu, wall.elapsed())
-}
-
 fn main() {
     // `cargo bench` passes --bench; a test runner that runs every test binary (the GPU machine's
     // runner does) passes test flags instead: this is no test, so it does nothing then.
@@ -541,8 +514,16 @@ fn main() {
     let mut ops = ops();
     measure(&mut ops);
     let scaling = scaling();
-    let blocking = [wait_cpu(true), wait_cpu(true), wait_cpu(true)];
-    let spinning = [wait_cpu(false), wait_cpu(false), wait_cpu(false)];
+    let blocking = [
+        common::cpu_and_wall_of_a_200ms_synchronize(true),
+        common::cpu_and_wall_of_a_200ms_synchronize(true),
+        common::cpu_and_wall_of_a_200ms_synchronize(true),
+    ];
+    let spinning = [
+        common::cpu_and_wall_of_a_200ms_synchronize(false),
+        common::cpu_and_wall_of_a_200ms_synchronize(false),
+        common::cpu_and_wall_of_a_200ms_synchronize(false),
+    ];
 
     let mut md = String::new();
     let mut json = String::new();

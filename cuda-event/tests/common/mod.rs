@@ -65,6 +65,11 @@ pub fn two_gpus() -> GpuTest {
     test
 }
 
+/// A new event built with `enable_timing`.
+pub fn timed() -> cuda_event::Event {
+    cuda_event::Event::builder().enable_timing(true).build().unwrap()
+}
+
 /// Holds a stream: work queued after [`hold`] waits until the gate opens (or the Gate drops).
 pub struct Gate(Arc<(Mutex<bool>, Condvar)>);
 
@@ -194,6 +199,37 @@ pub fn thread_cpu_time() -> Duration {
     };
     let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
     tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+/// CPU time of this thread and wall time over a synchronize of an event recorded behind 200 ms of
+/// stream work (a sleeping host function), with a blocking or a spinning event.
+pub fn cpu_and_wall_of_a_200ms_synchronize(blocking: bool) -> (Duration, Duration) {
+    let stream = Stream::new(0).unwrap();
+    let event = cuda_event::Event::builder().blocking(blocking).build().unwrap();
+    event.record(&stream).unwrap();
+    event.synchronize().unwrap(); // created and warm
+    sleep_on(&stream, Duration::from_millis(200));
+    event.record(&stream).unwrap();
+    let (cpu, wall) = (thread_cpu_time(), std::time::Instant::now());
+    event.synchronize().unwrap();
+    (thread_cpu_time() - cpu, wall.elapsed())
+}
+
+/// Checks that `event.wait(b)` orders work on `b` after the held work of `a` that the event
+/// recorded: host functions on each stream log 1 (on `a`) and 2 (on `b`) in that order.
+pub fn check_wait_orders_b_after_a(a: &Stream, b: &Stream) {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let gate = hold(a);
+    log_on(a, &log, 1);
+    let event = a.record_event().unwrap();
+    event.wait(b).unwrap();
+    log_on(b, &log, 2);
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(b.query(), Ok(false), "b must wait for a's held work");
+    assert!(log.lock().is_empty());
+    gate.open();
+    b.synchronize().unwrap();
+    assert_eq!(*log.lock(), vec![1, 2]);
 }
 
 /// The environment variable that tells a test binary re-run as a child which part to play.
