@@ -437,3 +437,44 @@ fn events_whose_handle_escaped_are_never_pooled_and_the_pool_can_be_off() {
     cuda_event::set_event_pool(true);
     assert_eq!(without_pool, 4, "with the pool off every first record creates");
 }
+
+// ---- graph capture
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn external_event_records_as_a_graph_node_while_capturing() {
+    let _gpu = gpu();
+    let stream = Stream::with_options(
+        0,
+        StreamOptions {
+            non_blocking: true,
+            priority: 0,
+        },
+    )
+    .unwrap();
+    let external = Event::builder().external(true).build().unwrap();
+    external.record(&stream).unwrap(); // outside capture: a plain record
+    stream.synchronize().unwrap();
+    let (mut graph, mut exec) = (std::ptr::null_mut(), std::ptr::null_mut());
+    let mode = sys::cudaStreamCaptureMode::cudaStreamCaptureModeThreadLocal;
+    // SAFETY: captures the stream's work into a graph owned here and destroyed below.
+    common::ok(unsafe { sys::cudaStreamBeginCapture(stream.as_raw(), mode) });
+    assert_eq!(stream.is_capturing(), Ok(true));
+    let recorded = external.record(&stream);
+    // SAFETY: ends the capture begun above; writes the graph through a live local.
+    common::ok(unsafe { sys::cudaStreamEndCapture(stream.as_raw(), &mut graph) });
+    recorded.unwrap();
+    assert_eq!(stream.is_capturing(), Ok(false));
+    // SAFETY: the graph is live; exec is written through a live local; both destroyed once.
+    unsafe {
+        common::ok(sys::cudaGraphInstantiate(&mut exec, graph, 0));
+        common::ok(sys::cudaGraphLaunch(exec, stream.as_raw()));
+    }
+    stream.synchronize().unwrap();
+    assert_eq!(external.query(), Ok(true));
+    // SAFETY: nothing uses them any more.
+    unsafe {
+        common::ok(sys::cudaGraphExecDestroy(exec));
+        common::ok(sys::cudaGraphDestroy(graph));
+    }
+}
