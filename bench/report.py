@@ -40,6 +40,9 @@ def main():
     share = rust["wait_cpu_share"]
     md.append("")
     md.append(f"CPU time over a 200 ms synchronize (median of 3, CPU/wall): blocking {share['blocking'] * 100:.3f}%, spinning {share['spinning'] * 100:.1f}%.")
+    if "cu_ctx_get_id_ns" in rust:
+        md.append("")
+        md.append(f"`cuCtxGetId`, the check cuda-event's pool makes before reusing an event: {rust['cu_ctx_get_id_ns']:.0f} ns/call.")
     md.append("")
     md.append("![ns per call](events.svg)")
     open(f"{results_dir}/README.md", "w").write("\n".join(md) + "\n")

@@ -74,9 +74,7 @@ impl Context {
             _thread: PhantomData,
         })
     }
-}
 
-impl Context {
     /// The context's unique id: a device reset destroys the primary context, and its re-creation
     /// has a new id (or none until re-created).
     fn id(self) -> Result<u64> {

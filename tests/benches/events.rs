@@ -326,6 +326,38 @@ fn ops() -> Vec<Op> {
     ]
 }
 
+/// ns/call of `cuCtxGetId` on the current context: the check cuda-event's pool makes before it
+/// reuses an event (that no device reset destroyed it), measured to account for the pool's cost.
+fn context_id_ns() -> f64 {
+    type GetId = unsafe extern "C" fn(*mut std::ffi::c_void, *mut u64) -> u32;
+    let (mut function, mut status) = (std::ptr::null_mut(), sys::cudaDriverEntryPointQueryResult(0));
+    // SAFETY: resolves cuCtxGetId (signature from cuda.h); a null context means the current one,
+    // which Raw::new made current on this thread.
+    let get_id: GetId = unsafe {
+        ok(sys::cudaGetDriverEntryPointByVersion(
+            c"cuCtxGetId".as_ptr(),
+            &mut function,
+            12000,
+            0,
+            &mut status,
+        ));
+        std::mem::transmute::<*mut std::ffi::c_void, GetId>(function)
+    };
+    let mut id = 0;
+    let mut rounds = Vec::new();
+    for round in 0..=ROUNDS {
+        let start = Instant::now();
+        for _ in 0..5000 {
+            // SAFETY: writes through a live local.
+            assert_eq!(unsafe { get_id(std::ptr::null_mut(), &mut id) }, 0);
+        }
+        if round > 0 {
+            rounds.push(start.elapsed().as_nanos() as f64 / 5000.0);
+        }
+    }
+    median(&rounds)
+}
+
 fn median(values: &[f64]) -> f64 {
     let mut v = values.to_vec();
     v.sort_by(f64::total_cmp);
@@ -501,10 +533,7 @@ fn main() {
         eprintln!("events benchmark: needs a CUDA GPU: {e}");
         std::process::exit(1);
     }
-    let out_dir = std::env::args()
-        .skip(1)
-        .find(|a| !a.starts_with('-'))
-        .unwrap_or_else(|| ".".into());
+    let out_dir = std::env::var("CUDA_EVENT_BENCH_OUT").unwrap_or_else(|_| ".".into());
     let (mut runtime, mut driver) = (0, 0);
     // SAFETY: write one int each through live locals.
     unsafe {
@@ -514,6 +543,7 @@ fn main() {
     let mut ops = ops();
     measure(&mut ops);
     let scaling = scaling();
+    let context_id = context_id_ns();
     let blocking = [
         common::cpu_and_wall_of_a_200ms_synchronize(true),
         common::cpu_and_wall_of_a_200ms_synchronize(true),
@@ -625,8 +655,12 @@ fn main() {
         s * 100.0
     );
     let _ = writeln!(
+        md,
+        "\ncuCtxGetId (the pool's check before reusing an event), raw: {context_id:.0} ns/call"
+    );
+    let _ = writeln!(
         json,
-        "],\"wait_cpu_share\":{{\"blocking\":{b:.5},\"spinning\":{s:.5}}}}}"
+        "],\"wait_cpu_share\":{{\"blocking\":{b:.5},\"spinning\":{s:.5}}},\"cu_ctx_get_id_ns\":{context_id:.1}}}"
     );
 
     print!("{md}");
