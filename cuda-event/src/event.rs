@@ -105,7 +105,7 @@ impl EventBuilder {
         self
     }
 
-    /// The event, not yet created in CUDA (no CUDA call).
+    /// The event, not yet created in CUDA (no CUDA call; `cudaEventCreateWithFlags` happens on first use).
     ///
     /// # Errors
     /// [`Error::InterprocessWithTiming`] for `interprocess` with `enable_timing`.
@@ -139,7 +139,10 @@ impl Default for Event {
 }
 
 impl Event {
-    /// An event with default options: no timing, spinning synchronize, not interprocess.
+    /// An event with default options: no timing, spinning synchronize, not interprocess. No CUDA
+    /// call: the CUDA event (`cudaEventCreateWithFlags`) is made on first use, as in torch.
+    #[doc(alias = "cudaEventCreate")]
+    #[doc(alias = "cudaEventCreateWithFlags")]
     pub fn new() -> Event {
         Event::lazy(EventBuilder::default())
     }
