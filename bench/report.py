@@ -40,9 +40,10 @@ def main():
     share = rust["wait_cpu_share"]
     md.append("")
     md.append(f"CPU time over a 200 ms synchronize (median of 3, CPU/wall): blocking {share['blocking'] * 100:.3f}%, spinning {share['spinning'] * 100:.1f}%.")
-    if "cu_ctx_get_id_ns" in rust:
+    if "first_record_parts_ns" in rust:
+        parts = ", ".join(f"{name} {ns:.0f} ns" for name, ns in rust["first_record_parts_ns"].items())
         md.append("")
-        md.append(f"`cuCtxGetId`, the check cuda-event's pool makes before reusing an event: {rust['cu_ctx_get_id_ns']:.0f} ns/call.")
+        md.append(f"Parts of cuda-event's path for a new event's first record, beyond the record, each measured alone: {parts}.")
     md.append("")
     md.append("![ns per call](events.svg)")
     open(f"{results_dir}/README.md", "w").write("\n".join(md) + "\n")

@@ -326,9 +326,18 @@ fn ops() -> Vec<Op> {
     ]
 }
 
-/// ns/call of `cuCtxGetId` on the current context: the check cuda-event's pool makes before it
-/// reuses an event (that no device reset destroyed it), measured to account for the pool's cost.
-fn context_id_ns() -> f64 {
+/// Median ns/call of `f` over the rounds, 5000 calls a round.
+fn component_ns(mut f: impl FnMut()) -> f64 {
+    let mut run = timed(&mut f);
+    let rounds: Vec<f64> = (0..=ROUNDS).map(|_| run(5000) / 5000.0).skip(1).collect();
+    median(&rounds)
+}
+
+/// The parts of cuda-event's path for a new event's first record beyond the record itself, each
+/// measured alone: `cuCtxGetId` (the pool's check that no device reset destroyed the event it
+/// reuses), an uncontended lock and unlock (creation is serialized), and building and dropping an
+/// `Event` that is never created (no CUDA call).
+fn pool_path_components() -> [(&'static str, f64); 3] {
     type GetId = unsafe extern "C" fn(*mut std::ffi::c_void, *mut u64) -> u32;
     let (mut function, mut status) = (std::ptr::null_mut(), sys::cudaDriverEntryPointQueryResult(0));
     // SAFETY: resolves cuCtxGetId (signature from cuda.h); a null context means the current one,
@@ -344,18 +353,16 @@ fn context_id_ns() -> f64 {
         std::mem::transmute::<*mut std::ffi::c_void, GetId>(function)
     };
     let mut id = 0;
-    let mut rounds = Vec::new();
-    for round in 0..=ROUNDS {
-        let start = Instant::now();
-        for _ in 0..5000 {
-            // SAFETY: writes through a live local.
-            assert_eq!(unsafe { get_id(std::ptr::null_mut(), &mut id) }, 0);
-        }
-        if round > 0 {
-            rounds.push(start.elapsed().as_nanos() as f64 / 5000.0);
-        }
-    }
-    median(&rounds)
+    // SAFETY: writes through a live local.
+    let context_id = component_ns(|| assert_eq!(unsafe { get_id(std::ptr::null_mut(), &mut id) }, 0));
+    let lock = parking_lot::Mutex::new(());
+    let locking = component_ns(|| drop(std::hint::black_box(&lock).lock()));
+    let building = component_ns(|| drop(std::hint::black_box(Event::new())));
+    [
+        ("cuCtxGetId", context_id),
+        ("lock + unlock", locking),
+        ("Event::new + drop, never created", building),
+    ]
 }
 
 fn median(values: &[f64]) -> f64 {
@@ -543,7 +550,7 @@ fn main() {
     let mut ops = ops();
     measure(&mut ops);
     let scaling = scaling();
-    let context_id = context_id_ns();
+    let components = pool_path_components();
     let blocking = [
         common::cpu_and_wall_of_a_200ms_synchronize(true),
         common::cpu_and_wall_of_a_200ms_synchronize(true),
@@ -654,13 +661,23 @@ fn main() {
         b * 100.0,
         s * 100.0
     );
+    let parts: Vec<String> = components
+        .iter()
+        .map(|(name, ns)| format!("{name} {ns:.0} ns"))
+        .collect();
     let _ = writeln!(
         md,
-        "\ncuCtxGetId (the pool's check before reusing an event), raw: {context_id:.0} ns/call"
+        "\nParts of cuda-event's first-record path, each alone: {}",
+        parts.join(", ")
     );
+    let parts: Vec<String> = components
+        .iter()
+        .map(|(name, ns)| format!("\"{name}\":{ns:.1}"))
+        .collect();
     let _ = writeln!(
         json,
-        "],\"wait_cpu_share\":{{\"blocking\":{b:.5},\"spinning\":{s:.5}}},\"cu_ctx_get_id_ns\":{context_id:.1}}}"
+        "],\"wait_cpu_share\":{{\"blocking\":{b:.5},\"spinning\":{s:.5}}},\"first_record_parts_ns\":{{{}}}}}",
+        parts.join(",")
     );
 
     print!("{md}");
