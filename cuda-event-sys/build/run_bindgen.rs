@@ -27,8 +27,22 @@ const FUNCTIONS: &[&str] = &[
     "cuda(GetLastError|PeekAtLastError|GetErrorName|GetErrorString|RuntimeGetVersion|DriverGetVersion)",
 ];
 
-/// Types that the functions above take only through `int` or `unsigned` parameters.
+/// Types that the functions above take only through `int` or `unsigned` parameters, and the driver
+/// functions' types from cudaTypedefs.h that the safe crate resolves with
+/// `cudaGetDriverEntryPointByVersion` (each names the ABI version it is for, so a wrong signature in
+/// a caller does not compile).
 const TYPES: &[&str] = &[
+    "PFN_cu(Init|GetErrorName|GetErrorString|DeviceGet|DeviceGetCount)_v[0-9]+",
+    "PFN_cu(DevicePrimaryCtxRetain|DevicePrimaryCtxGetState|CtxGetCurrent|CtxGetId|CtxPushCurrent|CtxPopCurrent)_v[0-9]+",
+    "PFN_cuEvent(Create|Record|RecordWithFlags|Query|Synchronize|ElapsedTime|Destroy)_v[0-9]+",
+    "PFN_cuStream(CreateWithPriority|WaitEvent|Synchronize|Query|IsCapturing|GetPriority|Destroy)_v[0-9]+",
+    "PFN_cuIpc(GetEventHandle|OpenEventHandle)_v[0-9]+",
+    // modules and launches: tests load PTX that faults, to poison a context on purpose
+    "PFN_cu(ModuleLoadData|ModuleGetFunction|ModuleUnload|LaunchKernel)_v[0-9]+",
+    // the driver's error codes (CUresult), for the safe crate's one table of codes, and the
+    // driver's names of the types those functions take
+    "cudaError_enum",
+    "CU(result|device|context|event|stream|ipcEventHandle|streamCaptureStatus)",
     "cudaError",
     "cudaDeviceAttr",
     "cudaIpcEventHandle_t",
@@ -69,6 +83,9 @@ pub fn generate(wrapper: &Path, include_path: &[PathBuf], out_dir: &Path) {
         .layout_tests(true)
         .generate_comments(true)
         .merge_extern_blocks(true)
+        // An ignored return code is a bug: both APIs' codes are #[must_use].
+        .must_use_type("cudaError")
+        .must_use_type("cudaError_enum")
         .parse_callbacks(Box::new(bindgen::CargoCallbacks::new()));
     for function in FUNCTIONS {
         builder = builder.allowlist_function(function);

@@ -61,6 +61,10 @@ impl DeviceMemory {
 impl Drop for DeviceMemory {
     fn drop(&mut self) {
         // SAFETY: frees the allocation made in new; the work using it has completed.
-        unsafe { sys::cudaFree(self.0) };
+        let freed = unsafe { sys::cudaFree(self.0) };
+        // A Drop cannot return the error: say it, as the crate's own drops can.
+        if let Err(e) = cuda_event::check_runtime("cudaFree", freed) {
+            eprintln!("quickstart: {e}");
+        }
     }
 }

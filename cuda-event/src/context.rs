@@ -1,22 +1,28 @@
 //! Device primary contexts: the CUDA runtime's context of each device, which this crate shares.
 //!
-//! Creating an event or stream, opening an IPC handle, and using a device's default stream need the
-//! device's context current on the thread. Instead of switching the runtime's current device (and
-//! switching back, which creates a context on a device the caller never used), the context is
-//! pushed on the thread's context stack for the call and popped after: the caller's state is exactly
-//! restored, and no other device is touched.
+//! Creating an event or stream, getting or opening an IPC handle, timing two events and using a
+//! device's default stream need a context current on the thread. Instead of switching the runtime's
+//! current device (and switching back, which creates a context on a device the caller never used),
+//! [`Context::enter`] pushes the device's primary context on the thread's context stack for the call
+//! and pops it after: the caller's state is exactly restored, and no other device is touched. It is
+//! the only way this crate makes a context current.
 
-use crate::driver::{CUcontext, CUdevice, CUresult, driver};
-use crate::error::{Result, check_driver};
+use crate::driver::Driver;
+use crate::error::Result;
+use cuda_event_sys as sys;
 use parking_lot::Mutex;
 use std::marker::PhantomData;
 
 /// A device's primary context. Retained once per process, never released: events and streams made
 /// in it must not outlive it, and the runtime keeps it too.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) struct Context(CUcontext);
+pub(crate) struct Context {
+    raw: sys::CUcontext,
+    device: sys::CUdevice,
+}
 
-// SAFETY: a CUcontext is an opaque handle that the driver lets any thread push or use.
+// SAFETY: a CUcontext is an opaque handle that the driver lets any thread push or use; a CUdevice is
+// an integer.
 unsafe impl Send for Context {}
 // SAFETY: as for Send; the handle is never dereferenced here.
 unsafe impl Sync for Context {}
@@ -26,104 +32,105 @@ static PRIMARY: Mutex<Vec<Option<Context>>> = Mutex::new(Vec::new());
 
 impl Context {
     /// The primary context of `device`, created by the driver if the device had none: only ever
-    /// asked for a device the program uses.
-    pub(crate) fn primary(device: i32) -> Result<Context> {
-        if let Some(Some(context)) = PRIMARY.lock().get(device as usize) {
-            return Ok(*context);
+    /// asked for a device the program uses. An ordinal out of range is CUDA's invalid-device error.
+    pub(crate) fn primary(d: &Driver, device: i32) -> Result<Context> {
+        let known = usize::try_from(device)
+            .ok()
+            .and_then(|i| PRIMARY.lock().get(i).copied().flatten());
+        match known {
+            Some(context) => Ok(context),
+            None => Context::retain(d, device),
         }
-        Context::retain(device)
     }
 
     /// Retains `device`'s primary context (activating it again after a device reset) and keeps it
     /// in the table.
-    fn retain(device: i32) -> Result<Context> {
-        let d = driver()?;
-        let (mut dev, mut ctx): (CUdevice, CUcontext) = (0, std::ptr::null_mut());
+    fn retain(d: &Driver, device: i32) -> Result<Context> {
+        let (mut dev, mut raw) = (0, std::ptr::null_mut());
         // SAFETY: out-pointers are live locals; an invalid ordinal is an error, not UB.
-        check_driver("cuDeviceGet", unsafe { (d.device_get)(&mut dev, device) })?;
+        d.device_get.call(|f| unsafe { f(&mut dev, device) })?;
         // SAFETY: as above; `dev` is a device the driver just handed out.
-        check_driver("cuDevicePrimaryCtxRetain", unsafe {
-            (d.primary_ctx_retain)(&mut ctx, dev)
-        })?;
+        d.primary_ctx_retain.call(|f| unsafe { f(&mut raw, dev) })?;
+        let context = Context { raw, device: dev };
+        let Ok(index) = usize::try_from(device) else {
+            return Ok(context); // unreachable: cuDeviceGet refuses negative ordinals
+        };
         let mut table = PRIMARY.lock();
-        let index = device as usize;
         if table.len() <= index {
             table.resize(index + 1, None);
         }
-        table[index] = Some(Context(ctx));
-        Ok(Context(ctx))
+        table[index] = Some(context);
+        Ok(context)
     }
 
-    /// Makes this context current on the calling thread until the returned guard drops. Free when
-    /// it already is current.
-    pub(crate) fn enter(self) -> Result<Entered> {
-        let d = driver()?;
+    /// Makes this context current on the calling thread until the returned guard drops. Costs one
+    /// `cuCtxGetCurrent` when it already is current.
+    pub(crate) fn enter(self, d: &Driver) -> Result<CurrentContextGuard> {
         let mut current = std::ptr::null_mut();
         // SAFETY: writes the current context (or null) through a live local.
-        check_driver("cuCtxGetCurrent", unsafe { (d.ctx_get_current)(&mut current) })?;
-        if current == self.0 {
-            return Ok(Entered {
+        d.ctx_get_current.call(|f| unsafe { f(&mut current) })?;
+        if current == self.raw {
+            return Ok(CurrentContextGuard {
                 pushed: false,
                 _thread: PhantomData,
             });
         }
-        // SAFETY: self.0 is a retained primary context; the guard pops exactly this push.
-        check_driver("cuCtxPushCurrent", unsafe { (d.ctx_push_current)(self.0) })?;
-        Ok(Entered {
+        // SAFETY: self.raw is a retained primary context; the guard pops exactly this push.
+        d.ctx_push_current.call(|f| unsafe { f(self.raw) })?;
+        Ok(CurrentContextGuard {
             pushed: true,
             _thread: PhantomData,
         })
     }
 
-    /// The context's unique id: a device reset destroys the primary context, and its re-creation
-    /// has a new id (or none until re-created).
-    fn id(self) -> Result<u64> {
-        let d = driver()?;
+    /// The id of the context's current instance, or `None` while it is inactive (after a device
+    /// reset, until something retains or uses it again). Asks whether it is active first, so that
+    /// no driver call fails (a failed call is what compute-sanitizer reports).
+    fn instance_id(self, d: &Driver) -> Option<u64> {
+        let (mut flags, mut active) = (0, 0);
+        // SAFETY: `device` came from cuDeviceGet; writes through live locals.
+        d.primary_ctx_get_state
+            .call(|f| unsafe { f(self.device, &mut flags, &mut active) })
+            .ok()?;
+        if active == 0 {
+            return None;
+        }
         let mut id = 0;
-        // SAFETY: a retained context handle (possibly reset, which the driver reports as an error);
-        // writes through a live local.
-        check_driver("cuCtxGetId", unsafe { (d.ctx_get_id)(self.0, &mut id) })?;
-        Ok(id)
+        // SAFETY: an active context, retained by this crate; writes through a live local.
+        d.ctx_get_id.call(|f| unsafe { f(self.raw, &mut id) }).ok()?;
+        Some(id)
     }
 }
 
-/// `CUDA_ERROR_INVALID_CONTEXT`: the call wanted a context current on the thread.
-const INVALID_CONTEXT: CUresult = 201;
-
-/// Runs a driver call that needs a context current on the thread (measured: `cuIpcGetEventHandle`
-/// does, `cuEventRecord` and `cuEventQuery` do not): first as is, which costs nothing when a context
-/// is current, then again with `device`'s primary context entered.
-pub(crate) fn in_context_if_needed(device: i32, call: impl Fn() -> CUresult) -> Result<CUresult> {
-    let code = call();
-    if code != INVALID_CONTEXT {
-        return Ok(code);
-    }
-    let _current = Context::primary(device)?.enter()?;
-    Ok(call())
-}
-
-/// The instance of a device's primary context that a CUDA object was made in, to tell in `Drop`
-/// whether a device reset has already destroyed the object (destroying it again would be a
-/// use-after-free inside the driver).
+/// The instance of a device's primary context that a CUDA object was made in, to tell whether a
+/// device reset has already destroyed the object (destroying it again would be a use-after-free
+/// inside the driver).
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Made {
+pub(crate) struct ContextInstance {
     context: Context,
     id: u64,
 }
 
-impl Made {
-    /// The instance current now of `device`'s primary context, re-activated if a device reset
-    /// destroyed it.
-    pub(crate) fn in_primary(device: i32) -> Result<Made> {
-        let context = Context::primary(device)?;
-        if let Ok(id) = context.id() {
-            return Ok(Made { context, id });
+impl ContextInstance {
+    /// The instance current now of `device`'s primary context, activated again if a device reset
+    /// left it inactive.
+    pub(crate) fn of_primary(d: &Driver, device: i32) -> Result<ContextInstance> {
+        let context = Context::primary(d, device)?;
+        if let Some(id) = context.instance_id(d) {
+            return Ok(ContextInstance { context, id });
         }
-        let context = Context::retain(device)?;
-        Ok(Made {
-            context,
-            id: context.id()?,
-        })
+        let context = Context::retain(d, device)?;
+        let id = match context.instance_id(d) {
+            Some(id) => id,
+            // Retained but not active is not a state the driver documents; ask it for the error.
+            None => {
+                let mut id = 0;
+                // SAFETY: a retained context; writes through a live local.
+                d.ctx_get_id.call(|f| unsafe { f(context.raw, &mut id) })?;
+                id
+            }
+        };
+        Ok(ContextInstance { context, id })
     }
 
     pub(crate) fn context(self) -> Context {
@@ -131,28 +138,26 @@ impl Made {
     }
 
     /// Whether objects made in this instance still exist: false after a reset of the device.
-    pub(crate) fn still_alive(self) -> bool {
-        self.context.id() == Ok(self.id)
+    pub(crate) fn still_alive(self, d: &Driver) -> bool {
+        self.context.instance_id(d) == Some(self.id)
     }
 }
 
 /// Pops the context that [`Context::enter`] pushed. Not `Send`: it pops the stack of the thread
 /// that pushed.
-pub(crate) struct Entered {
+pub(crate) struct CurrentContextGuard {
     pushed: bool,
     _thread: PhantomData<*const ()>,
 }
 
-impl Drop for Entered {
+impl Drop for CurrentContextGuard {
     fn drop(&mut self) {
-        if !self.pushed {
+        let (true, Some(d)) = (self.pushed, crate::driver::loaded_driver()) else {
             return;
-        }
-        let Ok(d) = driver() else { return };
+        };
         let mut popped = std::ptr::null_mut();
         // SAFETY: pops the context this guard pushed, on the thread that pushed it (the guard is
         // not Send).
-        let code = unsafe { (d.ctx_pop_current)(&mut popped) };
-        crate::drop_errors::report(check_driver("cuCtxPopCurrent", code));
+        crate::drop_errors::report(d.ctx_pop_current.call(|f| unsafe { f(&mut popped) }));
     }
 }

@@ -2,6 +2,7 @@
 
 use crate::error::{Result, check_runtime};
 use cuda_event_sys as sys;
+use std::marker::PhantomData;
 
 /// The number of CUDA devices visible to this process.
 ///
@@ -36,12 +37,26 @@ pub fn set_device(device: i32) -> Result<()> {
 /// Sets the current device for a scope and restores the previous one when dropped, like torch's
 /// `torch.cuda.device` context manager. Setting the device that is already current costs one
 /// `cudaGetDevice` and changes nothing.
+///
+/// The current device belongs to a thread, so the guard is not `Send`: dropped on another thread
+/// (after an `.await`, say) it would set that thread's device instead.
+///
+/// ```compile_fail,E0277
+/// let guard = cuda_event::DeviceGuard::new(0)?;
+/// std::thread::spawn(move || drop(guard)); // error: DeviceGuard is not Send
+/// # Ok::<(), cuda_event::Error>(())
+/// ```
 #[must_use = "the previous device is restored when the guard drops"]
 #[derive(Debug)]
 pub struct DeviceGuard {
     previous: i32,
     device: i32,
+    _this_thread: PhantomData<*const ()>,
 }
+
+// SAFETY: a shared reference only reads the two integers; the thread-bound part is Drop, which a
+// shared reference cannot run.
+unsafe impl Sync for DeviceGuard {}
 
 impl DeviceGuard {
     /// Makes `device` current until the guard drops.
@@ -50,7 +65,11 @@ impl DeviceGuard {
         if previous != device {
             set_device(device)?;
         }
-        Ok(DeviceGuard { previous, device })
+        Ok(DeviceGuard {
+            previous,
+            device,
+            _this_thread: PhantomData,
+        })
     }
 
     /// The device that was current before, and is again after the guard drops.

@@ -6,102 +6,195 @@
 //! contexts; a driver call on explicit handles never does. It also skips the runtime's bookkeeping,
 //! which costs 30-40% of a record, query or wait. `cudaEvent_t` is `CUevent` and `cudaStream_t` is
 //! `CUstream`, so handles pass freely between the two APIs.
+//!
+//! Every function's type is the `PFN_*` typedef of `cudaTypedefs.h` (bound by cuda-event-sys), and
+//! the version the table asks the runtime for is the one that typedef names, checked at compile
+//! time: a wrong signature does not compile. Every call goes through its [`Entry`], which names the
+//! symbol in the error it returns.
 
-use crate::error::{Api, CudaError, Error, Result, check, static_str};
+use crate::error::{CudaError, Error, Result, check, runtime_strings, static_str};
 use cuda_event_sys as sys;
-use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
+use std::ffi::{CStr, c_void};
 use std::sync::OnceLock;
 
-pub(crate) type CUresult = c_uint;
-pub(crate) type CUcontext = *mut c_void;
-pub(crate) type CUdevice = c_int;
-pub(crate) type CUevent = sys::cudaEvent_t;
-pub(crate) type CUstream = sys::cudaStream_t;
+/// The driver's return code; its values (`CUresult::CUDA_ERROR_NOT_READY`...) are the one table of
+/// CUDA codes this crate compares against.
+pub(crate) type CUresult = sys::CUresult;
 
-/// `CUDA_ERROR_NOT_READY`: the work is not complete yet (not an error for a query).
-pub(crate) const NOT_READY: CUresult = 600;
-/// `CUDA_ERROR_DEINITIALIZED`: the driver is shutting down, at process exit.
-pub(crate) const DEINITIALIZED: CUresult = 4;
+/// The function type inside a bindgen `PFN_*` typedef (an `Option` of an `extern "C" fn`).
+pub(crate) trait EntryPointType {
+    type Function: Copy;
+}
+
+impl<F: Copy> EntryPointType for Option<F> {
+    type Function = F;
+}
+
+/// One driver function and the symbol it was resolved from.
+pub(crate) struct Entry<F> {
+    function: F,
+    symbol: &'static str,
+}
+
+impl<F: Copy> Entry<F> {
+    /// Calls the function (through `call`, which holds the `unsafe` block and its argument) and
+    /// returns its code as a `Result` that names the symbol.
+    #[inline]
+    pub(crate) fn call(&self, call: impl FnOnce(F) -> CUresult) -> Result<()> {
+        self.check(call(self.function))
+    }
+
+    /// Calls the function and returns its raw code, for callers to whom one code is an answer, not
+    /// an error (`CUDA_ERROR_NOT_READY` for a query); pass the rest to [`Entry::check`].
+    #[inline]
+    pub(crate) fn code(&self, call: impl FnOnce(F) -> CUresult) -> CUresult {
+        call(self.function)
+    }
+
+    /// A code this function returned, as a `Result` naming the symbol.
+    #[inline]
+    pub(crate) fn check(&self, code: CUresult) -> Result<()> {
+        Ok(self.checked(code)?)
+    }
+
+    fn checked(&self, code: CUresult) -> std::result::Result<(), CudaError> {
+        check(self.symbol, code.0, driver_strings)
+    }
+}
+
+/// Whether `pfn` is `"PFN_" + symbol + "_v" + version`: the typedef names the version asked for.
+const fn names_version(pfn: &str, symbol: &CStr, version: u32) -> bool {
+    let (pfn, symbol) = (pfn.as_bytes(), symbol.to_bytes());
+    let mut digits = [0u8; 10];
+    let (mut n, mut v) = (0, version);
+    while v > 0 {
+        digits[n] = b'0' + (v % 10) as u8;
+        (n, v) = (n + 1, v / 10);
+    }
+    if pfn.len() != 4 + symbol.len() + 2 + n {
+        return false;
+    }
+    let mut i = 0;
+    while i < pfn.len() {
+        let expected = if i < 4 {
+            b"PFN_"[i]
+        } else if i < 4 + symbol.len() {
+            symbol[i - 4]
+        } else if i < 4 + symbol.len() + 2 {
+            b"_v"[i - 4 - symbol.len()]
+        } else {
+            digits[pfn.len() - 1 - i]
+        };
+        if pfn[i] != expected {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
 
 macro_rules! driver_table {
-    ($($field:ident = $symbol:literal: fn($($arg:ty),*);)*) => {
-        /// Driver entry points; each field is the function the symbol names for this runtime's version.
+    ($($field:ident: $pfn:ident = $symbol:literal @ $version:literal;)*) => {
+        /// Driver entry points, each the function of the ABI version its `PFN_*` type names.
         pub(crate) struct Driver {
-            $(pub(crate) $field: unsafe extern "C" fn($($arg),*) -> CUresult,)*
+            $(pub(crate) $field: Entry<<sys::$pfn as EntryPointType>::Function>,)*
         }
 
+        $(const _: () = assert!(
+            names_version(stringify!($pfn), $symbol, $version),
+            concat!(stringify!($pfn), " does not name ", stringify!($symbol), " at version ", $version),
+        );)*
+
         fn load() -> std::result::Result<Driver, CudaError> {
-            let mut version = 0;
-            // SAFETY: writes one int through a pointer to a live local; needs no driver.
-            check(Api::Runtime, "cudaRuntimeGetVersion", unsafe { sys::cudaRuntimeGetVersion(&mut version) }.0)?;
             let driver = Driver {
-                $(
-                    // SAFETY: the runtime returns the driver's function for this symbol at this CUDA
-                    // version, whose C signature is the one declared here (cuda.h, cudaTypedefs.h).
-                    $field: unsafe { std::mem::transmute::<*mut c_void, unsafe extern "C" fn($($arg),*) -> CUresult>(
-                        entry_point($symbol, version)?,
-                    ) },
-                )*
+                $($field: Entry {
+                    // SAFETY: the runtime returns the driver's function for this symbol at this ABI
+                    // version, which is the C type that cudaTypedefs.h declares as $pfn; an Option of
+                    // a function pointer has a pointer's layout, null being None.
+                    function: unsafe { std::mem::transmute::<*mut c_void, sys::$pfn>(entry_point($symbol, $version)?) }
+                        .ok_or_else(symbol_not_found)?,
+                    symbol: match $symbol.to_str() { Ok(s) => s, Err(_) => "cu?" },
+                },)*
             };
             // SAFETY: cuInit takes flags 0 and initializes the driver without creating a context.
-            check(Api::Driver, "cuInit", unsafe { (driver.init)(0) })?;
+            driver.init.checked(driver.init.code(|f| unsafe { f(0) }))?;
             Ok(driver)
         }
     };
 }
 
 driver_table! {
-    init = c"cuInit": fn(c_uint);
-    get_error_name = c"cuGetErrorName": fn(CUresult, *mut *const c_char);
-    get_error_string = c"cuGetErrorString": fn(CUresult, *mut *const c_char);
-    device_get = c"cuDeviceGet": fn(*mut CUdevice, c_int);
-    primary_ctx_retain = c"cuDevicePrimaryCtxRetain": fn(*mut CUcontext, CUdevice);
-    ctx_get_current = c"cuCtxGetCurrent": fn(*mut CUcontext);
-    ctx_get_id = c"cuCtxGetId": fn(CUcontext, *mut u64);
-    ctx_push_current = c"cuCtxPushCurrent": fn(CUcontext);
-    ctx_pop_current = c"cuCtxPopCurrent": fn(*mut CUcontext);
-    event_create = c"cuEventCreate": fn(*mut CUevent, c_uint);
-    event_record = c"cuEventRecord": fn(CUevent, CUstream);
-    event_record_with_flags = c"cuEventRecordWithFlags": fn(CUevent, CUstream, c_uint);
-    event_query = c"cuEventQuery": fn(CUevent);
-    event_synchronize = c"cuEventSynchronize": fn(CUevent);
-    event_elapsed_time = c"cuEventElapsedTime": fn(*mut f32, CUevent, CUevent);
-    event_destroy = c"cuEventDestroy": fn(CUevent);
-    stream_create_with_priority = c"cuStreamCreateWithPriority": fn(*mut CUstream, c_uint, c_int);
-    stream_wait_event = c"cuStreamWaitEvent": fn(CUstream, CUevent, c_uint);
-    stream_synchronize = c"cuStreamSynchronize": fn(CUstream);
-    stream_query = c"cuStreamQuery": fn(CUstream);
-    stream_is_capturing = c"cuStreamIsCapturing": fn(CUstream, *mut sys::cudaStreamCaptureStatus);
-    stream_get_priority = c"cuStreamGetPriority": fn(CUstream, *mut c_int);
-    stream_destroy = c"cuStreamDestroy": fn(CUstream);
-    ipc_get_event_handle = c"cuIpcGetEventHandle": fn(*mut sys::cudaIpcEventHandle_t, CUevent);
-    ipc_open_event_handle = c"cuIpcOpenEventHandle": fn(*mut CUevent, sys::cudaIpcEventHandle_t);
+    init: PFN_cuInit_v2000 = c"cuInit" @ 2000;
+    get_error_name: PFN_cuGetErrorName_v6000 = c"cuGetErrorName" @ 6000;
+    get_error_string: PFN_cuGetErrorString_v6000 = c"cuGetErrorString" @ 6000;
+    device_get: PFN_cuDeviceGet_v2000 = c"cuDeviceGet" @ 2000;
+    primary_ctx_retain: PFN_cuDevicePrimaryCtxRetain_v7000 = c"cuDevicePrimaryCtxRetain" @ 7000;
+    primary_ctx_get_state: PFN_cuDevicePrimaryCtxGetState_v7000 = c"cuDevicePrimaryCtxGetState" @ 7000;
+    ctx_get_current: PFN_cuCtxGetCurrent_v4000 = c"cuCtxGetCurrent" @ 4000;
+    ctx_get_id: PFN_cuCtxGetId_v12000 = c"cuCtxGetId" @ 12000;
+    ctx_push_current: PFN_cuCtxPushCurrent_v4000 = c"cuCtxPushCurrent" @ 4000;
+    ctx_pop_current: PFN_cuCtxPopCurrent_v4000 = c"cuCtxPopCurrent" @ 4000;
+    event_create: PFN_cuEventCreate_v2000 = c"cuEventCreate" @ 2000;
+    event_record: PFN_cuEventRecord_v2000 = c"cuEventRecord" @ 2000;
+    event_record_with_flags: PFN_cuEventRecordWithFlags_v11010 = c"cuEventRecordWithFlags" @ 11010;
+    event_query: PFN_cuEventQuery_v2000 = c"cuEventQuery" @ 2000;
+    event_synchronize: PFN_cuEventSynchronize_v2000 = c"cuEventSynchronize" @ 2000;
+    event_elapsed_time: PFN_cuEventElapsedTime_v12080 = c"cuEventElapsedTime" @ 12080;
+    event_destroy: PFN_cuEventDestroy_v4000 = c"cuEventDestroy" @ 4000;
+    stream_create_with_priority: PFN_cuStreamCreateWithPriority_v5050 = c"cuStreamCreateWithPriority" @ 5050;
+    stream_wait_event: PFN_cuStreamWaitEvent_v3020 = c"cuStreamWaitEvent" @ 3020;
+    stream_synchronize: PFN_cuStreamSynchronize_v2000 = c"cuStreamSynchronize" @ 2000;
+    stream_query: PFN_cuStreamQuery_v2000 = c"cuStreamQuery" @ 2000;
+    stream_is_capturing: PFN_cuStreamIsCapturing_v10000 = c"cuStreamIsCapturing" @ 10000;
+    stream_get_priority: PFN_cuStreamGetPriority_v5050 = c"cuStreamGetPriority" @ 5050;
+    stream_destroy: PFN_cuStreamDestroy_v4000 = c"cuStreamDestroy" @ 4000;
+    ipc_get_event_handle: PFN_cuIpcGetEventHandle_v4010 = c"cuIpcGetEventHandle" @ 4010;
+    ipc_open_event_handle: PFN_cuIpcOpenEventHandle_v4010 = c"cuIpcOpenEventHandle" @ 4010;
 }
 
 static DRIVER: OnceLock<std::result::Result<Driver, CudaError>> = OnceLock::new();
 
-/// The driver's functions, or why there are none (no driver installed, too old, no device...).
+/// The driver's functions, or why there are none (no driver installed, too old...). `operation` is
+/// the crate's public function the user called: a failure to load is reported as that call's.
 #[inline]
-pub(crate) fn driver() -> Result<&'static Driver> {
+pub(crate) fn driver(operation: &'static str) -> Result<&'static Driver> {
     match DRIVER.get_or_init(load) {
         Ok(driver) => Ok(driver),
-        Err(e) => Err(Error::Cuda(e.clone())),
+        Err(e) => Err(Error::Cuda(e.clone().during(operation))),
     }
 }
 
-/// The driver's name and message for a code, once the driver is loaded.
-pub(crate) fn error_strings(code: CUresult) -> Option<(&'static str, &'static str)> {
-    let driver = DRIVER.get()?.as_ref().ok()?;
+/// The driver, if it is already loaded (for `Drop`, which has nothing to do without one).
+pub(crate) fn loaded_driver() -> Option<&'static Driver> {
+    DRIVER.get()?.as_ref().ok()
+}
+
+/// The driver's name and message for a code (the runtime's when the driver is not loaded: both
+/// APIs share the numbers of the codes a loading failure returns).
+fn driver_strings(code: u32) -> (&'static str, &'static str) {
+    let Some(driver) = loaded_driver() else {
+        return runtime_strings(code);
+    };
     let (mut name, mut message) = (std::ptr::null(), std::ptr::null());
     // SAFETY: both write a pointer to a static string (or fail and leave null) for any code.
     let known = unsafe {
-        (driver.get_error_name)(code, &mut name) == 0 && (driver.get_error_string)(code, &mut message) == 0
+        (driver.get_error_name.function)(sys::CUresult(code), &mut name) == CUresult::CUDA_SUCCESS
+            && (driver.get_error_string.function)(sys::CUresult(code), &mut message) == CUresult::CUDA_SUCCESS
     };
+    if !known {
+        return runtime_strings(code);
+    }
     // SAFETY: on success the driver's strings are static and NUL-terminated.
-    known.then(|| unsafe { (static_str(name), static_str(message)) })
+    unsafe { (static_str(name), static_str(message)) }
 }
 
-fn entry_point(symbol: &CStr, version: c_int) -> std::result::Result<*mut c_void, CudaError> {
+/// The runtime's "symbol not found", for a driver older than the version asked for.
+fn symbol_not_found() -> CudaError {
+    let code = sys::cudaError::cudaErrorSymbolNotFound.0;
+    CudaError::new("cudaGetDriverEntryPointByVersion", code, runtime_strings)
+}
+
+fn entry_point(symbol: &CStr, version: u32) -> std::result::Result<*mut c_void, CudaError> {
     let mut function = std::ptr::null_mut();
     let mut status = sys::cudaDriverEntryPointQueryResult::cudaDriverEntryPointSymbolNotFound;
     // SAFETY: symbol is NUL-terminated; both out-pointers are live locals.
@@ -109,16 +202,15 @@ fn entry_point(symbol: &CStr, version: c_int) -> std::result::Result<*mut c_void
         sys::cudaGetDriverEntryPointByVersion(
             symbol.as_ptr(),
             &mut function,
-            version as c_uint,
+            version,
             sys::cudaGetDriverEntryPointFlags::cudaEnableDefault.0.into(),
             &mut status,
         )
     };
-    check(Api::Runtime, "cudaGetDriverEntryPointByVersion", code.0)?;
-    if status != sys::cudaDriverEntryPointQueryResult::cudaDriverEntryPointSuccess || function.is_null() {
-        // The driver is older than the runtime: report it as CUDA's own "symbol not found".
-        let code = sys::cudaError::cudaErrorSymbolNotFound.0;
-        check(Api::Runtime, "cudaGetDriverEntryPointByVersion", code)?;
+    check("cudaGetDriverEntryPointByVersion", code.0, runtime_strings)?;
+    if status != sys::cudaDriverEntryPointQueryResult::cudaDriverEntryPointSuccess {
+        // The driver is older than the version asked for.
+        return Err(symbol_not_found());
     }
     Ok(function)
 }

@@ -2,8 +2,10 @@
 //! asked. Errors of the runtime shutting down at process exit are expected and not kept.
 
 use crate::error::{Error, Result};
+use cuda_event_sys as sys;
 use parking_lot::Mutex;
 use std::collections::VecDeque;
+use std::io::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// How many drop errors are kept; older ones are counted in [`DropErrors::lost`], not kept.
@@ -16,6 +18,7 @@ static PRINT: AtomicBool = AtomicBool::new(false);
 /// What [`take_drop_errors`] returns: the errors that `Drop` of events and streams met, oldest
 /// first, and how many more were dropped because more than 64 piled up unread.
 #[derive(Debug, Default, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct DropErrors {
     /// The errors kept, oldest first.
     pub errors: Vec<Error>,
@@ -43,12 +46,13 @@ pub(crate) fn report(result: Result<()>) {
     let Err(error) = result else { return };
     if let Error::Cuda(e) = &error {
         // CUDA_ERROR_DEINITIALIZED and cudaErrorCudartUnloading share code 4.
-        if e.code() == crate::driver::DEINITIALIZED {
+        if e.code() == sys::CUresult::CUDA_ERROR_DEINITIALIZED.0 {
             return;
         }
     }
     if PRINT.load(Ordering::Relaxed) {
-        eprintln!("cuda-event: error in drop: {error}");
+        // Not eprintln!, which panics when stderr is gone (a closed pipe): Drop must never panic.
+        let _ = writeln!(std::io::stderr(), "cuda-event: error in drop: {error}");
     }
     let mut errors = ERRORS.lock();
     if errors.len() == KEPT {

@@ -36,7 +36,8 @@ pub enum Error {
     },
     /// An event cannot be both interprocess and timing (CUDA requires `cudaEventDisableTiming`).
     InterprocessWithTiming,
-    /// An IPC handle of the wrong length, in bytes (or hex characters, for text).
+    /// An IPC handle of the wrong length, in bytes (or hex characters, for text: ASCII whitespace
+    /// around them is ignored and not counted).
     IpcHandleLength {
         /// The length a handle has.
         expected: usize,
@@ -52,6 +53,9 @@ pub enum Error {
     IpcHandleFromThisProcess,
     /// `ipc_handle` on an event built without `interprocess`.
     NotInterprocess,
+    /// A per-thread default stream ([`Stream::per_thread`](crate::Stream::per_thread)) used on
+    /// another thread than the one that made it: there the handle names that thread's stream.
+    PerThreadStreamOfAnotherThread,
 }
 
 /// A failed CUDA call: which call, the code it returned, and CUDA's name and message for it.
@@ -61,10 +65,14 @@ pub struct CudaError {
     code: u32,
     name: &'static str,
     message: &'static str,
+    /// The CUDA driver could not be loaded at all; `call` is then the crate's function the user called.
+    loading_driver: bool,
 }
 
 impl CudaError {
-    /// The CUDA function that failed, e.g. `"cuEventRecord"` or `"cudaGetDeviceCount"`.
+    /// The CUDA function that failed, e.g. `"cuEventRecord"` or `"cudaGetDeviceCount"`; when the
+    /// CUDA driver could not be loaded at all (no driver, or one older than the runtime), the
+    /// crate's function that was called, e.g. `"Event::record"`.
     pub fn call(&self) -> &'static str {
         self.call
     }
@@ -81,30 +89,44 @@ impl CudaError {
     pub fn message(&self) -> &'static str {
         self.message
     }
+
+    /// The error `code` of `call`, named by `strings`.
+    pub(crate) fn new(
+        call: &'static str,
+        code: u32,
+        strings: fn(u32) -> (&'static str, &'static str),
+    ) -> CudaError {
+        let (name, message) = strings(code);
+        CudaError {
+            call,
+            code,
+            name,
+            message,
+            loading_driver: false,
+        }
+    }
+
+    /// The error of loading the driver, reported as a failure of the user's `operation`.
+    pub(crate) fn during(self, operation: &'static str) -> CudaError {
+        CudaError {
+            call: operation,
+            loading_driver: true,
+            ..self
+        }
+    }
 }
 
-/// Which API returned a code: their names and messages come from different functions.
-#[derive(Clone, Copy)]
-pub(crate) enum Api {
-    Runtime,
-    Driver,
-}
-
-/// The one error-checking path: `Ok` for success (0 in both APIs), else the code as a [`CudaError`].
-pub(crate) fn check(api: Api, call: &'static str, code: u32) -> Result<(), CudaError> {
+/// The one error-checking path: `Ok` for success (0 in both APIs), else the code as a
+/// [`CudaError`] with the name and message that `strings` (the runtime's or the driver's) give it.
+pub(crate) fn check(
+    call: &'static str,
+    code: u32,
+    strings: fn(u32) -> (&'static str, &'static str),
+) -> Result<(), CudaError> {
     if code == 0 {
         return Ok(());
     }
-    let (name, message) = match api {
-        Api::Runtime => runtime_strings(code),
-        Api::Driver => crate::driver::error_strings(code).unwrap_or_else(|| runtime_strings(code)),
-    };
-    Err(CudaError {
-        call,
-        code,
-        name,
-        message,
-    })
+    Err(CudaError::new(call, code, strings))
 }
 
 /// A CUDA runtime return code as a `Result`, with the code's name and message: for code that mixes
@@ -119,15 +141,11 @@ pub(crate) fn check(api: Api, call: &'static str, code: u32) -> Result<(), CudaE
 /// # Ok::<(), cuda_event::Error>(())
 /// ```
 pub fn check_runtime(call: &'static str, code: sys::cudaError_t) -> Result<()> {
-    Ok(check(Api::Runtime, call, code.0)?)
+    Ok(check(call, code.0, runtime_strings)?)
 }
 
-/// A driver API code as a Result.
-pub(crate) fn check_driver(call: &'static str, code: u32) -> Result<()> {
-    Ok(check(Api::Driver, call, code)?)
-}
-
-fn runtime_strings(code: u32) -> (&'static str, &'static str) {
+/// The runtime's name and message for a code; needs no driver.
+pub(crate) fn runtime_strings(code: u32) -> (&'static str, &'static str) {
     let code = sys::cudaError(code);
     // SAFETY: both functions return pointers to static NUL-terminated strings for any code, known or
     // not, and need no driver.
@@ -151,9 +169,14 @@ pub(crate) unsafe fn static_str(ptr: *const c_char) -> &'static str {
 
 impl fmt::Display for CudaError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let loading = if self.loading_driver {
+            "the CUDA driver could not be loaded: "
+        } else {
+            ""
+        };
         write!(
             f,
-            "{} failed: {} ({}): {}",
+            "{} failed: {loading}{} ({}): {}",
             self.call, self.name, self.code, self.message
         )
     }
@@ -185,7 +208,8 @@ impl fmt::Display for Error {
             Error::IpcHandleLength { expected, found } => {
                 write!(
                     f,
-                    "an IPC event handle has length {expected} (bytes, or hex digits as text), got {found}"
+                    "an IPC event handle has length {expected} (bytes, or hex digits as text, \
+                     whitespace around them ignored), got {found}"
                 )
             }
             Error::IpcHandleText { position } => {
@@ -199,6 +223,10 @@ impl fmt::Display for Error {
                  CUDA opens handles of other processes only",
             ),
             Error::NotInterprocess => f.write_str("ipc_handle needs an event built with interprocess"),
+            Error::PerThreadStreamOfAnotherThread => f.write_str(
+                "a per-thread default stream was used on another thread than the one that made it \
+                 (on each thread, cudaStreamPerThread names that thread's own stream)",
+            ),
         }
     }
 }

@@ -1,24 +1,26 @@
 //! The event: torch.cuda.Event's semantics, created lazily and exactly once, every flag real.
 
-use crate::context::{Made, in_context_if_needed};
+use crate::context::{Context, ContextInstance};
 use crate::device::current_device;
-use crate::driver::{CUevent, Driver, NOT_READY, driver};
-use crate::error::{Error, Result, check_driver};
+use crate::driver::{CUresult, Driver, driver};
+use crate::error::{Error, Result};
+use crate::handle::EventHandle;
 use crate::ipc::{self, IpcEventHandle};
-use crate::pool::{self, Pooled};
+use crate::pool;
 use crate::stream::Stream;
 use cuda_event_sys as sys;
 use parking_lot::Mutex;
 use std::fmt;
 use std::mem::ManuallyDrop;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// A CUDA event, with the semantics of PyTorch's `torch.cuda.Event`.
 ///
 /// Building one makes no CUDA call: the CUDA event is created on the first [`record`](Self::record)
 /// (on the stream's device) or [`ipc_handle`](Self::ipc_handle) (on the current device), exactly
-/// once even when threads race, and after that no call takes a lock.
+/// once even when threads race, and after that no call takes a lock. A first record that fails
+/// leaves the event as if it had never been created.
 ///
 /// `Send + Sync`, every method `&self`: share it between threads by reference or in an `Arc`.
 ///
@@ -26,22 +28,33 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 /// `interprocess` always work (torch.Event ignores them); errors are typed values, not exceptions;
 /// no call, `Drop` included, changes the current device or creates a context on a device the event
 /// does not live on.
+///
+/// # Reuse, and handles that escape
+/// A dropped event's CUDA event is kept for reuse by this thread's next new event (see
+/// [`set_event_pool`](crate::set_event_pool)), unless its handle escaped, that is, something other
+/// than this `Event` may still use it after the drop:
+/// - [`as_raw`](Self::as_raw) handed it out (the caller may have kept it);
+/// - it was recorded or waited on as an external node of a CUDA graph being captured (an
+///   [`external`](EventBuilder::external) event on a capturing stream): every launch of the graph
+///   records or waits on it again;
+/// - it is interprocess and [`ipc_handle`](Self::ipc_handle) exported it, or it was imported with
+///   [`from_ipc_handle`](Self::from_ipc_handle);
+/// - it came from [`from_raw`](Self::from_raw) (its creator may hold it) or left with
+///   [`into_raw`](Self::into_raw).
+///
+/// Such an event is destroyed on drop instead, so that a graph launch or a C caller can never drive
+/// an unrelated new `Event`. Keep the `Event` alive for as long as a graph that holds it is launched:
+/// CUDA leaves a launch of a graph whose external event was destroyed undefined.
 pub struct Event {
     options: EventBuilder,
-    created: OnceLock<Created>,
+    created: OnceLock<EventHandle>,
     /// Taken only while the CUDA event does not exist yet, so that one thread creates it.
     creating: Mutex<()>,
     recorded: AtomicBool,
+    /// The handle may be used by someone else after this `Event` drops: never pool it.
+    escaped: AtomicBool,
     /// The handle of an interprocess event, once exported or when imported.
     ipc: OnceLock<IpcEventHandle>,
-}
-
-/// The CUDA event behind an [`Event`], once it exists.
-struct Created {
-    raw: CUevent,
-    device: i32,
-    /// The context instance it was made in; unknown for events taken over with `from_raw`.
-    made: Option<Made>,
 }
 
 // SAFETY: the CUDA event handle may be used from any thread (CUDA's API is thread safe); the rest of
@@ -50,15 +63,6 @@ unsafe impl Send for Event {}
 // SAFETY: as for Send: every method takes &self, creation is serialized by `creating` and published
 // through the OnceLock, and every later read is of immutable data or atomics.
 unsafe impl Sync for Event {}
-
-/// Counts CUDA events created by this crate, for diagnostics and tests.
-static CREATED: AtomicU64 = AtomicU64::new(0);
-
-/// How many CUDA events this process has created through this crate: not counting imported ones,
-/// nor events reused from the pool.
-pub fn cuda_events_created() -> u64 {
-    CREATED.load(Ordering::Relaxed)
-}
 
 /// The options of an [`Event`], torch's keyword arguments; all off by default, as in torch.
 ///
@@ -158,6 +162,7 @@ impl Event {
             created: OnceLock::new(),
             creating: Mutex::new(()),
             recorded: AtomicBool::new(false),
+            escaped: AtomicBool::new(false),
             ipc: OnceLock::new(),
         }
     }
@@ -178,28 +183,64 @@ impl Event {
     #[doc(alias = "cuEventRecord")]
     #[doc(alias = "cudaEventRecordWithFlags")]
     pub fn record(&self, stream: &Stream) -> Result<()> {
-        let d = driver()?;
-        let created = self.created_on(stream.device(), Reuse::FromPool)?;
-        if created.device != stream.device() {
-            return Err(Error::DeviceMismatch {
-                event: created.device,
-                stream: stream.device(),
-            });
+        let d = driver("Event::record")?;
+        match self.created.get() {
+            Some(handle) => self.record_handle(d, handle, stream)?,
+            None => self.record_first(d, stream)?,
         }
-        stream.in_context(|| {
-            let (raw, s) = (created.raw, stream.as_raw());
-            if self.options.external && stream.is_capturing()? {
-                // SAFETY: a live event and stream of one device; the flag is a record flag.
-                let code = unsafe { (d.event_record_with_flags)(raw, s, sys::cudaEventRecordExternal) };
-                return check_driver("cuEventRecordWithFlags", code);
-            }
-            // SAFETY: a live event and stream of one device (checked above).
-            check_driver("cuEventRecord", unsafe { (d.event_record)(raw, s) })
-        })?;
         if !self.recorded.load(Ordering::Relaxed) {
             self.recorded.store(true, Ordering::Relaxed);
         }
         Ok(())
+    }
+
+    /// The first record: takes a CUDA event from this thread's pool or creates one, records it,
+    /// and only then makes it this event's, so that a failed first record leaves the event as if
+    /// never created (and a pooled CUDA event's old capture never becomes this event's).
+    #[cold]
+    fn record_first(&self, d: &Driver, stream: &Stream) -> Result<()> {
+        let _creating = self.creating.lock();
+        if let Some(handle) = self.created.get() {
+            return self.record_handle(d, handle, stream);
+        }
+        let flags = self.options.cuda_flags();
+        let handle = match pool::take(d, stream.device(), flags) {
+            Some(handle) => handle,
+            None => EventHandle::create(d, stream.device(), flags)?,
+        };
+        if let Err(e) = self.record_handle(d, &handle, stream) {
+            pool::give_or_destroy(flags, handle);
+            return Err(e);
+        }
+        self.publish(handle);
+        Ok(())
+    }
+
+    fn record_handle(&self, d: &Driver, handle: &EventHandle, stream: &Stream) -> Result<()> {
+        if handle.device != stream.device() {
+            return Err(Error::DeviceMismatch {
+                event: handle.device,
+                stream: stream.device(),
+            });
+        }
+        stream.in_context(d, || {
+            let (raw, s) = (handle.raw, stream.as_raw());
+            if self.options.external && stream.is_capturing_with(d)? {
+                // SAFETY: a live event and stream of one device; the flag is a record flag.
+                d.event_record_with_flags
+                    .call(|f| unsafe { f(raw, s, sys::cudaEventRecordExternal) })?;
+                // The graph records this handle at every launch.
+                self.escaped.store(true, Ordering::Relaxed);
+                return Ok(());
+            }
+            // SAFETY: a live event and stream of one device (checked above).
+            d.event_record.call(|f| unsafe { f(raw, s) })
+        })
+    }
+
+    /// Makes `handle` this event's; called once, under `creating`, when it was empty.
+    fn publish(&self, handle: EventHandle) -> &EventHandle {
+        self.created.get_or_init(move || handle)
     }
 
     /// Records on the legacy default stream of the current device (torch's `record()` with no
@@ -213,20 +254,25 @@ impl Event {
     #[doc(alias = "cudaStreamWaitEvent")]
     #[doc(alias = "cuStreamWaitEvent")]
     pub fn wait(&self, stream: &Stream) -> Result<()> {
-        let Some(created) = self.created.get() else {
+        let Some(handle) = self.created.get() else {
             return Ok(());
         };
-        let d = driver()?;
-        stream.in_context(|| {
-            let flags = if self.options.external && stream.is_capturing()? {
+        let d = driver("Event::wait")?;
+        stream.in_context(d, || {
+            let external = self.options.external && stream.is_capturing_with(d)?;
+            let flags = if external {
                 sys::cudaEventWaitExternal
             } else {
                 sys::cudaEventWaitDefault
             };
             // SAFETY: a live stream and event; CUDA allows them on different devices.
-            check_driver("cuStreamWaitEvent", unsafe {
-                (d.stream_wait_event)(stream.as_raw(), created.raw, flags)
-            })
+            d.stream_wait_event
+                .call(|f| unsafe { f(stream.as_raw(), handle.raw, flags) })?;
+            if external {
+                // The graph waits on this handle at every launch.
+                self.escaped.store(true, Ordering::Relaxed);
+            }
+            Ok(())
         })
     }
 
@@ -238,33 +284,34 @@ impl Event {
 
     /// Whether all work the event captured has completed: `Ok(true)` when complete or never
     /// recorded, `Ok(false)` while pending. Any other CUDA error, such as one from earlier
-    /// asynchronous work, is returned as an error, never read as "done" or "not ready".
+    /// asynchronous work, is returned as an error, never read as "done" or "not ready". Needs no
+    /// current device or context: any thread may ask.
     #[doc(alias = "cudaEventQuery")]
     #[doc(alias = "cuEventQuery")]
     pub fn query(&self) -> Result<bool> {
-        let Some(created) = self.created.get() else {
+        let Some(handle) = self.created.get() else {
             return Ok(true);
         };
-        query_raw(driver()?, created.raw)
+        query_raw(driver("Event::query")?, handle.raw)
     }
 
     /// Waits on this thread until the work the event captured has completed: sleeping for a
-    /// `blocking` event, spinning otherwise. Returns at once if never recorded.
+    /// `blocking` event, spinning otherwise. Returns at once if never recorded. Needs no current
+    /// device or context.
     #[doc(alias = "cudaEventSynchronize")]
     #[doc(alias = "cuEventSynchronize")]
     pub fn synchronize(&self) -> Result<()> {
-        let Some(created) = self.created.get() else {
+        let Some(handle) = self.created.get() else {
             return Ok(());
         };
-        let d = driver()?;
+        let d = driver("Event::synchronize")?;
         // SAFETY: a live event.
-        check_driver("cuEventSynchronize", unsafe {
-            (d.event_synchronize)(created.raw)
-        })
+        d.event_synchronize.call(|f| unsafe { f(handle.raw) })
     }
 
     /// Milliseconds between this event's record and `end`'s. The resolution is about half a
-    /// microsecond.
+    /// microsecond. Makes the events' device's context current for the call if needed (and
+    /// restores the caller's).
     ///
     /// # Errors
     /// In torch's order: [`Error::NotTimingEvent`] unless both were built with `enable_timing`
@@ -280,7 +327,7 @@ impl Event {
         let (Some(start_event), Some(end_event)) = (self.recorded(), end.recorded()) else {
             return Err(Error::NotRecorded);
         };
-        let d = driver()?;
+        let d = driver("Event::elapsed_time")?;
         if start_event.device != end_event.device {
             // torch's order: incomplete work is reported before the device mismatch.
             if !query_raw(d, start_event.raw)? || !query_raw(d, end_event.raw)? {
@@ -293,17 +340,16 @@ impl Event {
         }
         // On one device, CUDA's not-ready answer is exactly "not both complete": read it as the typed
         // error instead of querying both first (two queries cost far more than the call itself).
+        let _current = context_of(d, start_event)?.enter(d)?;
         let mut ms = 0.0;
-        let ms_ptr: *mut f32 = &mut ms;
-        let (start, end) = (start_event.raw, end_event.raw);
         // SAFETY: two live, recorded events of one device; writes through a pointer to a live local.
-        let code = in_context_if_needed(start_event.device, || unsafe {
-            (d.event_elapsed_time)(ms_ptr, start, end)
-        })?;
-        if code == NOT_READY {
+        let code = d
+            .event_elapsed_time
+            .code(|f| unsafe { f(&mut ms, start_event.raw, end_event.raw) });
+        if code == CUresult::CUDA_ERROR_NOT_READY {
             return Err(Error::NotComplete);
         }
-        check_driver("cuEventElapsedTime", code).map(|()| ms)
+        d.event_elapsed_time.check(code).map(|()| ms)
     }
 
     /// The handle another process opens this event with ([`Event::from_ipc_handle`]). Creates the
@@ -321,21 +367,30 @@ impl Event {
         if let Some(handle) = self.ipc.get() {
             return Ok(*handle);
         }
-        let created = match self.created.get() {
-            Some(created) => created,
-            None => self.created_on(current_device()?, Reuse::No)?,
+        let d = driver("Event::ipc_handle")?;
+        let event = match self.created.get() {
+            Some(event) => event,
+            None => self.create_for_ipc(d, current_device()?)?,
         };
-        let d = driver()?;
-        let mut raw = sys::cudaIpcEventHandle_t::default();
-        let raw_ptr: *mut sys::cudaIpcEventHandle_t = &mut raw;
-        // SAFETY: a live interprocess event; writes the handle through a pointer to a live local.
-        let code = in_context_if_needed(created.device, || unsafe {
-            (d.ipc_get_event_handle)(raw_ptr, created.raw)
-        })?;
-        check_driver("cuIpcGetEventHandle", code)?;
-        let handle = *self.ipc.get_or_init(|| IpcEventHandle::from_raw(&raw));
+        let _current = context_of(d, event)?.enter(d)?;
+        let mut raw = sys::CUipcEventHandle::default();
+        // SAFETY: a live interprocess event, its context current; writes the handle to a live local.
+        d.ipc_get_event_handle
+            .call(|f| unsafe { f(&mut raw, event.raw) })?;
+        let handle = *self.ipc.get_or_init(|| IpcEventHandle::from_driver(&raw));
         ipc::remember_exported(handle);
         Ok(handle)
+    }
+
+    /// The CUDA event, created on `device` (never taken from the pool: an exporter's importers
+    /// could observe a pooled event's old record).
+    #[cold]
+    fn create_for_ipc(&self, d: &Driver, device: i32) -> Result<&EventHandle> {
+        let _creating = self.creating.lock();
+        if let Some(handle) = self.created.get() {
+            return Ok(handle);
+        }
+        Ok(self.publish(EventHandle::create(d, device, self.options.cuda_flags())?))
     }
 
     /// Opens, on `device`, an event that another process exported with [`Event::ipc_handle`].
@@ -353,21 +408,17 @@ impl Event {
         if ipc::exported_here(&handle) {
             return Err(Error::IpcHandleFromThisProcess);
         }
-        let d = driver()?;
-        let made = Made::in_primary(device)?;
-        let _current = made.context().enter()?;
+        let d = driver("Event::from_ipc_handle")?;
+        let instance = ContextInstance::of_primary(d, device)?;
+        let _current = instance.context().enter(d)?;
         let mut raw = std::ptr::null_mut();
         // SAFETY: writes the opened event through a live local, in the device's context made current.
-        check_driver("cuIpcOpenEventHandle", unsafe {
-            (d.ipc_open_event_handle)(&mut raw, handle.to_raw())
-        })?;
+        d.ipc_open_event_handle
+            .call(|f| unsafe { f(&mut raw, handle.to_driver()) })?;
         let event = Event::lazy(EventBuilder::default().interprocess(true));
-        let _ = event.created.set(Created {
-            raw,
-            device,
-            made: Some(made),
-        });
+        event.publish(EventHandle::adopt(raw, device, Some(instance)));
         let _ = event.ipc.set(handle);
+        event.escaped.store(true, Ordering::Relaxed);
         Ok(event)
     }
 
@@ -377,26 +428,31 @@ impl Event {
     }
 
     /// The raw handle, for C or other CUDA libraries; `None` before it is created. It stays owned
-    /// by this `Event`: don't destroy it, and don't use it after the `Event` drops.
+    /// by this `Event`: don't destroy it, and don't use it after the `Event` drops. Handing it out
+    /// keeps this event's CUDA event out of the reuse pool (see "Reuse" above).
     pub fn as_raw(&self) -> Option<sys::cudaEvent_t> {
-        self.created.get().map(|c| c.raw)
+        let handle = self.created.get()?;
+        self.escaped.store(true, Ordering::Relaxed);
+        Some(handle.raw)
     }
 
     /// Takes over a CUDA event made elsewhere (C, another crate); it is destroyed when the `Event`
-    /// drops. `options` tell what it was created with (timing, blocking, interprocess); it counts
-    /// as recorded.
+    /// drops (never reused), and not destroyed again if a device reset already did. `options` tell
+    /// what it was created with (timing, blocking, interprocess); it counts as recorded.
     ///
     /// # Safety
     /// `raw` is a live event of `device`'s primary context, created with flags matching `options`,
     /// that nothing else destroys or uses after the returned `Event` drops.
     pub unsafe fn from_raw(raw: sys::cudaEvent_t, device: i32, options: EventBuilder) -> Event {
+        // The context instance it lives in, so that Drop after a device reset does not destroy it
+        // again; without a driver there is no instance to read, and then nothing else either.
+        let instance = driver("Event::from_raw")
+            .and_then(|d| ContextInstance::of_primary(d, device))
+            .ok();
         let event = Event::lazy(options);
-        let _ = event.created.set(Created {
-            raw,
-            device,
-            made: None,
-        });
+        event.publish(EventHandle::adopt(raw, device, instance));
         event.recorded.store(true, Ordering::Relaxed);
+        event.escaped.store(true, Ordering::Relaxed);
         event
     }
 
@@ -404,90 +460,54 @@ impl Event {
     /// `None` if the CUDA event was never created.
     pub fn into_raw(self) -> Option<sys::cudaEvent_t> {
         let mut this = ManuallyDrop::new(self);
-        let raw = this.created.take().map(|c| c.raw);
+        let raw = this.created.take().map(EventHandle::release);
+        if let Some(handle) = this.ipc.get() {
+            ipc::forget_exported(handle);
+        }
         // SAFETY: `this` is not used again; its fields own no CUDA resource now that `created` is
         // empty, so dropping them in place only frees Rust memory.
         unsafe { ManuallyDrop::drop(&mut this) };
         raw
     }
 
-    /// The CUDA event, made on `device` by the first caller (others wait for it and use it): from
-    /// this thread's pool when `reuse` allows (see the pool module for why only a record may reuse
-    /// one), else created.
-    #[inline]
-    fn created_on(&self, device: i32, reuse: Reuse) -> Result<&Created> {
-        if let Some(created) = self.created.get() {
-            return Ok(created);
-        }
-        self.create_once(device, reuse)
-    }
-
-    #[cold]
-    fn create_once(&self, device: i32, reuse: Reuse) -> Result<&Created> {
-        let _creating = self.creating.lock();
-        if let Some(created) = self.created.get() {
-            return Ok(created);
-        }
-        let flags = self.options.cuda_flags();
-        if reuse == Reuse::FromPool {
-            if let Some(pooled) = pool::take(device, flags) {
-                return Ok(self.created.get_or_init(|| Created {
-                    raw: pooled.raw,
-                    device,
-                    made: Some(pooled.made),
-                }));
-            }
-        }
-        let d = driver()?;
-        let made = Made::in_primary(device)?;
-        let _current = made.context().enter()?;
-        let mut raw = std::ptr::null_mut();
-        // SAFETY: writes the new event through a live local, in the device's context made current.
-        check_driver("cuEventCreate", unsafe { (d.event_create)(&mut raw, flags) })?;
-        CREATED.fetch_add(1, Ordering::Relaxed);
-        Ok(self.created.get_or_init(|| Created {
-            raw,
-            device,
-            made: Some(made),
-        }))
-    }
-
-    fn recorded(&self) -> Option<&Created> {
+    fn recorded(&self) -> Option<&EventHandle> {
         self.created
             .get()
             .filter(|_| self.recorded.load(Ordering::Relaxed))
     }
 }
 
-/// Whether a lazily made CUDA event may come from the pool.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Reuse {
-    FromPool,
-    No,
+/// The primary context an event lives in, for the calls that need one current.
+fn context_of(d: &Driver, event: &EventHandle) -> Result<Context> {
+    match event.instance {
+        Some(instance) => Ok(instance.context()),
+        None => Context::primary(d, event.device),
+    }
 }
 
 /// `cuEventQuery` as torch reads it: complete, not ready, or an error.
-fn query_raw(d: &Driver, raw: CUevent) -> Result<bool> {
+fn query_raw(d: &Driver, raw: sys::cudaEvent_t) -> Result<bool> {
     // SAFETY: a live event.
-    match unsafe { (d.event_query)(raw) } {
-        NOT_READY => Ok(false),
-        code => check_driver("cuEventQuery", code).map(|()| true),
+    match d.event_query.code(|f| unsafe { f(raw) }) {
+        CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+        code => d.event_query.check(code).map(|()| true),
     }
 }
 
 impl Drop for Event {
     fn drop(&mut self) {
-        let Some(Created { raw, device, made }) = self.created.take() else {
+        let Some(handle) = self.created.take() else {
             return;
         };
-        // Only events made here whose handle never escaped go back to the pool.
-        if let (Some(made), None) = (made, self.ipc.get()) {
-            if let Err(back) = pool::give(device, self.options.cuda_flags(), Pooled { raw, made }) {
-                pool::destroy(back.raw, Some(back.made));
-            }
-            return;
+        if let Some(exported) = self.ipc.get() {
+            ipc::forget_exported(exported);
         }
-        pool::destroy(raw, made);
+        // Only events whose handle never escaped go back to the pool.
+        if *self.escaped.get_mut() || self.ipc.get().is_some() {
+            handle.destroy();
+        } else {
+            pool::give_or_destroy(self.options.cuda_flags(), handle);
+        }
     }
 }
 

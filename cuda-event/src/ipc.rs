@@ -11,11 +11,13 @@ use std::str::FromStr;
 /// The size of a handle, from the bindings (checked against C by the `tests` crate).
 const LEN: usize = std::mem::size_of::<sys::cudaIpcEventHandle_t>();
 const _: () = assert!(LEN == sys::CUDA_IPC_HANDLE_SIZE as usize);
+const _: () = assert!(LEN == std::mem::size_of::<sys::CUipcEventHandle>());
 
 /// An interprocess event's handle (`cudaIpcEventHandle_t`), from [`Event::ipc_handle`] for
 /// [`Event::from_ipc_handle`] in another process.
 ///
-/// `Display` writes it as 128 lowercase hex digits and `FromStr` reads them back.
+/// `Display` writes it as 128 lowercase hex digits and `FromStr` reads them back, ignoring ASCII
+/// whitespace around them (a line read from a pipe or a file ends in a newline).
 ///
 /// [`Event::ipc_handle`]: crate::Event::ipc_handle
 /// [`Event::from_ipc_handle`]: crate::Event::from_ipc_handle
@@ -44,12 +46,24 @@ impl IpcEventHandle {
         &self.0
     }
 
-    pub(crate) fn from_raw(raw: &sys::cudaIpcEventHandle_t) -> IpcEventHandle {
+    /// The runtime's form, `cudaIpcEventHandle_t`, for code that calls the runtime directly.
+    pub fn to_raw(self) -> sys::cudaIpcEventHandle_t {
+        sys::cudaIpcEventHandle_t {
+            reserved: self.0.map(|b| b as libc::c_char),
+        }
+    }
+
+    /// A handle from the runtime's form, `cudaIpcEventHandle_t` (from `cudaIpcGetEventHandle`).
+    pub fn from_raw(raw: &sys::cudaIpcEventHandle_t) -> IpcEventHandle {
         IpcEventHandle(raw.reserved.map(|b| b as u8))
     }
 
-    pub(crate) fn to_raw(self) -> sys::cudaIpcEventHandle_t {
-        sys::cudaIpcEventHandle_t {
+    pub(crate) fn from_driver(raw: &sys::CUipcEventHandle) -> IpcEventHandle {
+        IpcEventHandle(raw.reserved.map(|b| b as u8))
+    }
+
+    pub(crate) fn to_driver(self) -> sys::CUipcEventHandle {
+        sys::CUipcEventHandle {
             reserved: self.0.map(|b| b as libc::c_char),
         }
     }
@@ -70,20 +84,29 @@ impl fmt::Debug for IpcEventHandle {
 impl FromStr for IpcEventHandle {
     type Err = Error;
 
-    /// Reads 128 hex digits (either case), as `Display` writes them.
+    /// Reads 128 hex digits (either case), as `Display` writes them, with any ASCII whitespace
+    /// before and after them ignored.
+    ///
+    /// # Errors
+    /// [`Error::IpcHandleLength`] when the text between the whitespace is not 128 characters long;
+    /// [`Error::IpcHandleText`] with the byte offset (in the text as given) of the first character
+    /// that is not a hex digit.
     fn from_str(text: &str) -> Result<IpcEventHandle> {
-        let text = text.as_bytes();
-        if text.len() != 2 * LEN {
+        let leading = text.len() - text.trim_ascii_start().len();
+        let digits = text.trim_ascii().as_bytes();
+        if digits.len() != 2 * LEN {
             return Err(Error::IpcHandleLength {
                 expected: 2 * LEN,
-                found: text.len(),
+                found: digits.len(),
             });
         }
-        let digit = |position: usize| match text[position] {
+        let digit = |i: usize| match digits[i] {
             c @ b'0'..=b'9' => Ok(c - b'0'),
             c @ b'a'..=b'f' => Ok(c - b'a' + 10),
             c @ b'A'..=b'F' => Ok(c - b'A' + 10),
-            _ => Err(Error::IpcHandleText { position }),
+            _ => Err(Error::IpcHandleText {
+                position: leading + i,
+            }),
         };
         let mut bytes = [0; LEN];
         for (i, byte) in bytes.iter_mut().enumerate() {
@@ -98,6 +121,19 @@ static EXPORTED: Mutex<Option<HashSet<IpcEventHandle>>> = Mutex::new(None);
 
 pub(crate) fn remember_exported(handle: IpcEventHandle) {
     EXPORTED.lock().get_or_insert_with(HashSet::new).insert(handle);
+}
+
+/// Forgets an exported handle when its event is destroyed (CUDA may hand the same bytes out again).
+pub(crate) fn forget_exported(handle: &IpcEventHandle) {
+    if let Some(set) = EXPORTED.lock().as_mut() {
+        set.remove(handle);
+    }
+}
+
+/// How many exported handles this process remembers (for tests: it shrinks as events drop).
+#[doc(hidden)]
+pub fn exported_handles_remembered() -> usize {
+    EXPORTED.lock().as_ref().map_or(0, HashSet::len)
 }
 
 pub(crate) fn exported_here(handle: &IpcEventHandle) -> bool {

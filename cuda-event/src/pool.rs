@@ -3,44 +3,53 @@
 //! and its drop gives it back.
 //!
 //! Each thread keeps its own small pool (no lock, no contention between threads), bounded to
-//! [`PER_THREAD`] events per (device, flags); what does not fit is destroyed, and a thread's pool is
-//! destroyed with the thread. Events whose handle escaped (`into_raw`, `ipc_handle`, imported,
-//! `from_raw`) never enter a pool.
+//! [`POOL_PER_THREAD`] events per (device, flags); what does not fit is destroyed, and a thread's
+//! pool is destroyed with the thread or by [`empty_event_pool`].
 //!
 //! Why reuse is correct: a dropped event may still be pending, but its only possible next use is
 //! the new owner's first record, which replaces whatever the event captured (`cuEventRecord`
 //! semantics), and a wait issued by the old owner has already taken its own snapshot. No one can
-//! query, synchronize or time the old record any more, since its `Event` is gone. A pooled event is
-//! only handed to a record, never to `ipc_handle` (whose caller could observe the old record).
+//! query, synchronize or time the old record any more, since its `Event` is gone, and if the new
+//! owner's first record fails the CUDA event goes back here instead of to the new owner. A pooled
+//! event is only handed to a record, never to `ipc_handle` (whose caller could observe the old
+//! record). Events whose handle escaped never enter a pool: the rule is in `Event`'s docs.
 //! After a device reset, pooled events of the old context are dropped without a CUDA call.
 
-use crate::context::Made;
-use crate::driver::{CUevent, driver};
-use crate::error::check_driver;
+use crate::driver::Driver;
+use crate::handle::EventHandle;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// How many events one thread keeps per (device, flags).
-pub const PER_THREAD: usize = 32;
+/// How many CUDA events one thread keeps per (device, flags) for reuse.
+pub const POOL_PER_THREAD: usize = 32;
 
 static ENABLED: AtomicBool = AtomicBool::new(true);
 
 /// Turns the event pool on or off for the whole process (on by default). Turning it off destroys
-/// nothing: pooled events are used up or destroyed with their threads.
+/// nothing: call [`empty_event_pool`] on each thread for that.
 pub fn set_event_pool(on: bool) {
     ENABLED.store(on, Ordering::Relaxed);
 }
 
-/// A pooled CUDA event and the context instance it lives in.
-pub(crate) struct Pooled {
-    pub(crate) raw: CUevent,
-    pub(crate) made: Made,
+/// Destroys the CUDA events the calling thread keeps for reuse and returns how many there were
+/// (PyTorch's `EventPool::empty_cache`). Each thread's pool is its own: other threads' pools are
+/// emptied when those threads call this or end.
+pub fn empty_event_pool() -> usize {
+    let lists = POOL
+        .try_with(|pool| std::mem::take(&mut pool.borrow_mut().lists))
+        .unwrap_or_default();
+    let mut count = 0;
+    for handle in lists.into_iter().flat_map(|(_, list)| list) {
+        handle.destroy();
+        count += 1;
+    }
+    count
 }
 
 #[derive(Default)]
 struct ThreadPool {
     /// (device, flags) and the events kept for them; a handful of keys, so a linear search.
-    lists: Vec<((i32, u32), Vec<Pooled>)>,
+    lists: Vec<((i32, u32), Vec<EventHandle>)>,
 }
 
 thread_local! {
@@ -49,64 +58,68 @@ thread_local! {
 
 /// A pooled event for a record on `device` with `flags`, if this thread has one.
 #[inline]
-pub(crate) fn take(device: i32, flags: u32) -> Option<Pooled> {
+pub(crate) fn take(d: &Driver, device: i32, flags: u32) -> Option<EventHandle> {
     if !ENABLED.load(Ordering::Relaxed) {
         return None;
     }
-    POOL.try_with(|pool| {
-        let mut pool = pool.borrow_mut();
-        let (_, list) = pool.lists.iter_mut().find(|(key, _)| *key == (device, flags))?;
-        let pooled = list.pop()?;
-        if pooled.made.still_alive() {
-            return Some(pooled);
-        }
-        // The device was reset: every event of this list died with the old context.
-        list.clear();
-        None
-    })
-    .ok()
-    .flatten()
+    let (handle, stale) = POOL
+        .try_with(|pool| {
+            let mut pool = pool.borrow_mut();
+            let (_, list) = pool.lists.iter_mut().find(|(key, _)| *key == (device, flags))?;
+            let handle = list.pop()?;
+            if handle.instance.is_some_and(|instance| instance.still_alive(d)) {
+                return Some((Some(handle), Vec::new()));
+            }
+            // The device was reset: every event of this list died with the old context.
+            list.push(handle);
+            Some((None, std::mem::take(list)))
+        })
+        .ok()
+        .flatten()?;
+    // Destroyed outside the borrow: destroy finds them dead and makes no CUDA call.
+    stale.into_iter().for_each(EventHandle::destroy);
+    handle
 }
 
-/// Keeps `event` for a later record on `device` with `flags`; hands it back if the pool is off or full.
+/// Keeps `handle` for a later record on its device with `flags`; hands it back if the pool is off or
+/// full.
 #[inline]
-pub(crate) fn give(device: i32, flags: u32, event: Pooled) -> Result<(), Pooled> {
+pub(crate) fn give(flags: u32, handle: EventHandle) -> Result<(), EventHandle> {
     if !ENABLED.load(Ordering::Relaxed) {
-        return Err(event);
+        return Err(handle);
     }
-    let mut event = Some(event);
+    let mut handle = Some(handle);
     let _ = POOL.try_with(|pool| {
         let mut pool = pool.borrow_mut();
-        let index = match pool.lists.iter().position(|(key, _)| *key == (device, flags)) {
+        let Some(key) = handle.as_ref().map(|h| (h.device, flags)) else {
+            return;
+        };
+        let index = match pool.lists.iter().position(|(k, _)| *k == key) {
             Some(index) => index,
             None => {
-                pool.lists.push(((device, flags), Vec::new()));
+                pool.lists.push((key, Vec::new()));
                 pool.lists.len() - 1
             }
         };
         let list = &mut pool.lists[index].1;
-        if list.len() < PER_THREAD {
-            list.push(event.take().expect("taken once"));
+        if list.len() < POOL_PER_THREAD {
+            list.extend(handle.take());
         }
     });
-    event.map_or(Ok(()), Err)
+    handle.map_or(Ok(()), Err)
+}
+
+/// Gives `handle` to the pool, or destroys it if the pool does not take it.
+pub(crate) fn give_or_destroy(flags: u32, handle: EventHandle) {
+    if let Err(handle) = give(flags, handle) {
+        handle.destroy();
+    }
 }
 
 impl Drop for ThreadPool {
     fn drop(&mut self) {
-        for pooled in self.lists.drain(..).flat_map(|(_, list)| list) {
-            destroy(pooled.raw, Some(pooled.made));
+        for handle in self.lists.drain(..).flat_map(|(_, list)| list) {
+            handle.destroy();
         }
     }
-}
-
-/// Destroys a CUDA event this crate made, unless a device reset already did.
-pub(crate) fn destroy(raw: CUevent, made: Option<Made>) {
-    if made.is_some_and(|made| !made.still_alive()) {
-        return;
-    }
-    let Ok(d) = driver() else { return };
-    // SAFETY: the caller owns the event and gives it up; a pending event may be destroyed (CUDA
-    // releases it when its work completes), and no current context is needed.
-    crate::drop_errors::report(check_driver("cuEventDestroy", unsafe { (d.event_destroy)(raw) }));
 }

@@ -1,28 +1,33 @@
 //! Streams: owned ones (created on a device, destroyed on drop), a device's default streams, and
 //! streams borrowed from other libraries as raw `cudaStream_t`.
 
-use crate::context::{Context, Made};
-use crate::driver::{CUstream, NOT_READY, driver};
-use crate::error::{Result, check_driver};
+use crate::context::{Context, ContextInstance};
+use crate::driver::{CUresult, Driver, driver};
+use crate::error::{Error, Result};
 use crate::event::Event;
 use cuda_event_sys as sys;
 use std::fmt;
+use std::thread::ThreadId;
 
 /// A CUDA stream and the device it belongs to.
 ///
 /// `Send + Sync`: CUDA streams may be used from any thread, and every method takes `&self`.
 pub struct Stream {
-    raw: CUstream,
+    raw: sys::cudaStream_t,
     device: i32,
     kind: Kind,
 }
 
 enum Kind {
     /// Created here, in this instance of the device's context; destroyed on drop.
-    Owned(Made),
+    Owned(ContextInstance),
     /// A default stream handle (`cudaStreamLegacy`, `cudaStreamPerThread`, or null): it names the
     /// default stream of whichever context is current, so each call makes the device's current.
-    Default(Context),
+    /// `cudaStreamPerThread` also names the calling thread's stream: `thread` is the one it means.
+    Default {
+        context: Context,
+        thread: Option<ThreadId>,
+    },
     /// Someone else's stream: never destroyed here.
     Borrowed,
 }
@@ -33,8 +38,10 @@ unsafe impl Send for Stream {}
 // SAFETY: as for Send; no method mutates the struct.
 unsafe impl Sync for Stream {}
 
-/// Options for [`Stream::with_options`].
+/// Options for [`Stream::with_options`]: `StreamOptions::default().non_blocking(true)`. New
+/// options may be added, so it is built from `default()`, not from a struct literal.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct StreamOptions {
     /// Don't synchronize with the legacy default stream (`cudaStreamNonBlocking`).
     pub non_blocking: bool,
@@ -43,20 +50,38 @@ pub struct StreamOptions {
     pub priority: i32,
 }
 
+impl StreamOptions {
+    /// Sets [`non_blocking`](Self::non_blocking).
+    pub fn non_blocking(mut self, on: bool) -> Self {
+        self.non_blocking = on;
+        self
+    }
+
+    /// Sets [`priority`](Self::priority).
+    pub fn priority(mut self, priority: i32) -> Self {
+        self.priority = priority;
+        self
+    }
+}
+
 impl Stream {
     /// A new stream on `device`, with default flags and priority.
     #[doc(alias = "cudaStreamCreate")]
     pub fn new(device: i32) -> Result<Stream> {
-        Stream::with_options(device, StreamOptions::default())
+        Stream::create("Stream::new", device, StreamOptions::default())
     }
 
     /// A new stream on `device`, with the given flags and priority. Does not change the current device.
     #[doc(alias = "cudaStreamCreateWithPriority")]
     #[doc(alias = "cuStreamCreateWithPriority")]
     pub fn with_options(device: i32, options: StreamOptions) -> Result<Stream> {
-        let d = driver()?;
-        let made = Made::in_primary(device)?;
-        let _current = made.context().enter()?;
+        Stream::create("Stream::with_options", device, options)
+    }
+
+    fn create(operation: &'static str, device: i32, options: StreamOptions) -> Result<Stream> {
+        let d = driver(operation)?;
+        let instance = ContextInstance::of_primary(d, device)?;
+        let _current = instance.context().enter(d)?;
         let flags = if options.non_blocking {
             sys::cudaStreamNonBlocking
         } else {
@@ -64,12 +89,12 @@ impl Stream {
         };
         let mut raw = std::ptr::null_mut();
         // SAFETY: writes the new stream through a live local, in the device's context made current above.
-        let code = unsafe { (d.stream_create_with_priority)(&mut raw, flags, options.priority) };
-        check_driver("cuStreamCreateWithPriority", code)?;
+        d.stream_create_with_priority
+            .call(|f| unsafe { f(&mut raw, flags, options.priority) })?;
         Ok(Stream {
             raw,
             device,
-            kind: Kind::Owned(made),
+            kind: Kind::Owned(instance),
         })
     }
 
@@ -77,21 +102,31 @@ impl Stream {
     /// synchronizes with every blocking stream of the device.
     #[doc(alias = "cudaStreamLegacy")]
     pub fn legacy(device: i32) -> Result<Stream> {
-        Stream::default_stream(device, sys::cudaStreamLegacy)
+        Stream::default_stream("Stream::legacy", device, sys::cudaStreamLegacy)
     }
 
-    /// The calling thread's per-thread default stream of `device` (`cudaStreamPerThread`). The
-    /// handle means "this thread's": use the `Stream` on the thread that made it.
+    /// The calling thread's per-thread default stream of `device` (`cudaStreamPerThread`).
+    ///
+    /// The handle means "the stream of the thread that uses it", so this `Stream` is tied to the
+    /// thread that made it: it is still `Send + Sync` (so that it can sit in the same places as any
+    /// `Stream`), but every call that uses it on another thread returns
+    /// [`Error::PerThreadStreamOfAnotherThread`] instead of touching that thread's stream. The check
+    /// costs one thread-id read, on per-thread streams only. Make one per thread instead: it costs
+    /// no CUDA call.
     #[doc(alias = "cudaStreamPerThread")]
     pub fn per_thread(device: i32) -> Result<Stream> {
-        Stream::default_stream(device, sys::cudaStreamPerThread)
+        Stream::default_stream("Stream::per_thread", device, sys::cudaStreamPerThread)
     }
 
-    fn default_stream(device: i32, raw: CUstream) -> Result<Stream> {
+    fn default_stream(operation: &'static str, device: i32, raw: sys::cudaStream_t) -> Result<Stream> {
+        let thread = (raw == sys::cudaStreamPerThread).then(|| std::thread::current().id());
         Ok(Stream {
             raw,
             device,
-            kind: Kind::Default(Context::primary(device)?),
+            kind: Kind::Default {
+                context: Context::primary(driver(operation)?, device)?,
+                thread,
+            },
         })
     }
 
@@ -100,10 +135,11 @@ impl Stream {
     ///
     /// # Safety
     /// `raw` is a valid stream of `device` (null, `cudaStreamLegacy` and `cudaStreamPerThread` mean
-    /// that device's default streams) and stays valid as long as the returned `Stream` is used.
+    /// that device's default streams; `cudaStreamPerThread` is then the calling thread's) and stays
+    /// valid as long as the returned `Stream` is used.
     pub unsafe fn from_raw_borrowed(raw: sys::cudaStream_t, device: i32) -> Result<Stream> {
         if raw.is_null() || raw == sys::cudaStreamLegacy || raw == sys::cudaStreamPerThread {
-            return Stream::default_stream(device, raw);
+            return Stream::default_stream("Stream::from_raw_borrowed", device, raw);
         }
         Ok(Stream {
             raw,
@@ -144,51 +180,63 @@ impl Stream {
     #[doc(alias = "cudaStreamSynchronize")]
     #[doc(alias = "cuStreamSynchronize")]
     pub fn synchronize(&self) -> Result<()> {
-        let d = driver()?;
+        let d = driver("Stream::synchronize")?;
         // SAFETY: self.raw is a valid stream (an invariant of Stream), in the context made current.
-        self.in_context(|| check_driver("cuStreamSynchronize", unsafe { (d.stream_synchronize)(self.raw) }))
+        self.in_context(d, || d.stream_synchronize.call(|f| unsafe { f(self.raw) }))
     }
 
     /// Whether all work on this stream is complete: `Ok(false)` while work is pending.
     #[doc(alias = "cudaStreamQuery")]
     #[doc(alias = "cuStreamQuery")]
     pub fn query(&self) -> Result<bool> {
-        let d = driver()?;
+        let d = driver("Stream::query")?;
         // SAFETY: as in synchronize.
-        let code = self.in_context(|| Ok(unsafe { (d.stream_query)(self.raw) }))?;
-        if code == NOT_READY {
+        let code = self.in_context(d, || Ok(d.stream_query.code(|f| unsafe { f(self.raw) })))?;
+        if code == CUresult::CUDA_ERROR_NOT_READY {
             return Ok(false);
         }
-        check_driver("cuStreamQuery", code).map(|()| true)
+        d.stream_query.check(code).map(|()| true)
     }
 
     /// The stream's priority.
     #[doc(alias = "cudaStreamGetPriority")]
     pub fn priority(&self) -> Result<i32> {
-        let d = driver()?;
+        let d = driver("Stream::priority")?;
         let mut priority = 0;
         // SAFETY: as in synchronize; writes through a live local.
-        let code = self.in_context(|| Ok(unsafe { (d.stream_get_priority)(self.raw, &mut priority) }))?;
-        check_driver("cuStreamGetPriority", code).map(|()| priority)
+        self.in_context(d, || {
+            d.stream_get_priority
+                .call(|f| unsafe { f(self.raw, &mut priority) })
+        })?;
+        Ok(priority)
     }
 
     /// Whether the stream is being captured into a CUDA graph (`cudaStreamIsCapturing`).
     #[doc(alias = "cudaStreamIsCapturing")]
     pub fn is_capturing(&self) -> Result<bool> {
-        let d = driver()?;
-        let mut status = sys::cudaStreamCaptureStatus::cudaStreamCaptureStatusNone;
-        // SAFETY: as in synchronize; writes through a live local.
-        let code = self.in_context(|| Ok(unsafe { (d.stream_is_capturing)(self.raw, &mut status) }))?;
-        check_driver("cuStreamIsCapturing", code)?;
-        Ok(status != sys::cudaStreamCaptureStatus::cudaStreamCaptureStatusNone)
+        let d = driver("Stream::is_capturing")?;
+        self.in_context(d, || self.is_capturing_with(d))
     }
 
-    /// Runs a driver call on this stream: default stream handles need their device's context current.
+    /// [`Stream::is_capturing`] for a caller that has the driver and the context already.
+    pub(crate) fn is_capturing_with(&self, d: &Driver) -> Result<bool> {
+        let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+        // SAFETY: as in synchronize; writes through a live local.
+        d.stream_is_capturing
+            .call(|f| unsafe { f(self.raw, &mut status) })?;
+        Ok(status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE)
+    }
+
+    /// Runs a driver call on this stream: default stream handles need their device's context
+    /// current, and a per-thread one its own thread.
     #[inline]
-    pub(crate) fn in_context<R>(&self, call: impl FnOnce() -> Result<R>) -> Result<R> {
+    pub(crate) fn in_context<R>(&self, d: &Driver, call: impl FnOnce() -> Result<R>) -> Result<R> {
         match &self.kind {
-            Kind::Default(context) => {
-                let _current = context.enter()?;
+            Kind::Default { context, thread } => {
+                if thread.is_some_and(|thread| thread != std::thread::current().id()) {
+                    return Err(Error::PerThreadStreamOfAnotherThread);
+                }
+                let _current = context.enter(d)?;
                 call()
             }
             Kind::Owned(_) | Kind::Borrowed => call(),
@@ -198,15 +246,16 @@ impl Stream {
 
 impl Drop for Stream {
     fn drop(&mut self) {
-        let Kind::Owned(made) = self.kind else { return };
+        let Kind::Owned(instance) = self.kind else { return };
         // After a device reset the stream is already gone with its context.
-        let (Ok(d), true) = (driver(), made.still_alive()) else {
+        let Some(d) = crate::driver::loaded_driver() else {
             return;
         };
+        if !instance.still_alive(d) {
+            return;
+        }
         // SAFETY: the stream was created here and is destroyed once; pending work still completes.
-        crate::drop_errors::report(check_driver("cuStreamDestroy", unsafe {
-            (d.stream_destroy)(self.raw)
-        }));
+        crate::drop_errors::report(d.stream_destroy.call(|f| unsafe { f(self.raw) }));
     }
 }
 
@@ -214,7 +263,8 @@ impl fmt::Debug for Stream {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let kind = match self.kind {
             Kind::Owned(_) => "owned",
-            Kind::Default(_) => "default",
+            Kind::Default { thread: None, .. } => "default",
+            Kind::Default { thread: Some(_), .. } => "per-thread default",
             Kind::Borrowed => "borrowed",
         };
         f.debug_struct("Stream")

@@ -136,10 +136,34 @@ fn ipc_handle_text_that_is_not_hex_names_the_position() {
         text.parse::<IpcEventHandle>(),
         Err(Error::IpcHandleText { position: 77 })
     );
-    let spaced = format!(" {}", "0".repeat(127));
+    // Positions count in the text as given, whitespace around the digits included.
+    assert_eq!(
+        format!("\t {text}\n").parse::<IpcEventHandle>(),
+        Err(Error::IpcHandleText { position: 79 })
+    );
+    let spaced = format!("{} {}", "0".repeat(64), "0".repeat(63));
     assert_eq!(
         spaced.parse::<IpcEventHandle>(),
-        Err(Error::IpcHandleText { position: 0 })
+        Err(Error::IpcHandleText { position: 64 })
+    );
+}
+
+#[test]
+fn ipc_handle_text_ignores_ascii_whitespace_around_it() {
+    let handle = IpcEventHandle::from_bytes(&[0xa5; 64]).unwrap();
+    for text in [
+        format!("{handle}\n"),
+        format!("  {handle}\r\n"),
+        format!("\t{handle} "),
+    ] {
+        assert_eq!(text.parse::<IpcEventHandle>(), Ok(handle), "{text:?}");
+    }
+    assert_eq!(
+        "\n".parse::<IpcEventHandle>(),
+        Err(Error::IpcHandleLength {
+            expected: 128,
+            found: 0
+        })
     );
 }
 
@@ -163,6 +187,7 @@ fn errors_display_for_a_reader() {
         Error::IpcHandleText { position: 5 },
         Error::IpcHandleFromThisProcess,
         Error::NotInterprocess,
+        Error::PerThreadStreamOfAnotherThread,
     ] {
         let text = error.to_string();
         assert!(text.len() > 20 && !text.contains("Error::"), "{text}");
@@ -178,6 +203,31 @@ fn event_stream_and_errors_are_send_and_sync() {
     send_sync::<Error>();
     send_sync::<IpcEventHandle>();
     send_sync::<EventBuilder>();
+    send_sync::<cuda_event::StreamOptions>();
+    send_sync::<cuda_event::DropErrors>();
+    send_sync::<cuda_event::CudaError>();
+    // DeviceGuard is Sync but not Send: its compile_fail doctest pins that.
+    fn sync<T: Sync>() {}
+    sync::<cuda_event::DeviceGuard>();
+}
+
+/// A per-thread default stream names the stream of the thread that uses it: used on another
+/// thread, it is refused before any CUDA call (so this holds without a GPU as well).
+#[test]
+fn a_per_thread_stream_used_on_another_thread_is_refused() {
+    let Ok(stream) = Stream::per_thread(0) else {
+        return; // no driver here: nothing to hand to another thread
+    };
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            assert_eq!(
+                Event::new().record(&stream),
+                Err(Error::PerThreadStreamOfAnotherThread)
+            );
+            assert_eq!(stream.query(), Err(Error::PerThreadStreamOfAnotherThread));
+            assert_eq!(stream.synchronize(), Err(Error::PerThreadStreamOfAnotherThread));
+        });
+    });
 }
 
 /// Every CUDA-needing call, on a process that can use no GPU: here (no driver) or, on a GPU
@@ -202,14 +252,7 @@ fn without_a_usable_gpu_every_cuda_call_is_an_err_not_a_panic() {
         ("Stream::new", Stream::new(0).map(drop)),
         (
             "Stream::with_options",
-            Stream::with_options(
-                0,
-                StreamOptions {
-                    non_blocking: true,
-                    priority: -1,
-                },
-            )
-            .map(drop),
+            Stream::with_options(0, StreamOptions::default().non_blocking(true).priority(-1)).map(drop),
         ),
         ("Stream::legacy", Stream::legacy(0).map(drop)),
         ("Stream::per_thread", Stream::per_thread(0).map(drop)),
@@ -235,6 +278,11 @@ fn without_a_usable_gpu_every_cuda_call_is_an_err_not_a_panic() {
         );
         assert!(
             !e.message().is_empty() && e.to_string().contains(e.name()),
+            "{call}: {e}"
+        );
+        // The user's call is named, not the crate's way of loading the driver.
+        assert!(
+            !["cudaGetDriverEntryPointByVersion", "cuInit"].contains(&e.call()),
             "{call}: {e}"
         );
         println!("{call}: {e}");

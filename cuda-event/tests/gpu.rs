@@ -93,14 +93,7 @@ fn default_streams_record_and_wait() {
 #[ignore = "needs a CUDA GPU"]
 fn stream_options_and_queries() {
     let _gpu = gpu();
-    let stream = Stream::with_options(
-        0,
-        StreamOptions {
-            non_blocking: true,
-            priority: -1,
-        },
-    )
-    .unwrap();
+    let stream = Stream::with_options(0, StreamOptions::default().non_blocking(true).priority(-1)).unwrap();
     assert!(stream.priority().unwrap() <= 0);
     assert_eq!(stream.is_capturing(), Ok(false));
     let gate = hold(&stream);
@@ -431,7 +424,7 @@ fn events_whose_handle_escaped_are_never_pooled_and_the_pool_can_be_off() {
     let given_up = stream.record_event().unwrap().into_raw().unwrap();
     assert!((0..8).all(|_| stream.record_event().unwrap().as_raw() != Some(given_up)));
     // SAFETY: into_raw gave the event up; destroyed once here.
-    unsafe { sys::cudaEventDestroy(given_up) };
+    common::ok(unsafe { sys::cudaEventDestroy(given_up) });
     cuda_event::set_event_pool(false);
     let without_pool = record_and_drop(&stream, 4, Event::builder());
     cuda_event::set_event_pool(true);
@@ -444,14 +437,7 @@ fn events_whose_handle_escaped_are_never_pooled_and_the_pool_can_be_off() {
 #[ignore = "needs a CUDA GPU"]
 fn external_event_records_as_a_graph_node_while_capturing() {
     let _gpu = gpu();
-    let stream = Stream::with_options(
-        0,
-        StreamOptions {
-            non_blocking: true,
-            priority: 0,
-        },
-    )
-    .unwrap();
+    let stream = Stream::with_options(0, StreamOptions::default().non_blocking(true)).unwrap();
     let external = Event::builder().external(true).build().unwrap();
     external.record(&stream).unwrap(); // outside capture: a plain record
     stream.synchronize().unwrap();

@@ -147,22 +147,8 @@ impl Raw {
 
 fn ops() -> Vec<Op> {
     let raw = Raw::new();
-    let stream = Stream::with_options(
-        0,
-        StreamOptions {
-            non_blocking: true,
-            priority: 0,
-        },
-    )
-    .unwrap();
-    let other = Stream::with_options(
-        0,
-        StreamOptions {
-            non_blocking: true,
-            priority: 0,
-        },
-    )
-    .unwrap();
+    let stream = Stream::with_options(0, StreamOptions::default().non_blocking(true)).unwrap();
+    let other = Stream::with_options(0, StreamOptions::default().non_blocking(true)).unwrap();
     let (stream, other) = (Arc::new(stream), Arc::new(other));
     let plain = Arc::new(Event::new());
     let timing = || Event::builder().enable_timing(true).build().unwrap();
@@ -443,14 +429,7 @@ fn scaling() -> Vec<Scaling> {
         let raws: Vec<Raw> = (0..threads).map(|_| Raw::new()).collect();
         let safes: Vec<(Stream, Event)> = (0..threads)
             .map(|_| {
-                let s = Stream::with_options(
-                    0,
-                    StreamOptions {
-                        non_blocking: true,
-                        priority: 0,
-                    },
-                )
-                .unwrap();
+                let s = Stream::with_options(0, StreamOptions::default().non_blocking(true)).unwrap();
                 let e = Event::new();
                 e.record(&s).unwrap();
                 (s, e)

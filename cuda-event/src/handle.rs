@@ -1,0 +1,86 @@
+//! The CUDA event behind an [`Event`](crate::Event): made, kept in a pool, and destroyed here.
+
+use crate::context::ContextInstance;
+use crate::driver::Driver;
+use crate::error::Result;
+use cuda_event_sys as sys;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A CUDA event this crate owns, the device it lives on, and the context instance it was made in
+/// (`None` only for an event taken over with `from_raw` when its device's context could not be
+/// read).
+pub(crate) struct EventHandle {
+    pub(crate) raw: sys::cudaEvent_t,
+    pub(crate) device: i32,
+    pub(crate) instance: Option<ContextInstance>,
+}
+
+// SAFETY: a CUevent is an opaque handle that CUDA lets any thread use; the rest is plain data.
+unsafe impl Send for EventHandle {}
+// SAFETY: as for Send; the handle is never dereferenced here.
+unsafe impl Sync for EventHandle {}
+
+/// Counts CUDA events created by this crate, for diagnostics and tests.
+static CREATED: AtomicU64 = AtomicU64::new(0);
+/// Counts CUDA events this crate owns now.
+static ALIVE: AtomicU64 = AtomicU64::new(0);
+
+/// How many CUDA events this process has created through this crate: not counting imported ones,
+/// nor events reused from the pool.
+pub fn cuda_events_created() -> u64 {
+    CREATED.load(Ordering::Relaxed)
+}
+
+/// How many CUDA events this crate owns now: created (or imported, or taken over with `from_raw`)
+/// and not yet destroyed, pooled ones included. Bounded for a program that does not leak `Event`s.
+pub fn cuda_events_alive() -> u64 {
+    ALIVE.load(Ordering::Relaxed)
+}
+
+impl EventHandle {
+    /// A new CUDA event with `flags` on `device`, made in its primary context.
+    pub(crate) fn create(d: &Driver, device: i32, flags: u32) -> Result<EventHandle> {
+        let instance = ContextInstance::of_primary(d, device)?;
+        let _current = instance.context().enter(d)?;
+        let mut raw = std::ptr::null_mut();
+        // SAFETY: writes the new event through a live local, in the device's context made current.
+        d.event_create.call(|f| unsafe { f(&mut raw, flags) })?;
+        CREATED.fetch_add(1, Ordering::Relaxed);
+        Ok(EventHandle::adopt(raw, device, Some(instance)))
+    }
+
+    /// Takes ownership of a live CUDA event (imported or handed in).
+    pub(crate) fn adopt(
+        raw: sys::cudaEvent_t,
+        device: i32,
+        instance: Option<ContextInstance>,
+    ) -> EventHandle {
+        ALIVE.fetch_add(1, Ordering::Relaxed);
+        EventHandle {
+            raw,
+            device,
+            instance,
+        }
+    }
+
+    /// Destroys the CUDA event, unless a device reset already did; an error is kept for
+    /// `take_drop_errors`. Needs no current context.
+    pub(crate) fn destroy(self) {
+        ALIVE.fetch_sub(1, Ordering::Relaxed);
+        let Some(d) = crate::driver::loaded_driver() else {
+            return;
+        };
+        if self.instance.is_some_and(|instance| !instance.still_alive(d)) {
+            return;
+        }
+        // SAFETY: this crate owns the event and gives it up; a pending event may be destroyed (CUDA
+        // releases it when its work completes), and no current context is needed.
+        crate::drop_errors::report(d.event_destroy.call(|f| unsafe { f(self.raw) }));
+    }
+
+    /// Gives up ownership without destroying (`Event::into_raw`).
+    pub(crate) fn release(self) -> sys::cudaEvent_t {
+        ALIVE.fetch_sub(1, Ordering::Relaxed);
+        self.raw
+    }
+}
