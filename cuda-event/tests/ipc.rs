@@ -142,3 +142,70 @@ fn importing_a_handle_this_process_exported_is_refused() {
         Some(Error::IpcHandleFromThisProcess)
     );
 }
+
+/// How long an importer that is waiting on (or polling) an event whose exporter was killed takes
+/// to return, and with what. Measured, not assumed: the outcome is printed for the notes, and the
+/// test requires that both return within 10 s and that dropping the imported event does not crash.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn fault_an_importer_survives_the_exporter_being_killed() {
+    const TEST: &str = "fault_an_importer_survives_the_exporter_being_killed";
+    if role().as_deref() == Some("doomed-exporter") {
+        let stream = Stream::new(0).unwrap();
+        let event = interprocess();
+        sleep_on(&stream, Duration::from_secs(20)); // never completes: the process is killed first
+        event.record(&stream).unwrap();
+        println!("handle {}", event.ipc_handle().unwrap());
+        let mut line = String::new();
+        let _ = std::io::stdin().read_line(&mut line); // until killed
+        return;
+    }
+    let _gpu = gpu();
+    let mut child = spawn_child(TEST, "doomed-exporter", &[]);
+    let mut reader = BufReader::new(child.stdout.take().unwrap());
+    let handle = loop {
+        let mut line = String::new();
+        assert!(
+            reader.read_line(&mut line).unwrap() > 0,
+            "the exporter ended early"
+        );
+        if let Some(hex) = line.trim_end().split("handle ").nth(1) {
+            break hex.parse::<IpcEventHandle>().unwrap();
+        }
+    };
+    let event = std::sync::Arc::new(Event::from_ipc_handle(0, handle).unwrap());
+    assert_eq!(event.query(), Ok(false), "the exporter's stream is held");
+    let (done, outcomes) = std::sync::mpsc::channel();
+    let started = Instant::now();
+    for what in ["synchronize", "query"] {
+        let (event, done) = (event.clone(), done.clone());
+        std::thread::spawn(move || {
+            let result = match what {
+                "synchronize" => event.synchronize().map(|()| true),
+                _ => loop {
+                    match event.query() {
+                        Ok(false) => std::thread::sleep(Duration::from_millis(1)),
+                        other => break other,
+                    }
+                },
+            };
+            let _ = done.send((what, result, started.elapsed()));
+        });
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let killed = started.elapsed();
+    println!("exporter killed at {killed:?}");
+    for _ in 0..2 {
+        match outcomes.recv_timeout(Duration::from_secs(10)) {
+            Ok((what, result, at)) => println!(
+                "importer {what} returned {result:?} {:?} after the kill",
+                at - killed
+            ),
+            Err(_) => panic!("an importer call still waits 10 s after its exporter was killed"),
+        }
+    }
+    drop(event);
+    println!("drop errors: {:?}", cuda_event::take_drop_errors());
+}

@@ -24,11 +24,16 @@ pub struct GpuTest {
 pub struct Watchdog(Option<std::sync::mpsc::Sender<()>>);
 
 pub fn watchdog(what: &str) -> Watchdog {
+    watchdog_for(what, DEADLINE)
+}
+
+/// A [`watchdog`] with a deadline of its own.
+pub fn watchdog_for(what: &str, deadline: Duration) -> Watchdog {
     let (done, wait) = std::sync::mpsc::channel::<()>();
     let what = what.to_string();
     std::thread::spawn(move || {
-        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = wait.recv_timeout(DEADLINE) {
-            eprintln!("{what}: still running after {DEADLINE:?}, ending the process");
+        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = wait.recv_timeout(deadline) {
+            eprintln!("{what}: still running after {deadline:?}, ending the process");
             std::process::exit(124);
         }
     });
@@ -43,6 +48,11 @@ impl Drop for Watchdog {
 
 /// Starts a GPU test: checks that a GPU is there and serializes it with the binary's others.
 pub fn gpu() -> GpuTest {
+    gpu_for(DEADLINE)
+}
+
+/// [`gpu`] for a test that may run up to `deadline`.
+pub fn gpu_for(deadline: Duration) -> GpuTest {
     static SERIAL: Mutex<()> = Mutex::new(());
     let serial = SERIAL.lock();
     let name = std::thread::current().name().unwrap_or("a GPU test").to_string();
@@ -50,13 +60,18 @@ pub fn gpu() -> GpuTest {
     assert!(count >= 1, "this GPU test needs a CUDA GPU, found none");
     GpuTest {
         _serial: serial,
-        _watchdog: watchdog(&name),
+        _watchdog: watchdog_for(&name, deadline),
     }
 }
 
 /// Like [`gpu`], for the tests that need two GPUs: fails clearly with fewer.
 pub fn two_gpus() -> GpuTest {
-    let test = gpu();
+    two_gpus_for(DEADLINE)
+}
+
+/// [`two_gpus`] for a test that may run up to `deadline`.
+pub fn two_gpus_for(deadline: Duration) -> GpuTest {
+    let test = gpu_for(deadline);
     let count = cuda_event::device_count().unwrap();
     assert!(
         count >= 2,
@@ -277,4 +292,135 @@ pub fn run_child(test: &str, role: &str, envs: &[(&str, &str)]) -> Output {
         "child {test} ({role}) did not run its test:\n{text}"
     );
     output
+}
+
+/// A driver function, resolved the way the crate resolves its own: `T` is its `PFN_*` type from
+/// cudaTypedefs.h, and `version` the one that type names.
+pub fn driver_fn<F>(symbol: &std::ffi::CStr, version: u32) -> F {
+    let mut function = std::ptr::null_mut();
+    let mut status = sys::cudaDriverEntryPointQueryResult::cudaDriverEntryPointSymbolNotFound;
+    // SAFETY: symbol is NUL-terminated; both out-pointers are live locals.
+    ok(unsafe {
+        sys::cudaGetDriverEntryPointByVersion(
+            symbol.as_ptr(),
+            &mut function,
+            version,
+            sys::cudaGetDriverEntryPointFlags::cudaEnableDefault.0.into(),
+            &mut status,
+        )
+    });
+    assert!(!function.is_null(), "{symbol:?} not found");
+    assert_eq!(std::mem::size_of::<F>(), std::mem::size_of::<*mut c_void>());
+    // SAFETY: F is the PFN type of this symbol at this version (the caller's promise), a function
+    // pointer of a pointer's size.
+    unsafe { std::mem::transmute_copy(&function) }
+}
+
+/// A kernel that executes `trap;`: it kills its context with a sticky error (PTX for any GPU since
+/// sm_50, compiled by the driver: no nvcc needed).
+const TRAP_PTX: &std::ffi::CStr = c".version 7.0
+.target sm_50
+.address_size 64
+.visible .entry trap_kernel()
+{
+    trap;
+}
+";
+
+fn driver_ok(call: &str, code: sys::CUresult) {
+    assert_eq!(code, sys::CUresult::CUDA_SUCCESS, "{call} failed: {}", code.0);
+}
+
+/// Launches, on `stream` (of device 0), a kernel that traps, and waits until the context is dead:
+/// from then on every call in the context returns the sticky error. Returns that error's code.
+pub fn poison_the_context(stream: &Stream) -> u32 {
+    let _device = DeviceGuard::new(stream.device()).unwrap();
+    // SAFETY: freeing null only makes the device's primary context current on this thread.
+    ok(unsafe { sys::cudaFree(std::ptr::null_mut()) });
+    let load: sys::PFN_cuModuleLoadData_v2000 = driver_fn(c"cuModuleLoadData", 2000);
+    let get: sys::PFN_cuModuleGetFunction_v2000 = driver_fn(c"cuModuleGetFunction", 2000);
+    let launch: sys::PFN_cuLaunchKernel_v4000 = driver_fn(c"cuLaunchKernel", 4000);
+    let (mut module, mut kernel) = (std::ptr::null_mut(), std::ptr::null_mut());
+    // SAFETY: the PTX is NUL-terminated text; out-pointers are live locals; the kernel takes no
+    // parameters and is launched on a live stream of the current context.
+    unsafe {
+        driver_ok(
+            "cuModuleLoadData",
+            load.unwrap()(&mut module, TRAP_PTX.as_ptr().cast()),
+        );
+        driver_ok(
+            "cuModuleGetFunction",
+            get.unwrap()(&mut kernel, module, c"trap_kernel".as_ptr()),
+        );
+        let no_params = std::ptr::null_mut();
+        driver_ok(
+            "cuLaunchKernel",
+            launch.unwrap()(
+                kernel,
+                1,
+                1,
+                1,
+                1,
+                1,
+                1,
+                0,
+                stream.as_raw(),
+                no_params,
+                std::ptr::null_mut(),
+            ),
+        );
+    }
+    match stream.synchronize() {
+        Err(cuda_event::Error::Cuda(e)) => {
+            println!("the trap kernel poisoned the context: {e}");
+            e.code()
+        }
+        other => panic!("the trap kernel did not fault: {other:?}"),
+    }
+}
+
+/// Captures `work` on `stream` (thread-local mode) into a graph and instantiates it.
+pub fn capture_graph(stream: &Stream, work: impl FnOnce()) -> Graph {
+    let (mut graph, mut exec) = (std::ptr::null_mut(), std::ptr::null_mut());
+    let mode = sys::cudaStreamCaptureMode::cudaStreamCaptureModeThreadLocal;
+    // SAFETY: captures the stream's work into a graph owned by the returned Graph.
+    ok(unsafe { sys::cudaStreamBeginCapture(stream.as_raw(), mode) });
+    work();
+    // SAFETY: ends the capture begun above; writes the graph and its instance through live locals.
+    unsafe {
+        ok(sys::cudaStreamEndCapture(stream.as_raw(), &mut graph));
+        ok(sys::cudaGraphInstantiate(&mut exec, graph, 0));
+    }
+    Graph { graph, exec }
+}
+
+/// A captured, instantiated CUDA graph; destroyed on drop.
+pub struct Graph {
+    graph: sys::cudaGraph_t,
+    exec: sys::cudaGraphExec_t,
+}
+
+impl Graph {
+    pub fn launch(&self, stream: &Stream) {
+        // SAFETY: a live graph instance and stream.
+        ok(unsafe { sys::cudaGraphLaunch(self.exec, stream.as_raw()) });
+    }
+}
+
+impl Drop for Graph {
+    fn drop(&mut self) {
+        // SAFETY: the graph and its instance are live and destroyed once; launches have completed
+        // (cudaGraphExecDestroy waits for none, but the tests synchronize first).
+        unsafe {
+            ok(sys::cudaGraphExecDestroy(self.exec));
+            ok(sys::cudaGraphDestroy(self.graph));
+        }
+    }
+}
+
+/// Resident memory of this process, in KiB (VmRSS of /proc/self/status).
+pub fn resident_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
 }

@@ -1,0 +1,261 @@
+//! The hazards a review found, each pinned by a test that failed before its fix: a failed first
+//! record, handles that escaped the event (as_raw, graph nodes), `from_raw` after a device reset,
+//! exported IPC handles remembered forever, and `print_drop_errors` with stderr gone.
+
+mod common;
+
+use common::{capture_graph, gpu, hold, role, run_child};
+use cuda_event::{Error, Event, Stream, StreamOptions, sys};
+use std::time::{Duration, Instant};
+
+/// Hazard 2: the pool's CUDA event must not become the new `Event`'s before its first record has
+/// succeeded, or the `Event` would report the old owner's pending work.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_failed_first_record_leaves_the_event_as_if_never_created() {
+    let _gpu = gpu();
+    let held = Stream::new(0).unwrap();
+    let gate = hold(&held);
+    let old_owner = Event::new();
+    old_owner.record(&held).unwrap(); // pending behind the gate
+    drop(old_owner); // its CUDA event goes to this thread's pool
+
+    // While a blocking stream is captured in global mode, work on the legacy default stream is an
+    // error (cudaErrorStreamCaptureImplicit): a first record that fails inside CUDA.
+    let capturing = Stream::new(0).unwrap();
+    let mode = sys::cudaStreamCaptureMode::cudaStreamCaptureModeGlobal;
+    // SAFETY: a live stream; the capture ends below.
+    common::ok(unsafe { sys::cudaStreamBeginCapture(capturing.as_raw(), mode) });
+    let event = Event::new();
+    let failed = event.record(&Stream::legacy(0).unwrap());
+    let mut graph = std::ptr::null_mut();
+    // SAFETY: ends the capture begun above (invalidated by the failed record: an error, no graph).
+    let _ = unsafe { sys::cudaStreamEndCapture(capturing.as_raw(), &mut graph) };
+    if !graph.is_null() {
+        // SAFETY: a graph the capture made, destroyed once.
+        common::ok(unsafe { sys::cudaGraphDestroy(graph) });
+    }
+
+    assert!(matches!(failed, Err(Error::Cuda(_))), "{failed:?}");
+    assert_eq!(event.device(), None, "the event must stay uncreated");
+    assert_eq!(event.as_raw(), None);
+    assert_eq!(
+        event.query(),
+        Ok(true),
+        "the old owner's pending work leaked into the event"
+    );
+    assert_eq!(event.elapsed_time(&event), Err(Error::NotTimingEvent));
+    // And it works once recording can succeed.
+    let free = Stream::new(0).unwrap();
+    event.record(&free).unwrap();
+    free.synchronize().unwrap();
+    assert_eq!(event.query(), Ok(true));
+    gate.open();
+    held.synchronize().unwrap();
+}
+
+/// Records `n` new default events on `stream`, keeps them, and returns them.
+fn new_recorded_events(stream: &Stream, n: usize) -> Vec<Event> {
+    (0..n)
+        .map(|_| {
+            let event = Event::new();
+            event.record(stream).unwrap();
+            event
+        })
+        .collect()
+}
+
+/// Hazard 3, route `as_raw`: whoever asked for the raw handle may still use it.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn an_event_whose_raw_handle_was_handed_out_is_not_reused() {
+    let _gpu = gpu();
+    let stream = Stream::new(0).unwrap();
+    let event = Event::new();
+    event.record(&stream).unwrap();
+    let raw = event.as_raw().unwrap();
+    drop(event);
+    let news = new_recorded_events(&stream, 8);
+    assert!(
+        news.iter().all(|e| e.as_raw() != Some(raw)),
+        "a handed-out handle went back to the pool"
+    );
+}
+
+/// Hazard 3, route "external record in a captured graph": every launch of the graph records the
+/// handle; after the `Event` drops, a launch must not drive any other event.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_graph_launch_after_its_external_event_dropped_changes_no_other_event() {
+    let _gpu = gpu();
+    let stream = Stream::with_options(0, StreamOptions::default().non_blocking(true)).unwrap();
+    let external = Event::builder().external(true).build().unwrap();
+    external.record(&stream).unwrap(); // created outside the capture
+    stream.synchronize().unwrap();
+    let graph = capture_graph(&stream, || external.record(&stream).unwrap());
+    drop(external);
+
+    // New events on a free stream: complete. If one of them got the graph's handle, a launch of
+    // the graph on a held stream would make it pending.
+    let free = Stream::new(0).unwrap();
+    let news = new_recorded_events(&free, 8);
+    free.synchronize().unwrap();
+    let held = Stream::new(0).unwrap();
+    let gate = hold(&held);
+    graph.launch(&held);
+    std::thread::sleep(Duration::from_millis(20));
+    for (i, event) in news.iter().enumerate() {
+        assert_eq!(
+            event.query(),
+            Ok(true),
+            "new event {i} was re-recorded by the graph launch"
+        );
+    }
+    gate.open();
+    held.synchronize().unwrap();
+}
+
+/// Hazard 3, route "external wait in a captured graph": every launch waits on the handle; after the
+/// `Event` drops, a launch must not wait on an unrelated new event's work.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_graph_launch_after_its_external_wait_event_dropped_waits_on_no_other_event() {
+    let _gpu = gpu();
+    let stream = Stream::with_options(0, StreamOptions::default().non_blocking(true)).unwrap();
+    let external = Event::builder().external(true).build().unwrap();
+    external.record(&stream).unwrap();
+    stream.synchronize().unwrap();
+    let graph = capture_graph(&stream, || external.wait(&stream).unwrap());
+    drop(external);
+
+    // New events pending behind a held stream. If one of them got the graph's handle, the launch
+    // would wait for the gate.
+    let held = Stream::new(0).unwrap();
+    let gate = hold(&held);
+    let _news = new_recorded_events(&held, 8);
+    graph.launch(&stream);
+    let start = Instant::now();
+    while stream.query() == Ok(false) && start.elapsed() < Duration::from_secs(2) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(stream.query(), Ok(true), "the graph waited on a new event's work");
+    gate.open();
+    held.synchronize().unwrap();
+}
+
+/// Hazard 4: an event taken over with `from_raw` must not be destroyed again after a device reset
+/// destroyed it (a use-after-free inside the driver). In a child: the reset is process-wide.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn an_event_from_raw_dropped_after_a_device_reset_is_not_destroyed_again() {
+    const TEST: &str = "an_event_from_raw_dropped_after_a_device_reset_is_not_destroyed_again";
+    if role().as_deref() != Some("reset") {
+        let _gpu = gpu();
+        run_child(TEST, "reset", &[]);
+        return;
+    }
+    cuda_event::set_device(0).unwrap();
+    let mut raw = std::ptr::null_mut();
+    // SAFETY: creates an event in device 0's primary context (current after set_device).
+    common::ok(unsafe { sys::cudaEventCreateWithFlags(&mut raw, sys::cudaEventDisableTiming) });
+    // SAFETY: a live event of device 0's primary context, owned by `event` from here on.
+    let event = unsafe { Event::from_raw(raw, 0, Event::builder()) };
+    event.synchronize().unwrap();
+    // SAFETY: resets device 0, destroying the event under `event`: that is the point.
+    common::ok(unsafe { sys::cudaDeviceReset() });
+    drop(event);
+    let errors = cuda_event::take_drop_errors();
+    assert!(
+        errors.errors.is_empty(),
+        "the drop destroyed a destroyed event: {errors:?}"
+    );
+    // The device works after the reset.
+    let stream = Stream::new(0).unwrap();
+    stream.record_event().unwrap().synchronize().unwrap();
+}
+
+/// Hazard 5: the handles this process exported are remembered (to refuse importing them here)
+/// only while their events live.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn an_exported_ipc_handle_is_forgotten_when_its_event_drops() {
+    let _gpu = gpu();
+    let stream = Stream::new(0).unwrap();
+    let before = cuda_event::exported_handles_remembered();
+    let events: Vec<Event> = (0..16)
+        .map(|_| Event::builder().interprocess(true).build().unwrap())
+        .collect();
+    let handles: Vec<_> = events
+        .iter()
+        .map(|e| {
+            e.record(&stream).unwrap();
+            e.ipc_handle().unwrap()
+        })
+        .collect();
+    assert_eq!(cuda_event::exported_handles_remembered(), before + 16);
+    assert_eq!(
+        Event::from_ipc_handle(0, handles[0]).map(drop),
+        Err(Error::IpcHandleFromThisProcess)
+    );
+    drop(events);
+    assert_eq!(cuda_event::exported_handles_remembered(), before);
+    // into_raw gives up the event, and forgets its handle too.
+    let given_up = Event::builder().interprocess(true).build().unwrap();
+    given_up.record(&stream).unwrap();
+    given_up.ipc_handle().unwrap();
+    let raw = given_up.into_raw().unwrap();
+    assert_eq!(cuda_event::exported_handles_remembered(), before);
+    stream.synchronize().unwrap();
+    // SAFETY: into_raw gave the event up; destroyed once here.
+    common::ok(unsafe { sys::cudaEventDestroy(raw) });
+}
+
+/// Hazard 6: with `print_drop_errors(true)`, a drop error printed to a stderr whose reader is gone
+/// (EPIPE) must not panic the drop. In a child whose stderr is a pipe the parent closed at once; the
+/// drop errors come from a context poisoned by a trapping kernel.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn drop_errors_printed_to_a_closed_stderr_do_not_panic() {
+    const TEST: &str = "drop_errors_printed_to_a_closed_stderr_do_not_panic";
+    if role().as_deref() != Some("closed-stderr") {
+        let _gpu = gpu();
+        let child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                TEST,
+                "--include-ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(common::ROLE, "closed-stderr")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut child = child;
+        drop(child.stderr.take()); // the read end closes: the child's writes to stderr fail
+        let out = child.wait_with_output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && text.contains("1 passed"),
+            "child failed ({}):\n{text}",
+            out.status
+        );
+        assert!(text.contains("drop errors kept: "), "{text}");
+        return;
+    }
+    cuda_event::print_drop_errors(true);
+    let stream = Stream::new(0).unwrap();
+    let events: Vec<Event> = (0..4).map(|_| stream.record_event().unwrap()).collect();
+    stream.synchronize().unwrap();
+    cuda_event::set_event_pool(false); // the drops destroy, in the dead context
+    common::poison_the_context(&stream);
+    drop(events);
+    drop(stream);
+    let errors = cuda_event::take_drop_errors();
+    println!("drop errors kept: {}", errors.errors.len());
+    assert!(
+        !errors.errors.is_empty(),
+        "the drops in a dead context met no error"
+    );
+}
