@@ -20,6 +20,7 @@ fn main() {
     cc::Build::new()
         .file("c/abi.c")
         .file("c/bench.c")
+        .file("c/ipc_hold.c")
         .opt_level(2)
         .includes(std::env::split_paths(&include_path))
         .std("c11")

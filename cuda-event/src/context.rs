@@ -8,7 +8,7 @@
 //! the only way this crate makes a context current.
 
 use crate::driver::Driver;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use cuda_event_sys as sys;
 use parking_lot::Mutex;
 use std::marker::PhantomData;
@@ -140,6 +140,22 @@ impl ContextInstance {
     /// Whether objects made in this instance still exist: false after a reset of the device.
     pub(crate) fn still_alive(self, d: &Driver) -> bool {
         self.context.instance_id(d) == Some(self.id)
+    }
+
+    /// `Ok` while objects made in this instance exist; [`Error::DeviceWasReset`] after a reset of
+    /// `device` destroyed them (using their handles would be a use-after-free inside the driver).
+    #[inline]
+    pub(crate) fn ensure_alive(self, d: &Driver, device: i32) -> Result<()> {
+        if self.still_alive(d) {
+            Ok(())
+        } else {
+            Err(Error::DeviceWasReset { device })
+        }
+    }
+
+    /// Whether both are the same instance of the same context.
+    pub(crate) fn same_as(self, other: ContextInstance) -> bool {
+        self.context == other.context && self.id == other.id
     }
 }
 

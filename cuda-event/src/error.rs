@@ -56,6 +56,18 @@ pub enum Error {
     /// A per-thread default stream ([`Stream::per_thread`](crate::Stream::per_thread)) used on
     /// another thread than the one that made it: there the handle names that thread's stream.
     PerThreadStreamOfAnotherThread,
+    /// The event or stream was made before a reset of its device (`cudaDeviceReset`), which
+    /// destroyed it: only dropping it is left.
+    DeviceWasReset {
+        /// The device that was reset.
+        device: i32,
+    },
+    /// An imported event's work is not complete and the process that exported it has ended: CUDA
+    /// will never complete it.
+    ExporterGone {
+        /// The exporting process's id.
+        pid: i32,
+    },
 }
 
 /// A failed CUDA call: which call, the code it returned, and CUDA's name and message for it.
@@ -223,6 +235,16 @@ impl fmt::Display for Error {
                  CUDA opens handles of other processes only",
             ),
             Error::NotInterprocess => f.write_str("ipc_handle needs an event built with interprocess"),
+            Error::DeviceWasReset { device } => write!(
+                f,
+                "device {device} was reset after this event or stream was made, which destroyed it: \
+                 make a new one"
+            ),
+            Error::ExporterGone { pid } => write!(
+                f,
+                "the process that exported this IPC event (pid {pid}) has ended with the event's \
+                 work pending: it will never complete"
+            ),
             Error::PerThreadStreamOfAnotherThread => f.write_str(
                 "a per-thread default stream was used on another thread than the one that made it \
                  (on each thread, cudaStreamPerThread names that thread's own stream)",

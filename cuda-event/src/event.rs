@@ -5,7 +5,7 @@ use crate::device::current_device;
 use crate::driver::{CUresult, Driver, driver};
 use crate::error::{Error, Result};
 use crate::handle::EventHandle;
-use crate::ipc::{self, IpcEventHandle};
+use crate::ipc::{self, Exporter, IpcEventHandle};
 use crate::pool;
 use crate::stream::Stream;
 use cuda_event_sys as sys;
@@ -13,7 +13,7 @@ use parking_lot::Mutex;
 use std::fmt;
 use std::mem::ManuallyDrop;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
 /// A CUDA event, with the semantics of PyTorch's `torch.cuda.Event`.
 ///
@@ -42,19 +42,25 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// - it came from [`from_raw`](Self::from_raw) (its creator may hold it) or left with
 ///   [`into_raw`](Self::into_raw).
 ///
-/// Such an event is destroyed on drop instead, so that a graph launch or a C caller can never drive
-/// an unrelated new `Event`. Keep the `Event` alive for as long as a graph that holds it is launched:
-/// CUDA leaves a launch of a graph whose external event was destroyed undefined.
+/// Such an event is not reused, so that a C caller or a graph launch can never drive an unrelated
+/// new `Event`. Its drop destroys it, except for an event a graph holds: CUDA gives a destroyed
+/// event's handle to the next event created (seen on an H200 with driver 580), and a graph launched
+/// after its external event was destroyed records or waits on whatever event has the handle now
+/// (or crashes). So such an event is kept, not destroyed, until its device's context ends (a
+/// device reset, or the process's exit): one CUDA event per `Event` that ever became a graph node.
 pub struct Event {
     options: EventBuilder,
     created: OnceLock<EventHandle>,
     /// Taken only while the CUDA event does not exist yet, so that one thread creates it.
     creating: Mutex<()>,
     recorded: AtomicBool,
-    /// The handle may be used by someone else after this `Event` drops: never pool it.
-    escaped: AtomicBool,
+    /// Who else may use the handle after this `Event` drops ([`Escape`] as a number): decides
+    /// whether Drop pools, destroys or retires it.
+    escaped: AtomicU8,
     /// The handle of an interprocess event, once exported or when imported.
     ipc: OnceLock<IpcEventHandle>,
+    /// For an imported event, the process that exported it, if it can be watched.
+    exporter: Option<Exporter>,
 }
 
 // SAFETY: the CUDA event handle may be used from any thread (CUDA's API is thread safe); the rest of
@@ -162,8 +168,9 @@ impl Event {
             created: OnceLock::new(),
             creating: Mutex::new(()),
             recorded: AtomicBool::new(false),
-            escaped: AtomicBool::new(false),
+            escaped: AtomicU8::new(Escape::No as u8),
             ipc: OnceLock::new(),
+            exporter: None,
         }
     }
 
@@ -223,14 +230,15 @@ impl Event {
                 stream: stream.device(),
             });
         }
-        stream.in_context(d, || {
+        handle.ensure_alive(d)?;
+        stream.in_context(d, handle.instance, || {
             let (raw, s) = (handle.raw, stream.as_raw());
             if self.options.external && stream.is_capturing_with(d)? {
                 // SAFETY: a live event and stream of one device; the flag is a record flag.
                 d.event_record_with_flags
                     .call(|f| unsafe { f(raw, s, sys::cudaEventRecordExternal) })?;
                 // The graph records this handle at every launch.
-                self.escaped.store(true, Ordering::Relaxed);
+                self.escape(Escape::ToGraph);
                 return Ok(());
             }
             // SAFETY: a live event and stream of one device (checked above).
@@ -258,7 +266,14 @@ impl Event {
             return Ok(());
         };
         let d = driver("Event::wait")?;
-        stream.in_context(d, || {
+        handle.ensure_alive(d)?;
+        if let Some(exporter) = self.exporter {
+            // A wait on work that will never complete would hang the stream for good.
+            if !query_raw(d, handle.raw)? && exporter.is_gone() {
+                return Err(Error::ExporterGone { pid: exporter.pid });
+            }
+        }
+        stream.in_context(d, None, || {
             let external = self.options.external && stream.is_capturing_with(d)?;
             let flags = if external {
                 sys::cudaEventWaitExternal
@@ -270,7 +285,7 @@ impl Event {
                 .call(|f| unsafe { f(stream.as_raw(), handle.raw, flags) })?;
             if external {
                 // The graph waits on this handle at every launch.
-                self.escaped.store(true, Ordering::Relaxed);
+                self.escape(Escape::ToGraph);
             }
             Ok(())
         })
@@ -292,7 +307,13 @@ impl Event {
         let Some(handle) = self.created.get() else {
             return Ok(true);
         };
-        query_raw(driver("Event::query")?, handle.raw)
+        let d = driver("Event::query")?;
+        handle.ensure_alive(d)?;
+        let done = query_raw(d, handle.raw)?;
+        match self.exporter {
+            Some(exporter) if !done && exporter.is_gone() => Err(Error::ExporterGone { pid: exporter.pid }),
+            _ => Ok(done),
+        }
     }
 
     /// Waits on this thread until the work the event captured has completed: sleeping for a
@@ -305,6 +326,10 @@ impl Event {
             return Ok(());
         };
         let d = driver("Event::synchronize")?;
+        handle.ensure_alive(d)?;
+        if let Some(exporter) = self.exporter {
+            return synchronize_imported(d, handle.raw, exporter);
+        }
         // SAFETY: a live event.
         d.event_synchronize.call(|f| unsafe { f(handle.raw) })
     }
@@ -328,6 +353,8 @@ impl Event {
             return Err(Error::NotRecorded);
         };
         let d = driver("Event::elapsed_time")?;
+        start_event.ensure_alive(d)?;
+        end_event.ensure_alive(d)?;
         if start_event.device != end_event.device {
             // torch's order: incomplete work is reported before the device mismatch.
             if !query_raw(d, start_event.raw)? || !query_raw(d, end_event.raw)? {
@@ -372,6 +399,7 @@ impl Event {
             Some(event) => event,
             None => self.create_for_ipc(d, current_device()?)?,
         };
+        event.ensure_alive(d)?;
         let _current = context_of(d, event)?.enter(d)?;
         let mut raw = sys::CUipcEventHandle::default();
         // SAFETY: a live interprocess event, its context current; writes the handle to a live local.
@@ -400,6 +428,19 @@ impl Event {
     /// It must not be used after the exporting process destroyed its event (CUDA leaves that
     /// undefined): keep the exporter's event alive for as long as importers use theirs.
     ///
+    /// If the exporting process ends (or is killed) while the event's work is pending, CUDA never
+    /// completes it, and its own wait never returns. So the imported event watches its exporter:
+    /// [`synchronize`](Self::synchronize) polls instead of blocking in CUDA (sleeps from 10 us
+    /// doubling to 1 ms, so it returns within about 1 ms of completion) and, like
+    /// [`query`](Self::query) and [`wait`](Self::wait), returns [`Error::ExporterGone`] once the
+    /// exporter has ended with the work still pending. A stream that already waits on such an
+    /// event on the GPU stays blocked: CUDA offers no way out of that.
+    ///
+    /// Do not block the exporter on the importer while the importer waits on the exporter's event
+    /// (a host function on the exporter's stream that waits for a message the importer sends after
+    /// its query or synchronize returns): the importer's CUDA calls then wait for the exporter's
+    /// stream, and neither process moves.
+    ///
     /// # Errors
     /// [`Error::IpcHandleFromThisProcess`] for a handle this process exported; CUDA's errors otherwise.
     #[doc(alias = "cudaIpcOpenEventHandle")]
@@ -415,10 +456,11 @@ impl Event {
         // SAFETY: writes the opened event through a live local, in the device's context made current.
         d.ipc_open_event_handle
             .call(|f| unsafe { f(&mut raw, handle.to_driver()) })?;
-        let event = Event::lazy(EventBuilder::default().interprocess(true));
+        let mut event = Event::lazy(EventBuilder::default().interprocess(true));
+        event.exporter = Exporter::of(&handle);
         event.publish(EventHandle::adopt(raw, device, Some(instance)));
         let _ = event.ipc.set(handle);
-        event.escaped.store(true, Ordering::Relaxed);
+        event.escape(Escape::ToCaller);
         Ok(event)
     }
 
@@ -432,7 +474,7 @@ impl Event {
     /// keeps this event's CUDA event out of the reuse pool (see "Reuse" above).
     pub fn as_raw(&self) -> Option<sys::cudaEvent_t> {
         let handle = self.created.get()?;
-        self.escaped.store(true, Ordering::Relaxed);
+        self.escape(Escape::ToCaller);
         Some(handle.raw)
     }
 
@@ -452,7 +494,7 @@ impl Event {
         let event = Event::lazy(options);
         event.publish(EventHandle::adopt(raw, device, instance));
         event.recorded.store(true, Ordering::Relaxed);
-        event.escaped.store(true, Ordering::Relaxed);
+        event.escape(Escape::ToCaller);
         event
     }
 
@@ -470,6 +512,12 @@ impl Event {
         raw
     }
 
+    fn escape(&self, to: Escape) {
+        if self.escaped.load(Ordering::Relaxed) < to as u8 {
+            self.escaped.fetch_max(to as u8, Ordering::Relaxed);
+        }
+    }
+
     fn recorded(&self) -> Option<&EventHandle> {
         self.created
             .get()
@@ -477,11 +525,46 @@ impl Event {
     }
 }
 
+/// Who, besides this `Event`, may use its CUDA event after the `Event` drops.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[repr(u8)]
+enum Escape {
+    /// No one: it may be reused.
+    No,
+    /// Code that got the raw handle (`as_raw`, `from_raw`, IPC importers), which must not use it
+    /// after the `Event` drops: destroyed.
+    ToCaller,
+    /// A CUDA graph holding it as an external record or wait node: kept until its device's context
+    /// ends (see `EventHandle::retire`).
+    ToGraph,
+}
+
 /// The primary context an event lives in, for the calls that need one current.
 fn context_of(d: &Driver, event: &EventHandle) -> Result<Context> {
     match event.instance {
         Some(instance) => Ok(instance.context()),
         None => Context::primary(d, event.device),
+    }
+}
+
+/// Waits for an imported event by polling, so that the exporter's death is noticed: CUDA's own wait
+/// never returns if the exporter dies with the work pending (measured). Sleeps of 10 us doubling
+/// up to 1 ms: little CPU, and the wake-up comes at most about 1 ms after completion.
+fn synchronize_imported(d: &Driver, raw: sys::cudaEvent_t, exporter: Exporter) -> Result<()> {
+    let mut pause = std::time::Duration::from_micros(10);
+    loop {
+        if query_raw(d, raw)? {
+            return Ok(());
+        }
+        if exporter.is_gone() {
+            // It may have completed just before the exporter ended.
+            return match query_raw(d, raw)? {
+                true => Ok(()),
+                false => Err(Error::ExporterGone { pid: exporter.pid }),
+            };
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(std::time::Duration::from_millis(1));
     }
 }
 
@@ -502,11 +585,13 @@ impl Drop for Event {
         if let Some(exported) = self.ipc.get() {
             ipc::forget_exported(exported);
         }
-        // Only events whose handle never escaped go back to the pool.
-        if *self.escaped.get_mut() || self.ipc.get().is_some() {
-            handle.destroy();
-        } else {
-            pool::give_or_destroy(self.options.cuda_flags(), handle);
+        match *self.escaped.get_mut() {
+            // A graph may launch it at any time: destroying it would let CUDA hand the same
+            // handle to the next event created, which the graph would then drive.
+            e if e == Escape::ToGraph as u8 => handle.retire(),
+            e if e == Escape::ToCaller as u8 => handle.destroy(),
+            _ if self.ipc.get().is_some() => handle.destroy(),
+            _ => pool::give_or_destroy(self.options.cuda_flags(), handle),
         }
     }
 }

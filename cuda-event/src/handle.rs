@@ -4,6 +4,7 @@ use crate::context::ContextInstance;
 use crate::driver::Driver;
 use crate::error::Result;
 use cuda_event_sys as sys;
+use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A CUDA event this crate owns, the device it lives on, and the context instance it was made in
@@ -22,6 +23,9 @@ unsafe impl Sync for EventHandle {}
 
 /// Counts CUDA events created by this crate, for diagnostics and tests.
 static CREATED: AtomicU64 = AtomicU64::new(0);
+/// CUDA events kept alive for the graphs that hold them (see [`EventHandle::retire`]).
+static RETIRED: Mutex<Vec<EventHandle>> = Mutex::new(Vec::new());
+
 /// Counts CUDA events this crate owns now.
 static ALIVE: AtomicU64 = AtomicU64::new(0);
 
@@ -47,6 +51,15 @@ impl EventHandle {
         d.event_create.call(|f| unsafe { f(&mut raw, flags) })?;
         CREATED.fetch_add(1, Ordering::Relaxed);
         Ok(EventHandle::adopt(raw, device, Some(instance)))
+    }
+
+    /// `Ok` unless a device reset destroyed the CUDA event ([`crate::Error::DeviceWasReset`]).
+    #[inline]
+    pub(crate) fn ensure_alive(&self, d: &Driver) -> Result<()> {
+        match self.instance {
+            Some(instance) => instance.ensure_alive(d, self.device),
+            None => Ok(()),
+        }
     }
 
     /// Takes ownership of a live CUDA event (imported or handed in).
@@ -76,6 +89,23 @@ impl EventHandle {
         // SAFETY: this crate owns the event and gives it up; a pending event may be destroyed (CUDA
         // releases it when its work completes), and no current context is needed.
         crate::drop_errors::report(d.event_destroy.call(|f| unsafe { f(self.raw) }));
+    }
+
+    /// Keeps the CUDA event alive for as long as its context lives, because a CUDA graph may use
+    /// it at any launch (see `Event`'s docs). Retired events of a context that a device reset ended
+    /// are forgotten (CUDA destroyed them) whenever another event is retired.
+    pub(crate) fn retire(self) {
+        let mut retired = RETIRED.lock();
+        if let Some(d) = crate::driver::loaded_driver() {
+            retired.retain(|handle| {
+                let alive = handle.instance.is_none_or(|instance| instance.still_alive(d));
+                if !alive {
+                    ALIVE.fetch_sub(1, Ordering::Relaxed);
+                }
+                alive
+            });
+        }
+        retired.push(self);
     }
 
     /// Gives up ownership without destroying (`Event::into_raw`).

@@ -139,3 +139,49 @@ pub fn exported_handles_remembered() -> usize {
 pub(crate) fn exported_here(handle: &IpcEventHandle) -> bool {
     EXPORTED.lock().as_ref().is_some_and(|set| set.contains(handle))
 }
+
+/// The process that exported an imported event, to tell when it is gone: CUDA never completes an
+/// imported event whose exporter died with its work pending, and `cuEventSynchronize` on it never
+/// returns (measured on driver 580).
+///
+/// CUDA writes the exporter's process id into the first four bytes of the handle (little-endian;
+/// not documented, seen on every handle of driver 580). The process is recognized by that id and
+/// its start time (`/proc/PID/stat`), so that a later process given the same id is not taken for
+/// it. Where the id names no process here (an exporter in another pid namespace), nothing is known
+/// and nothing is checked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Exporter {
+    pub(crate) pid: i32,
+    start_time: u64,
+}
+
+impl Exporter {
+    /// The exporter of `handle`, if the process its id names is alive here now.
+    pub(crate) fn of(handle: &IpcEventHandle) -> Option<Exporter> {
+        let pid = i32::from_le_bytes([handle.0[0], handle.0[1], handle.0[2], handle.0[3]]);
+        if pid <= 0 || u32::try_from(pid).ok() == Some(std::process::id()) {
+            return None;
+        }
+        Some(Exporter {
+            pid,
+            start_time: process_start_time(pid)?,
+        })
+    }
+
+    /// Whether the exporting process has ended (or is a zombie, which runs no more CUDA work).
+    pub(crate) fn is_gone(&self) -> bool {
+        process_start_time(self.pid) != Some(self.start_time)
+    }
+}
+
+/// A live (not zombie) process's start time, field 22 of `/proc/PID/stat`.
+fn process_start_time(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command (field 2) is in parentheses and may hold spaces: count fields after its end.
+    let mut fields = stat.get(stat.rfind(')')? + 1..)?.split_ascii_whitespace();
+    let state = fields.next()?;
+    if state == "Z" || state == "X" {
+        return None;
+    }
+    fields.nth(18)?.parse().ok()
+}

@@ -81,7 +81,7 @@ fn fault_after_a_sticky_error_every_call_returns_the_error() {
 }
 
 /// Out-of-range devices, an event of another device, a stream of a reset device: typed errors,
-/// never a panic. (Events of another device: `multi_gpu_record_on_another_devices_stream_is_an_error`.)
+/// never a panic or a use of a destroyed handle. (Events of another device: `multi_gpu_record_on_another_devices_stream_is_an_error`.)
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn fault_bad_devices_are_typed_errors() {

@@ -143,9 +143,11 @@ fn importing_a_handle_this_process_exported_is_refused() {
     );
 }
 
-/// How long an importer that is waiting on (or polling) an event whose exporter was killed takes
-/// to return, and with what. Measured, not assumed: the outcome is printed for the notes, and the
-/// test requires that both return within 10 s and that dropping the imported event does not crash.
+/// The exporter is killed (SIGKILL) while an importer synchronizes on its event and another thread
+/// of the importer polls it with query. CUDA alone never completes the event and never returns from
+/// cuEventSynchronize (measured: still waiting 10 s later); the imported event watches its exporter
+/// and both calls return `ExporterGone` soon after the kill (the figures are printed). Dropping the
+/// imported event afterwards does not crash.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn fault_an_importer_survives_the_exporter_being_killed() {
@@ -173,38 +175,49 @@ fn fault_an_importer_survives_the_exporter_being_killed() {
             break hex.parse::<IpcEventHandle>().unwrap();
         }
     };
+    let pid_in_handle = u32::from_le_bytes(handle.as_bytes()[..4].try_into().unwrap());
+    println!(
+        "exporter pid {}, the handle's first four bytes {pid_in_handle}",
+        child.id()
+    );
     let event = std::sync::Arc::new(Event::from_ipc_handle(0, handle).unwrap());
     assert_eq!(event.query(), Ok(false), "the exporter's stream is held");
     let (done, outcomes) = std::sync::mpsc::channel();
-    let started = Instant::now();
     for what in ["synchronize", "query"] {
         let (event, done) = (event.clone(), done.clone());
         std::thread::spawn(move || {
+            let mut queries = 0u64;
             let result = match what {
                 "synchronize" => event.synchronize().map(|()| true),
                 _ => loop {
+                    queries += 1;
                     match event.query() {
                         Ok(false) => std::thread::sleep(Duration::from_millis(1)),
                         other => break other,
                     }
                 },
             };
-            let _ = done.send((what, result, started.elapsed()));
+            let _ = done.send((what, result, Instant::now(), queries));
         });
     }
     std::thread::sleep(Duration::from_millis(200));
     child.kill().unwrap(); // SIGKILL
+    let killed = Instant::now();
     child.wait().unwrap();
-    let killed = started.elapsed();
-    println!("exporter killed at {killed:?}");
     for _ in 0..2 {
-        match outcomes.recv_timeout(Duration::from_secs(10)) {
-            Ok((what, result, at)) => println!(
-                "importer {what} returned {result:?} {:?} after the kill",
-                at - killed
-            ),
-            Err(_) => panic!("an importer call still waits 10 s after its exporter was killed"),
-        }
+        let Ok((what, result, at, queries)) = outcomes.recv_timeout(Duration::from_secs(10)) else {
+            panic!("an importer call still waits 10 s after its exporter was killed");
+        };
+        let after = at.duration_since(killed);
+        println!("importer {what} returned {result:?} {after:?} after the kill ({queries} queries)");
+        assert_eq!(
+            result,
+            Err(Error::ExporterGone {
+                pid: child.id() as i32
+            }),
+            "{what}"
+        );
+        assert!(after < Duration::from_secs(1), "{what} took {after:?}");
     }
     drop(event);
     println!("drop errors: {:?}", cuda_event::take_drop_errors());

@@ -323,29 +323,53 @@ fn component_ns(mut f: impl FnMut()) -> f64 {
 /// measured alone: `cuCtxGetId` (the pool's check that no device reset destroyed the event it
 /// reuses), an uncontended lock and unlock (creation is serialized), and building and dropping an
 /// `Event` that is never created (no CUDA call).
-fn pool_path_components() -> [(&'static str, f64); 3] {
-    type GetId = unsafe extern "C" fn(*mut std::ffi::c_void, *mut u64) -> u32;
+fn pool_path_components() -> [(&'static str, f64); 4] {
     let (mut function, mut status) = (std::ptr::null_mut(), sys::cudaDriverEntryPointQueryResult(0));
-    // SAFETY: resolves cuCtxGetId (signature from cuda.h); a null context means the current one,
-    // which Raw::new made current on this thread.
-    let get_id: GetId = unsafe {
-        ok(sys::cudaGetDriverEntryPointByVersion(
-            c"cuCtxGetId".as_ptr(),
-            &mut function,
-            12000,
-            0,
-            &mut status,
-        ));
-        std::mem::transmute::<*mut std::ffi::c_void, GetId>(function)
+    let mut resolve = |symbol: &std::ffi::CStr, version: u32| {
+        // SAFETY: resolves a driver symbol at the version its PFN type names; out-pointers are live.
+        ok(unsafe {
+            sys::cudaGetDriverEntryPointByVersion(symbol.as_ptr(), &mut function, version, 0, &mut status)
+        });
+        function
+    };
+    // SAFETY: each pointer is the driver's function for the PFN type it is read as.
+    let (get_id, get_state) = unsafe {
+        (
+            std::mem::transmute::<*mut std::ffi::c_void, sys::PFN_cuCtxGetId_v12000>(resolve(
+                c"cuCtxGetId",
+                12000,
+            ))
+            .unwrap(),
+            std::mem::transmute::<*mut std::ffi::c_void, sys::PFN_cuDevicePrimaryCtxGetState_v7000>(resolve(
+                c"cuDevicePrimaryCtxGetState",
+                7000,
+            ))
+            .unwrap(),
+        )
     };
     let mut id = 0;
-    // SAFETY: writes through a live local.
-    let context_id = component_ns(|| assert_eq!(unsafe { get_id(std::ptr::null_mut(), &mut id) }, 0));
+    // SAFETY: a null context means the current one, which Raw::new made current on this thread;
+    // writes through a live local.
+    let context_id = component_ns(|| {
+        assert_eq!(
+            unsafe { get_id(std::ptr::null_mut(), &mut id) },
+            sys::CUresult::CUDA_SUCCESS
+        )
+    });
+    let (mut flags, mut active) = (0, 0);
+    // SAFETY: device 0 exists; writes through live locals.
+    let context_state = component_ns(|| {
+        assert_eq!(
+            unsafe { get_state(0, &mut flags, &mut active) },
+            sys::CUresult::CUDA_SUCCESS
+        )
+    });
     let lock = parking_lot::Mutex::new(());
     let locking = component_ns(|| drop(std::hint::black_box(&lock).lock()));
     let building = component_ns(|| drop(std::hint::black_box(Event::new())));
     [
         ("cuCtxGetId", context_id),
+        ("cuDevicePrimaryCtxGetState", context_state),
         ("lock + unlock", locking),
         ("Event::new + drop, never created", building),
     ]

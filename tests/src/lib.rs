@@ -21,6 +21,11 @@ unsafe extern "C" {
     pub fn cuda_event_c_query(event: cudaEvent_t) -> i32;
     /// `cudaStreamWaitEvent`, called from C.
     pub fn cuda_event_c_stream_wait(stream: cudaStream_t, event: cudaEvent_t) -> i32;
+    /// c/ipc_hold.c: exports an interprocess event recorded behind a host function that blocks until
+    /// a line arrives on stdin (`hold` 0) or sleeps 2 s (`hold` 1); prints the handle, then waits.
+    pub fn ipc_hold_exporter(hold: i32) -> i32;
+    /// c/ipc_hold.c: opens the handle (hex), queries, prints `queried`, synchronizes, timing each.
+    pub fn ipc_hold_importer(hex: *const c_char) -> i32;
 }
 
 /// What C reports: `(name, value)` for every size, alignment, offset and constant in c/abi.c.
