@@ -192,7 +192,7 @@ impl Event {
     pub fn record(&self, stream: &Stream) -> Result<()> {
         let d = driver("Event::record")?;
         match self.created.get() {
-            Some(handle) => self.record_handle(d, handle, stream)?,
+            Some(handle) => self.record_handle(d, handle, stream, Checked::No)?,
             None => self.record_first(d, stream)?,
         }
         if !self.recorded.load(Ordering::Relaxed) {
@@ -208,14 +208,15 @@ impl Event {
     fn record_first(&self, d: &Driver, stream: &Stream) -> Result<()> {
         let _creating = self.creating.lock();
         if let Some(handle) = self.created.get() {
-            return self.record_handle(d, handle, stream);
+            return self.record_handle(d, handle, stream, Checked::No);
         }
         let flags = self.options.cuda_flags();
         let handle = match pool::take(d, stream.device(), flags) {
             Some(handle) => handle,
             None => EventHandle::create(d, stream.device(), flags)?,
         };
-        if let Err(e) = self.record_handle(d, &handle, stream) {
+        // Just made, or found alive by the pool: only the stream is left to check.
+        if let Err(e) = self.record_handle(d, &handle, stream, Checked::Event) {
             pool::give_or_destroy(flags, handle);
             return Err(e);
         }
@@ -223,15 +224,29 @@ impl Event {
         Ok(())
     }
 
-    fn record_handle(&self, d: &Driver, handle: &EventHandle, stream: &Stream) -> Result<()> {
+    fn record_handle(
+        &self,
+        d: &Driver,
+        handle: &EventHandle,
+        stream: &Stream,
+        checked: Checked,
+    ) -> Result<()> {
         if handle.device != stream.device() {
             return Err(Error::DeviceMismatch {
                 event: handle.device,
                 stream: stream.device(),
             });
         }
-        handle.ensure_alive(d)?;
-        stream.in_context(d, handle.instance, || {
+        match checked {
+            Checked::No => ContextInstance::ensure_both_alive(d, handle.instance(), stream.instance())?,
+            // The event is alive; so is the stream if it lives in the same instance.
+            Checked::Event => match (handle.instance, stream.instance()) {
+                (Some(event), (Some(of_stream), _)) if event.same_as(of_stream) => {}
+                (_, (Some(of_stream), device)) => of_stream.ensure_alive(d, device)?,
+                (_, (None, _)) => {}
+            },
+        }
+        stream.in_context(d, || {
             let (raw, s) = (handle.raw, stream.as_raw());
             if self.options.external && stream.is_capturing_with(d)? {
                 // SAFETY: a live event and stream of one device; the flag is a record flag.
@@ -266,14 +281,14 @@ impl Event {
             return Ok(());
         };
         let d = driver("Event::wait")?;
-        handle.ensure_alive(d)?;
+        ContextInstance::ensure_both_alive(d, handle.instance(), stream.instance())?;
         if let Some(exporter) = self.exporter {
             // A wait on work that will never complete would hang the stream for good.
             if !query_raw(d, handle.raw)? && exporter.is_gone() {
                 return Err(Error::ExporterGone { pid: exporter.pid });
             }
         }
-        stream.in_context(d, None, || {
+        stream.in_context(d, || {
             let external = self.options.external && stream.is_capturing_with(d)?;
             let flags = if external {
                 sys::cudaEventWaitExternal
@@ -353,8 +368,7 @@ impl Event {
             return Err(Error::NotRecorded);
         };
         let d = driver("Event::elapsed_time")?;
-        start_event.ensure_alive(d)?;
-        end_event.ensure_alive(d)?;
+        ContextInstance::ensure_both_alive(d, start_event.instance(), end_event.instance())?;
         if start_event.device != end_event.device {
             // torch's order: incomplete work is reported before the device mismatch.
             if !query_raw(d, start_event.raw)? || !query_raw(d, end_event.raw)? {
@@ -429,17 +443,20 @@ impl Event {
     /// undefined): keep the exporter's event alive for as long as importers use theirs.
     ///
     /// If the exporting process ends (or is killed) while the event's work is pending, CUDA never
-    /// completes it, and its own wait never returns. So the imported event watches its exporter:
-    /// [`synchronize`](Self::synchronize) polls instead of blocking in CUDA (sleeps from 10 us
-    /// doubling to 1 ms, so it returns within about 1 ms of completion) and, like
-    /// [`query`](Self::query) and [`wait`](Self::wait), returns [`Error::ExporterGone`] once the
-    /// exporter has ended with the work still pending. A stream that already waits on such an
-    /// event on the GPU stays blocked: CUDA offers no way out of that.
+    /// completes it, and its own wait never returns (measured: still waiting 10 s later). So the
+    /// imported event watches its exporter: [`synchronize`](Self::synchronize) polls instead of
+    /// blocking in CUDA (sleeps from 10 us doubling to 1 ms, so it returns within about 1 ms of
+    /// completion) and, like [`query`](Self::query) and [`wait`](Self::wait), returns
+    /// [`Error::ExporterGone`] once the exporter has ended with the work still pending (measured:
+    /// 1 to 53 ms after a SIGKILL, the time the kernel takes to tear the process down). A stream
+    /// that already waits on such an event on the GPU stays blocked: CUDA offers no way out.
     ///
-    /// Do not block the exporter on the importer while the importer waits on the exporter's event
-    /// (a host function on the exporter's stream that waits for a message the importer sends after
-    /// its query or synchronize returns): the importer's CUDA calls then wait for the exporter's
-    /// stream, and neither process moves.
+    /// The exporter may hold its stream with a host function that waits for the importer (say,
+    /// until the importer has queried): the importer's open, query and synchronize do not wait for
+    /// the exporter's host-function thread (reproduced in C and in Rust, `tests/tests/ipc_hold.rs`
+    /// and `importer_synchronizes_on_the_exporters_record`; an earlier hang of that shape was not
+    /// CUDA's). What does hang is a wait on the GPU for work that waits on the host of a process that
+    /// waits for it.
     ///
     /// # Errors
     /// [`Error::IpcHandleFromThisProcess`] for a handle this process exported; CUDA's errors otherwise.
@@ -523,6 +540,13 @@ impl Event {
             .get()
             .filter(|_| self.recorded.load(Ordering::Relaxed))
     }
+}
+
+/// What a caller of `record_handle` has already found alive.
+#[derive(Clone, Copy)]
+enum Checked {
+    No,
+    Event,
 }
 
 /// Who, besides this `Event`, may use its CUDA event after the `Event` drops.

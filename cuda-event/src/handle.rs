@@ -53,6 +53,13 @@ impl EventHandle {
         Ok(EventHandle::adopt(raw, device, Some(instance)))
     }
 
+    /// The context instance it was made in and its device, for the check that a device reset has
+    /// not destroyed it (`ContextInstance::ensure_alive`).
+    #[inline]
+    pub(crate) fn instance(&self) -> (Option<ContextInstance>, i32) {
+        (self.instance, self.device)
+    }
+
     /// `Ok` unless a device reset destroyed the CUDA event ([`crate::Error::DeviceWasReset`]).
     #[inline]
     pub(crate) fn ensure_alive(&self, d: &Driver) -> Result<()> {

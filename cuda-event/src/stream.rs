@@ -182,7 +182,7 @@ impl Stream {
     pub fn synchronize(&self) -> Result<()> {
         let d = driver("Stream::synchronize")?;
         // SAFETY: self.raw is a valid stream (an invariant of Stream), in the context made current.
-        self.in_context(d, None, || d.stream_synchronize.call(|f| unsafe { f(self.raw) }))
+        self.in_context_alive(d, || d.stream_synchronize.call(|f| unsafe { f(self.raw) }))
     }
 
     /// Whether all work on this stream is complete: `Ok(false)` while work is pending.
@@ -191,7 +191,7 @@ impl Stream {
     pub fn query(&self) -> Result<bool> {
         let d = driver("Stream::query")?;
         // SAFETY: as in synchronize.
-        let code = self.in_context(d, None, || Ok(d.stream_query.code(|f| unsafe { f(self.raw) })))?;
+        let code = self.in_context_alive(d, || Ok(d.stream_query.code(|f| unsafe { f(self.raw) })))?;
         if code == CUresult::CUDA_ERROR_NOT_READY {
             return Ok(false);
         }
@@ -204,7 +204,7 @@ impl Stream {
         let d = driver("Stream::priority")?;
         let mut priority = 0;
         // SAFETY: as in synchronize; writes through a live local.
-        self.in_context(d, None, || {
+        self.in_context_alive(d, || {
             d.stream_get_priority
                 .call(|f| unsafe { f(self.raw, &mut priority) })
         })?;
@@ -215,7 +215,7 @@ impl Stream {
     #[doc(alias = "cudaStreamIsCapturing")]
     pub fn is_capturing(&self) -> Result<bool> {
         let d = driver("Stream::is_capturing")?;
-        self.in_context(d, None, || self.is_capturing_with(d))
+        self.in_context_alive(d, || self.is_capturing_with(d))
     }
 
     /// [`Stream::is_capturing`] for a caller that has the driver and the context already.
@@ -227,24 +227,30 @@ impl Stream {
         Ok(status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE)
     }
 
-    /// Runs a driver call on this stream: an owned stream must not have been destroyed by a device
-    /// reset (unless `checked`, a context instance the caller already found alive, is its own),
-    /// default stream handles need their device's context current, and a per-thread one its own
-    /// thread.
+    /// [`Stream::in_context`] for the stream's own calls, after checking that it is alive.
+    fn in_context_alive<R>(&self, d: &Driver, call: impl FnOnce() -> Result<R>) -> Result<R> {
+        if let (Some(instance), device) = self.instance() {
+            instance.ensure_alive(d, device)?;
+        }
+        self.in_context(d, call)
+    }
+
+    /// The context instance an owned stream was made in, and its device, for the check that a
+    /// device reset has not destroyed it.
+    pub(crate) fn instance(&self) -> (Option<ContextInstance>, i32) {
+        match self.kind {
+            Kind::Owned(instance) => (Some(instance), self.device),
+            Kind::Default { .. } | Kind::Borrowed => (None, self.device),
+        }
+    }
+
+    /// Runs a driver call on this stream: default stream handles need their device's context
+    /// current, and a per-thread one its own thread. The caller has checked that the stream is
+    /// alive ([`Stream::instance`]).
     #[inline]
-    pub(crate) fn in_context<R>(
-        &self,
-        d: &Driver,
-        checked: Option<ContextInstance>,
-        call: impl FnOnce() -> Result<R>,
-    ) -> Result<R> {
+    pub(crate) fn in_context<R>(&self, d: &Driver, call: impl FnOnce() -> Result<R>) -> Result<R> {
         match &self.kind {
-            Kind::Owned(instance) => {
-                if !checked.is_some_and(|checked| checked.same_as(*instance)) {
-                    instance.ensure_alive(d, self.device)?;
-                }
-                call()
-            }
+            Kind::Owned(_) => call(),
             Kind::Default { context, thread } => {
                 if thread.is_some_and(|thread| thread != std::thread::current().id()) {
                     return Err(Error::PerThreadStreamOfAnotherThread);

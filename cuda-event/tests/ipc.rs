@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{gpu, role, run_child, sleep_on, spawn_child};
+use common::{gpu, hold, role, sleep_on, spawn_child};
 use cuda_event::{Error, Event, IpcEventHandle, Stream};
 use std::io::{BufRead, BufReader};
 use std::process::Child;
@@ -47,6 +47,9 @@ fn finish(mut child: Child, mut rest: BufReader<std::process::ChildStdout>) {
     );
 }
 
+/// The importer synchronizes on the exporter's record while the exporter's stream is held by a
+/// host function that waits for the importer: the gate opens only after the importer has queried
+/// (and 100 ms more). The Rust twin of tests/tests/ipc_hold.rs's C case.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn importer_synchronizes_on_the_exporters_record() {
@@ -55,12 +58,13 @@ fn importer_synchronizes_on_the_exporters_record() {
         eprintln!("importer: opening");
         let event = Event::from_ipc_handle(0, handle_from_parent()).unwrap();
         eprintln!("importer: opened {event:?}");
-        let started = Instant::now();
         assert_eq!(event.query(), Ok(false), "the exporter's stream is held");
+        println!("queried");
+        let started = Instant::now();
         event.synchronize().unwrap();
         eprintln!("importer: waited {:?}", started.elapsed());
         assert!(
-            started.elapsed() >= Duration::from_millis(100),
+            started.elapsed() >= Duration::from_millis(90),
             "the wait was too short"
         );
         assert_eq!(event.query(), Ok(true));
@@ -72,12 +76,15 @@ fn importer_synchronizes_on_the_exporters_record() {
     let _gpu = gpu();
     let stream = Stream::new(0).unwrap();
     let event = interprocess();
-    // Held by a host function that sleeps: the importer's wait must not need this process to act.
-    sleep_on(&stream, Duration::from_millis(1500));
+    let gate = hold(&stream);
     event.record(&stream).unwrap();
     let handle = event.ipc_handle().unwrap().to_string();
     eprintln!("exporter: {event:?} exported {handle}");
-    run_child(TEST, "importer", &[(HANDLE, &handle)]);
+    let mut child = spawn_child(TEST, "importer", &[(HANDLE, &handle)]);
+    let rest = wait_for_line(&mut child, "queried");
+    std::thread::sleep(Duration::from_millis(100));
+    gate.open();
+    finish(child, rest);
     stream.synchronize().unwrap();
 }
 

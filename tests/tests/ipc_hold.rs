@@ -5,6 +5,9 @@
 //!
 //! What it pins (measured on 2x H200, driver 580, CUDA 13.0 and 12.9; the figures are printed):
 //! the importer's open, query and synchronize do not depend on the exporter's host-function thread.
+//! With the host function blocked until the importer has queried, the query answered NotReady at
+//! once and the synchronize returned 0.3-0.5 ms after the importer's "queried" released it: no hang
+//! in CUDA.
 
 #[path = "../../cuda-event/tests/common/mod.rs"]
 mod common;
