@@ -208,9 +208,32 @@ fn entry_point(symbol: &CStr, version: u32) -> std::result::Result<*mut c_void, 
         )
     };
     check("cudaGetDriverEntryPointByVersion", code.0, runtime_strings)?;
-    if status != sys::cudaDriverEntryPointQueryResult::cudaDriverEntryPointSuccess {
+    if status != sys::cudaDriverEntryPointQueryResult::cudaDriverEntryPointSuccess || function.is_null() {
         // The driver is older than the version asked for.
         return Err(symbol_not_found());
     }
     Ok(function)
+}
+
+/// A CUDA driver function resolved the way this crate resolves its own: through the linked
+/// runtime's `cudaGetDriverEntryPointByVersion`, at the ABI `version` its `PFN_*` type in
+/// [`sys`](crate::sys) names, with no link to libcuda. For the driver calls this crate does not
+/// wrap (loading a module, launching a kernel).
+///
+/// ```no_run
+/// use cuda_event::{driver_entry_point, sys};
+/// let pointer = driver_entry_point(c"cuLaunchKernel", 4000)?;
+/// // SAFETY: the pointer is cuLaunchKernel at ABI version 4000, whose type is this PFN.
+/// let launch: sys::PFN_cuLaunchKernel_v4000 = unsafe { std::mem::transmute(pointer) };
+/// # let _ = launch;
+/// # Ok::<(), cuda_event::Error>(())
+/// ```
+///
+/// # Errors
+/// Without a driver, CUDA's error; `cudaErrorSymbolNotFound` when the driver is older than
+/// `version` or does not have the symbol.
+#[doc(alias = "cudaGetDriverEntryPointByVersion")]
+pub fn driver_entry_point(symbol: &CStr, version: u32) -> Result<std::ptr::NonNull<c_void>> {
+    let function = entry_point(symbol, version)?;
+    std::ptr::NonNull::new(function).ok_or_else(|| symbol_not_found().into())
 }

@@ -74,6 +74,7 @@ mod stream;
 
 pub use cuda_event_sys as sys;
 pub use device::{DeviceGuard, current_device, device_count, set_device};
+pub use driver::driver_entry_point;
 pub use drop_errors::{DropErrors, print_drop_errors, take_drop_errors};
 pub use error::{CudaError, Error, Result, check_runtime};
 pub use event::{Event, EventBuilder};

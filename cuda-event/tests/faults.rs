@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{gpu, role, run_child, two_gpus_for};
+use common::two_gpus_for;
 use cuda_event::{Error, Event, Stream};
 use std::time::{Duration, Instant};
 
@@ -17,10 +17,7 @@ fn is_cuda_error(result: &Result<impl std::fmt::Debug, Error>) -> bool {
 #[ignore = "needs a CUDA GPU"]
 fn fault_after_a_sticky_error_every_call_returns_the_error() {
     const TEST: &str = "fault_after_a_sticky_error_every_call_returns_the_error";
-    if role().as_deref() != Some("sticky") {
-        let _gpu = gpu();
-        let out = run_child(TEST, "sticky", &[]);
-        print!("{}", String::from_utf8_lossy(&out.stdout));
+    if common::in_a_child(TEST, "sticky").is_none() {
         return;
     }
     let stream = Stream::new(0).unwrap();
@@ -86,9 +83,7 @@ fn fault_after_a_sticky_error_every_call_returns_the_error() {
 #[ignore = "needs a CUDA GPU"]
 fn fault_bad_devices_are_typed_errors() {
     const TEST: &str = "fault_bad_devices_are_typed_errors";
-    if role().as_deref() != Some("bad-devices") {
-        let _gpu = gpu();
-        run_child(TEST, "bad-devices", &[]);
+    if common::in_a_child(TEST, "bad-devices").is_none() {
         return;
     }
     let count = cuda_event::device_count().unwrap();

@@ -464,3 +464,20 @@ fn external_event_records_as_a_graph_node_while_capturing() {
         common::ok(sys::cudaGraphDestroy(graph));
     }
 }
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn empty_event_pool_destroys_what_this_thread_keeps() {
+    let _gpu = gpu();
+    let stream = Stream::new(0).unwrap();
+    cuda_event::empty_event_pool();
+    let alive = cuda_event::cuda_events_alive();
+    record_and_drop(&stream, 5, Event::builder());
+    record_and_drop(&stream, 3, Event::builder().blocking(true));
+    assert_eq!(cuda_event::cuda_events_alive(), alive + 8, "8 kept for reuse");
+    assert_eq!(cuda_event::empty_event_pool(), 8);
+    assert_eq!(cuda_event::cuda_events_alive(), alive);
+    assert_eq!(cuda_event::empty_event_pool(), 0);
+    assert_eq!(record_and_drop(&stream, 2, Event::builder()), 2, "nothing left to reuse");
+    assert!(cuda_event::take_drop_errors().errors.is_empty());
+}

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{capture_graph, gpu, hold, role, run_child};
+use common::{capture_graph, gpu, hold, role};
 use cuda_event::{Error, Event, Stream, StreamOptions, sys};
 use std::time::{Duration, Instant};
 
@@ -149,9 +149,7 @@ fn a_graph_launch_after_its_external_wait_event_dropped_waits_on_no_other_event(
 #[ignore = "needs a CUDA GPU"]
 fn an_event_from_raw_dropped_after_a_device_reset_is_not_destroyed_again() {
     const TEST: &str = "an_event_from_raw_dropped_after_a_device_reset_is_not_destroyed_again";
-    if role().as_deref() != Some("reset") {
-        let _gpu = gpu();
-        run_child(TEST, "reset", &[]);
+    if common::in_a_child(TEST, "reset").is_none() {
         return;
     }
     cuda_event::set_device(0).unwrap();
@@ -219,20 +217,10 @@ fn drop_errors_printed_to_a_closed_stderr_do_not_panic() {
     const TEST: &str = "drop_errors_printed_to_a_closed_stderr_do_not_panic";
     if role().as_deref() != Some("closed-stderr") {
         let _gpu = gpu();
-        let child = std::process::Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                TEST,
-                "--include-ignored",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(common::ROLE, "closed-stderr")
-            .stdout(std::process::Stdio::piped())
+        let mut child = common::child_command(TEST, "closed-stderr", &[])
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        let mut child = child;
         drop(child.stderr.take()); // the read end closes: the child's writes to stderr fail
         let out = child.wait_with_output().unwrap();
         let text = String::from_utf8_lossy(&out.stdout);

@@ -10,9 +10,7 @@ use cuda_event::{Event, Stream, sys};
 #[ignore = "needs a CUDA GPU"]
 fn events_alive_across_a_device_reset_drop_without_panic() {
     const TEST: &str = "events_alive_across_a_device_reset_drop_without_panic";
-    if role().as_deref() != Some("reset") {
-        let _gpu = gpu();
-        run_child(TEST, "reset", &[]);
+    if common::in_a_child(TEST, "reset").is_none() {
         return;
     }
     let stream = Stream::new(0).unwrap();

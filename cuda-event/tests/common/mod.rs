@@ -261,7 +261,13 @@ pub fn role() -> Option<String> {
 /// Re-runs this test binary as a child that runs only `test`, with `role` and extra environment.
 /// Its stdout is piped to the parent; its stderr goes to the parent's.
 pub fn spawn_child(test: &str, role: &str, envs: &[(&str, &str)]) -> std::process::Child {
-    Command::new(std::env::current_exe().unwrap())
+    child_command(test, role, envs).spawn().unwrap()
+}
+
+/// The command of [`spawn_child`], for a caller that changes its stdio before spawning.
+pub fn child_command(test: &str, role: &str, envs: &[(&str, &str)]) -> Command {
+    let mut command = Command::new(std::env::current_exe().unwrap());
+    command
         .args([
             "--exact",
             test,
@@ -273,9 +279,20 @@ pub fn spawn_child(test: &str, role: &str, envs: &[(&str, &str)]) -> std::proces
         .envs(envs.iter().copied())
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::inherit())
-        .spawn()
-        .unwrap()
+        .stderr(std::process::Stdio::inherit());
+    command
+}
+
+/// For a test whose body runs in a child process of its own (a device reset, a dead context):
+/// in the parent, runs the child as `role` under [`gpu`] and returns `None`; in the child, returns
+/// `Some(())` so that the body runs. The child's stdout is printed by the parent.
+pub fn in_a_child(test: &str, role: &str) -> Option<()> {
+    if self::role().as_deref() == Some(role) {
+        return Some(());
+    }
+    let _gpu = gpu();
+    print!("{}", String::from_utf8_lossy(&run_child(test, role, &[]).stdout));
+    None
 }
 
 /// Runs a child (see [`spawn_child`]) to completion and checks that it passed.
@@ -294,25 +311,13 @@ pub fn run_child(test: &str, role: &str, envs: &[(&str, &str)]) -> Output {
     output
 }
 
-/// A driver function, resolved the way the crate resolves its own: `T` is its `PFN_*` type from
-/// cudaTypedefs.h, and `version` the one that type names.
+/// A driver function: `F` is its `PFN_*` type from cudaTypedefs.h, and `version` the one that type
+/// names.
 pub fn driver_fn<F>(symbol: &std::ffi::CStr, version: u32) -> F {
-    let mut function = std::ptr::null_mut();
-    let mut status = sys::cudaDriverEntryPointQueryResult::cudaDriverEntryPointSymbolNotFound;
-    // SAFETY: symbol is NUL-terminated; both out-pointers are live locals.
-    ok(unsafe {
-        sys::cudaGetDriverEntryPointByVersion(
-            symbol.as_ptr(),
-            &mut function,
-            version,
-            sys::cudaGetDriverEntryPointFlags::cudaEnableDefault.0.into(),
-            &mut status,
-        )
-    });
-    assert!(!function.is_null(), "{symbol:?} not found");
+    let function = cuda_event::driver_entry_point(symbol, version).unwrap();
     assert_eq!(std::mem::size_of::<F>(), std::mem::size_of::<*mut c_void>());
     // SAFETY: F is the PFN type of this symbol at this version (the caller's promise), a function
-    // pointer of a pointer's size.
+    // pointer (or an Option of one) of a pointer's size.
     unsafe { std::mem::transmute_copy(&function) }
 }
 
