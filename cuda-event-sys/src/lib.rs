@@ -5,6 +5,11 @@
 //! search order, the link modes and the `DEP_CUDART_*` metadata). Declarations only: the safe API is
 //! the `cuda-event` crate. Each item's documentation is NVIDIA's, from the headers.
 //!
+//! Also the driver functions' types of `cudaTypedefs.h` (`PFN_cuEventRecord_v2000`...), each with the
+//! ABI version it names, and the driver's `CUresult` codes, for code that resolves driver functions
+//! with `cudaGetDriverEntryPointByVersion` instead of linking libcuda. Both APIs' return codes are
+//! `#[must_use]`.
+//!
 //! `cudaError_t` and the other C enums are newtypes over their integer (`cudaError::cudaSuccess`),
 //! never Rust enums, because a newer runtime may return a value these headers do not list.
 

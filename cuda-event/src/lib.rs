@@ -47,15 +47,27 @@
 //! - Drop never panics and never changes the current device; errors it meets are kept for
 //!   [`take_drop_errors`].
 //! - A dropped event's CUDA event goes back to a per-thread pool, so that the next new event's first
-//!   record costs about as much as a record ([`set_event_pool`] turns it off).
+//!   record costs about as much as a record ([`set_event_pool`] turns it off, [`empty_event_pool`]
+//!   empties this thread's), unless its handle escaped (see [`Event`]): a CUDA graph that holds it
+//!   can never drive an unrelated new event.
+//! - Faults are answers, not hangs or crashes: after a kernel fault every call returns the CUDA
+//!   error; events and streams that a device reset destroyed return [`Error::DeviceWasReset`]; an
+//!   imported IPC event whose exporter died returns [`Error::ExporterGone`].
+//!
+//! # Threads
+//! [`Event`], [`Stream`] and [`IpcEventHandle`] are `Send + Sync`. [`DeviceGuard`] is not `Send`:
+//! the current device belongs to a thread. A [`Stream::per_thread`] stream names the stream of the
+//! thread that uses it, so on another thread it returns [`Error::PerThreadStreamOfAnotherThread`].
 //!
 //! # How it calls CUDA
 //! Through the driver API, resolved once with `cudaGetDriverEntryPointByVersion` from the linked
 //! runtime: driver calls on explicit handles never create a context on the thread's current device
 //! (the way PyTorch made stray contexts) and skip the runtime's bookkeeping. Event and stream
 //! handles are the runtime's `cudaEvent_t` / `cudaStream_t`, usable with any runtime API code.
-//! Where a context must be current (creating, opening IPC handles, default streams), the device's
-//! primary context is pushed for the call and popped after.
+//! Where a context must be current (creating, IPC handles, timing, default streams), the device's
+//! primary context is pushed for the call and popped after. Each driver function's type is the
+//! `PFN_*` declaration of `cudaTypedefs.h` at the ABI version the crate asks for, so a wrong
+//! signature does not compile; [`driver_entry_point`] resolves others the same way.
 //!
 //! [`torch.cuda.Event`]: https://pytorch.org/docs/stable/generated/torch.cuda.Event.html
 
