@@ -478,6 +478,10 @@ fn empty_event_pool_destroys_what_this_thread_keeps() {
     assert_eq!(cuda_event::empty_event_pool(), 8);
     assert_eq!(cuda_event::cuda_events_alive(), alive);
     assert_eq!(cuda_event::empty_event_pool(), 0);
-    assert_eq!(record_and_drop(&stream, 2, Event::builder()), 2, "nothing left to reuse");
+    assert_eq!(
+        record_and_drop(&stream, 2, Event::builder()),
+        2,
+        "nothing left to reuse"
+    );
     assert!(cuda_event::take_drop_errors().errors.is_empty());
 }
