@@ -485,3 +485,34 @@ fn empty_event_pool_destroys_what_this_thread_keeps() {
     );
     assert!(cuda_event::take_drop_errors().errors.is_empty());
 }
+
+/// A probe of what CUDA requires, for the notes: does `cuEventElapsedTime` need a context current
+/// on the calling thread (the crate enters the event's for it, as for `cuIpcGetEventHandle`)? The
+/// raw answer is printed; the crate's calls must work on such a thread either way.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn probe_calls_on_a_thread_without_a_current_context() {
+    let _gpu = gpu();
+    let stream = Stream::new(0).unwrap();
+    let (start, end) = (timed(), timed());
+    start.record(&stream).unwrap();
+    end.record(&stream).unwrap();
+    end.synchronize().unwrap();
+    let shared = Event::builder().interprocess(true).build().unwrap();
+    shared.record(&stream).unwrap();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let elapsed: sys::PFN_cuEventElapsedTime_v12080 = common::driver_fn(c"cuEventElapsedTime", 12080);
+            let mut ms = 0.0;
+            let (a, b) = (start.as_raw().unwrap(), end.as_raw().unwrap());
+            // SAFETY: two live, complete timing events; writes through a live local.
+            let code = unsafe { elapsed.unwrap()(&mut ms, a, b) };
+            println!(
+                "raw cuEventElapsedTime on a thread without a context: code {}",
+                code.0
+            );
+            assert!(start.elapsed_time(&end).unwrap() >= 0.0);
+            assert!(shared.ipc_handle().is_ok());
+        });
+    });
+}
