@@ -1,10 +1,11 @@
 //! Device primary contexts: the CUDA runtime's context of each device, which this crate shares.
 //!
-//! Creating an event or stream, getting or opening an IPC handle, timing two events and using a
-//! device's default stream need a context current on the thread. Instead of switching the runtime's
-//! current device (and switching back, which creates a context on a device the caller never used),
-//! [`Context::enter`] pushes the device's primary context on the thread's context stack for the call
-//! and pops it after: the caller's state is exactly restored, and no other device is touched. It is
+//! Creating an event or stream, getting or opening an IPC handle and using a device's default
+//! stream need a context current on the thread (recording, querying, synchronizing, waiting and
+//! timing do not: measured). Instead of switching the runtime's current device (and switching back,
+//! which creates a context on a device the caller never used), [`Context::enter`] pushes the
+//! device's primary context on the thread's context stack for the call and pops it after: the
+//! caller's state is exactly restored, and no other device is touched. It is
 //! the only way this crate makes a context current.
 
 use crate::driver::Driver;
