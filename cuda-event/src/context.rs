@@ -151,7 +151,7 @@ impl ContextInstance {
     /// is a context that a reset left inactive, and only a program that uses objects the reset
     /// destroyed asks then: compute-sanitizer reports that call, the program gets the typed error.
     #[inline]
-    pub(crate) fn ensure_alive(self, d: &Driver, device: i32) -> Result<()> {
+    fn ensure_alive(self, d: &Driver, device: i32) -> Result<()> {
         let mut id = 0;
         // SAFETY: a context retained by this crate (a reset leaves the handle valid, the context
         // inactive); writes through a live local.
@@ -163,31 +163,38 @@ impl ContextInstance {
         }
     }
 
-    /// [`ensure_alive`](Self::ensure_alive) for two objects, with one check when they live in the
-    /// same instance.
-    #[inline]
-    pub(crate) fn ensure_both_alive(
-        d: &Driver,
-        a: (Option<ContextInstance>, i32),
-        b: (Option<ContextInstance>, i32),
-    ) -> Result<()> {
-        match (a.0, b.0) {
-            (Some(x), Some(y)) if x.same_as(y) => x.ensure_alive(d, a.1),
-            (x, y) => {
-                if let Some(x) = x {
-                    x.ensure_alive(d, a.1)?;
-                }
-                match y {
-                    Some(y) => y.ensure_alive(d, b.1),
-                    None => Ok(()),
-                }
-            }
-        }
-    }
-
     /// Whether both are the same instance of the same context.
     pub(crate) fn same_as(self, other: ContextInstance) -> bool {
         self.context == other.context && self.id == other.id
+    }
+}
+
+/// Where a CUDA object was made, for the check that no device reset has destroyed it: the context
+/// instance (`None` where there is nothing to check: default and borrowed streams, an event whose
+/// context could not be read) and the device.
+#[derive(Clone, Copy)]
+pub(crate) struct MadeIn {
+    pub(crate) instance: Option<ContextInstance>,
+    pub(crate) device: i32,
+}
+
+impl MadeIn {
+    /// `Ok` unless a device reset destroyed the object ([`ContextInstance::ensure_alive`]); no
+    /// driver call when `known_alive` is the instance it was made in. Returns the instance now
+    /// known to be alive, for the next object of the same call (an event and its stream).
+    #[inline]
+    pub(crate) fn ensure_alive(
+        self,
+        d: &Driver,
+        known_alive: Option<ContextInstance>,
+    ) -> Result<Option<ContextInstance>> {
+        match self.instance {
+            Some(instance) if !known_alive.is_some_and(|known| known.same_as(instance)) => {
+                instance.ensure_alive(d, self.device)?;
+                Ok(Some(instance))
+            }
+            _ => Ok(known_alive),
+        }
     }
 }
 

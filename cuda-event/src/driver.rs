@@ -217,7 +217,7 @@ fn entry_point(symbol: &CStr, version: u32) -> std::result::Result<*mut c_void, 
 
 /// A CUDA driver function resolved the way this crate resolves its own: through the linked
 /// runtime's `cudaGetDriverEntryPointByVersion`, at the ABI `version` its `PFN_*` type in
-/// [`sys`](crate::sys) names, with no link to libcuda. For the driver calls this crate does not
+/// [`sys`] names, with no link to libcuda. For the driver calls this crate does not
 /// wrap (loading a module, launching a kernel).
 ///
 /// ```no_run

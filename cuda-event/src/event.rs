@@ -192,7 +192,7 @@ impl Event {
     pub fn record(&self, stream: &Stream) -> Result<()> {
         let d = driver("Event::record")?;
         match self.created.get() {
-            Some(handle) => self.record_handle(d, handle, stream, Checked::No)?,
+            Some(handle) => self.record_handle(d, handle, stream, None)?,
             None => self.record_first(d, stream)?,
         }
         if !self.recorded.load(Ordering::Relaxed) {
@@ -208,7 +208,7 @@ impl Event {
     fn record_first(&self, d: &Driver, stream: &Stream) -> Result<()> {
         let _creating = self.creating.lock();
         if let Some(handle) = self.created.get() {
-            return self.record_handle(d, handle, stream, Checked::No);
+            return self.record_handle(d, handle, stream, None);
         }
         let flags = self.options.cuda_flags();
         let handle = match pool::take(d, stream.device(), flags) {
@@ -216,7 +216,7 @@ impl Event {
             None => EventHandle::create(d, stream.device(), flags)?,
         };
         // Just made, or found alive by the pool: only the stream is left to check.
-        if let Err(e) = self.record_handle(d, &handle, stream, Checked::Event) {
+        if let Err(e) = self.record_handle(d, &handle, stream, handle.instance) {
             pool::give_or_destroy(flags, handle);
             return Err(e);
         }
@@ -229,7 +229,7 @@ impl Event {
         d: &Driver,
         handle: &EventHandle,
         stream: &Stream,
-        checked: Checked,
+        known_alive: Option<ContextInstance>,
     ) -> Result<()> {
         if handle.device != stream.device() {
             return Err(Error::DeviceMismatch {
@@ -237,15 +237,8 @@ impl Event {
                 stream: stream.device(),
             });
         }
-        match checked {
-            Checked::No => ContextInstance::ensure_both_alive(d, handle.instance(), stream.instance())?,
-            // The event is alive; so is the stream if it lives in the same instance.
-            Checked::Event => match (handle.instance, stream.instance()) {
-                (Some(event), (Some(of_stream), _)) if event.same_as(of_stream) => {}
-                (_, (Some(of_stream), device)) => of_stream.ensure_alive(d, device)?,
-                (_, (None, _)) => {}
-            },
-        }
+        let known_alive = handle.made_in().ensure_alive(d, known_alive)?;
+        stream.made_in().ensure_alive(d, known_alive)?;
         stream.in_context(d, || {
             let (raw, s) = (handle.raw, stream.as_raw());
             if self.options.external && stream.is_capturing_with(d)? {
@@ -281,7 +274,8 @@ impl Event {
             return Ok(());
         };
         let d = driver("Event::wait")?;
-        ContextInstance::ensure_both_alive(d, handle.instance(), stream.instance())?;
+        let known_alive = handle.made_in().ensure_alive(d, None)?;
+        stream.made_in().ensure_alive(d, known_alive)?;
         if let Some(exporter) = self.exporter {
             // A wait on work that will never complete would hang the stream for good.
             if !query_raw(d, handle.raw)? && exporter.is_gone() {
@@ -323,7 +317,7 @@ impl Event {
             return Ok(true);
         };
         let d = driver("Event::query")?;
-        handle.ensure_alive(d)?;
+        handle.made_in().ensure_alive(d, None)?;
         let done = query_raw(d, handle.raw)?;
         match self.exporter {
             Some(exporter) if !done && exporter.is_gone() => Err(Error::ExporterGone { pid: exporter.pid }),
@@ -341,7 +335,7 @@ impl Event {
             return Ok(());
         };
         let d = driver("Event::synchronize")?;
-        handle.ensure_alive(d)?;
+        handle.made_in().ensure_alive(d, None)?;
         if let Some(exporter) = self.exporter {
             return synchronize_imported(d, handle.raw, exporter);
         }
@@ -368,7 +362,8 @@ impl Event {
             return Err(Error::NotRecorded);
         };
         let d = driver("Event::elapsed_time")?;
-        ContextInstance::ensure_both_alive(d, start_event.instance(), end_event.instance())?;
+        let known_alive = start_event.made_in().ensure_alive(d, None)?;
+        end_event.made_in().ensure_alive(d, known_alive)?;
         if start_event.device != end_event.device {
             // torch's order: incomplete work is reported before the device mismatch.
             if !query_raw(d, start_event.raw)? || !query_raw(d, end_event.raw)? {
@@ -412,7 +407,7 @@ impl Event {
             Some(event) => event,
             None => self.create_for_ipc(d, current_device()?)?,
         };
-        event.ensure_alive(d)?;
+        event.made_in().ensure_alive(d, None)?;
         let _current = context_of(d, event)?.enter(d)?;
         let mut raw = sys::CUipcEventHandle::default();
         // SAFETY: a live interprocess event, its context current; writes the handle to a live local.
@@ -420,6 +415,8 @@ impl Event {
             .call(|f| unsafe { f(&mut raw, event.raw) })?;
         let handle = *self.ipc.get_or_init(|| IpcEventHandle::from_driver(&raw));
         ipc::remember_exported(handle);
+        // Importers may use it until the exporter destroys it: never reused.
+        self.escape(Escape::ToCaller);
         Ok(handle)
     }
 
@@ -447,7 +444,7 @@ impl Event {
     /// blocking in CUDA (sleeps from 10 us doubling to 1 ms, so it returns within about 1 ms of
     /// completion) and, like [`query`](Self::query) and [`wait`](Self::wait), returns
     /// [`Error::ExporterGone`] once the exporter has ended with the work still pending (measured:
-    /// 1 to 53 ms after a SIGKILL, the time the kernel takes to tear the process down). A stream
+    /// 0.3 to 53 ms after a SIGKILL, the time the kernel takes to tear the process down). A stream
     /// that already waits on such an event on the GPU stays blocked: CUDA offers no way out.
     ///
     /// The exporter may hold its stream with a host function that waits for the importer (say,
@@ -541,21 +538,14 @@ impl Event {
     }
 }
 
-/// What a caller of `record_handle` has already found alive.
-#[derive(Clone, Copy)]
-enum Checked {
-    No,
-    Event,
-}
-
 /// Who, besides this `Event`, may use its CUDA event after the `Event` drops.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 #[repr(u8)]
 enum Escape {
     /// No one: it may be reused.
     No,
-    /// Code that got the raw handle (`as_raw`, `from_raw`, IPC importers), which must not use it
-    /// after the `Event` drops: destroyed.
+    /// Code that got the raw handle (`as_raw`, `from_raw`, IPC exporters and importers), which
+    /// must not use it after the `Event` drops: destroyed.
     ToCaller,
     /// A CUDA graph holding it as an external record or wait node: kept until its device's context
     /// ends (see `EventHandle::retire`).
@@ -613,7 +603,6 @@ impl Drop for Event {
             // handle to the next event created, which the graph would then drive.
             e if e == Escape::ToGraph as u8 => handle.retire(),
             e if e == Escape::ToCaller as u8 => handle.destroy(),
-            _ if self.ipc.get().is_some() => handle.destroy(),
             _ => pool::give_or_destroy(self.options.cuda_flags(), handle),
         }
     }

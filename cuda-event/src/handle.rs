@@ -1,6 +1,6 @@
 //! The CUDA event behind an [`Event`](crate::Event): made, kept in a pool, and destroyed here.
 
-use crate::context::ContextInstance;
+use crate::context::{ContextInstance, MadeIn};
 use crate::driver::Driver;
 use crate::error::Result;
 use cuda_event_sys as sys;
@@ -53,19 +53,12 @@ impl EventHandle {
         Ok(EventHandle::adopt(raw, device, Some(instance)))
     }
 
-    /// The context instance it was made in and its device, for the check that a device reset has
-    /// not destroyed it (`ContextInstance::ensure_alive`).
+    /// Where it was made, for the check that no device reset has destroyed it.
     #[inline]
-    pub(crate) fn instance(&self) -> (Option<ContextInstance>, i32) {
-        (self.instance, self.device)
-    }
-
-    /// `Ok` unless a device reset destroyed the CUDA event ([`crate::Error::DeviceWasReset`]).
-    #[inline]
-    pub(crate) fn ensure_alive(&self, d: &Driver) -> Result<()> {
-        match self.instance {
-            Some(instance) => instance.ensure_alive(d, self.device),
-            None => Ok(()),
+    pub(crate) fn made_in(&self) -> MadeIn {
+        MadeIn {
+            instance: self.instance,
+            device: self.device,
         }
     }
 
@@ -104,8 +97,20 @@ impl EventHandle {
     pub(crate) fn retire(self) {
         let mut retired = RETIRED.lock();
         if let Some(d) = crate::driver::loaded_driver() {
+            // One liveness check per context instance, not per retired event.
+            let mut checked: Vec<(ContextInstance, bool)> = Vec::new();
             retired.retain(|handle| {
-                let alive = handle.instance.is_none_or(|instance| instance.still_alive(d));
+                let Some(instance) = handle.instance else {
+                    return true;
+                };
+                let alive = match checked.iter().find(|(i, _)| i.same_as(instance)) {
+                    Some(&(_, alive)) => alive,
+                    None => {
+                        let alive = instance.still_alive(d);
+                        checked.push((instance, alive));
+                        alive
+                    }
+                };
                 if !alive {
                     ALIVE.fetch_sub(1, Ordering::Relaxed);
                 }

@@ -1,7 +1,7 @@
 //! Streams: owned ones (created on a device, destroyed on drop), a device's default streams, and
 //! streams borrowed from other libraries as raw `cudaStream_t`.
 
-use crate::context::{Context, ContextInstance};
+use crate::context::{Context, ContextInstance, MadeIn};
 use crate::driver::{CUresult, Driver, driver};
 use crate::error::{Error, Result};
 use crate::event::Event;
@@ -229,24 +229,26 @@ impl Stream {
 
     /// [`Stream::in_context`] for the stream's own calls, after checking that it is alive.
     fn in_context_alive<R>(&self, d: &Driver, call: impl FnOnce() -> Result<R>) -> Result<R> {
-        if let (Some(instance), device) = self.instance() {
-            instance.ensure_alive(d, device)?;
-        }
+        self.made_in().ensure_alive(d, None)?;
         self.in_context(d, call)
     }
 
-    /// The context instance an owned stream was made in, and its device, for the check that a
-    /// device reset has not destroyed it.
-    pub(crate) fn instance(&self) -> (Option<ContextInstance>, i32) {
-        match self.kind {
-            Kind::Owned(instance) => (Some(instance), self.device),
-            Kind::Default { .. } | Kind::Borrowed => (None, self.device),
+    /// Where an owned stream was made, for the check that no device reset has destroyed it
+    /// (default and borrowed streams have nothing to check).
+    pub(crate) fn made_in(&self) -> MadeIn {
+        let instance = match self.kind {
+            Kind::Owned(instance) => Some(instance),
+            Kind::Default { .. } | Kind::Borrowed => None,
+        };
+        MadeIn {
+            instance,
+            device: self.device,
         }
     }
 
     /// Runs a driver call on this stream: default stream handles need their device's context
     /// current, and a per-thread one its own thread. The caller has checked that the stream is
-    /// alive ([`Stream::instance`]).
+    /// alive ([`Stream::made_in`]).
     #[inline]
     pub(crate) fn in_context<R>(&self, d: &Driver, call: impl FnOnce() -> Result<R>) -> Result<R> {
         match &self.kind {
