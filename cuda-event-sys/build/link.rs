@@ -16,14 +16,27 @@ pub enum Mode {
 
 impl Mode {
     pub fn from_env() -> Mode {
-        match env::var("CUDA_EVENT_SYS_LINK").as_ref().and_then(|v| v.to_str()) {
-            Some("static") => Mode::Static,
-            Some("dynamic") => Mode::Dynamic,
-            Some(other) => {
-                eprintln!("cuda-event-sys: CUDA_EVENT_SYS_LINK={other:?}: expected `static` or `dynamic`");
-                std::process::exit(1);
+        let feature = env::var("CARGO_FEATURE_DYNAMIC").is_some();
+        match env::var("CUDA_EVENT_SYS_LINK")
+            .as_ref()
+            .map(|v| v.to_string_lossy())
+            .as_deref()
+        {
+            Some("static") => {
+                if feature {
+                    println!(
+                        "cargo:warning=cuda-event-sys: CUDA_EVENT_SYS_LINK=static overrides the \
+                         `dynamic` feature: libcudart is linked statically"
+                    );
+                }
+                Mode::Static
             }
-            None if env::var("CARGO_FEATURE_DYNAMIC").is_some() => Mode::Dynamic,
+            Some("dynamic") => Mode::Dynamic,
+            Some(other) => crate::fail(format!(
+                "{}: CUDA_EVENT_SYS_LINK={other:?}: expected `static` or `dynamic`",
+                crate::whoami()
+            )),
+            None if feature => Mode::Dynamic,
             None => Mode::Static,
         }
     }
@@ -55,22 +68,24 @@ impl Mode {
     }
 }
 
-pub fn emit(cuda: &Cuda, mode: Mode, target_os: &str, out_dir: &Path) {
+pub fn emit(cuda: &Cuda, mode: Mode, out_dir: &Path) {
     match mode {
         Mode::Static => {
             println!("cargo:rustc-link-search=native={}", cuda.lib_dir.display());
             println!("cargo:rustc-link-lib=static=cudart_static");
             // What libcudart_static.a needs from the system, as nvcc links it.
-            if target_os == "linux" {
-                for lib in ["dl", "rt", "pthread"] {
-                    println!("cargo:rustc-link-lib=dylib={lib}");
-                }
+            for lib in ["dl", "rt", "pthread"] {
+                println!("cargo:rustc-link-lib=dylib={lib}");
             }
         }
         Mode::Dynamic => {
             let lib_dir = runtime_link_dir(cuda, out_dir);
             println!("cargo:rustc-link-search=native={}", lib_dir.display());
             println!("cargo:rustc-link-lib=dylib=cudart");
+            // This package's own binaries (the `versions` example) find libcudart where it was
+            // found, also outside cargo. Cargo applies link args to the package's own targets only:
+            // a dependent binary adds the same rpath from DEP_CUDART_LIB_DIR (see the README).
+            println!("cargo:rustc-link-arg=-Wl,-rpath,{}", cuda.lib_dir.display());
         }
     }
 }

@@ -65,6 +65,8 @@ const VARS: &[&str] = &[
 
 pub fn generate(wrapper: &Path, include_path: &[PathBuf], out_dir: &Path) {
     println!("cargo:rerun-if-changed={}", wrapper.display());
+    println!("cargo:rerun-if-env-changed=LIBCLANG_PATH");
+    ensure_libclang();
     let mut builder = bindgen::Builder::default()
         .header(wrapper.to_string_lossy())
         .clang_args(include_path.iter().map(|dir| format!("-I{}", dir.display())))
@@ -97,10 +99,37 @@ pub fn generate(wrapper: &Path, include_path: &[PathBuf], out_dir: &Path) {
         builder = builder.allowlist_var(var);
     }
     let bindings = builder.generate().unwrap_or_else(|e| {
-        eprintln!("cuda-event-sys: bindgen failed on {}: {e}", wrapper.display());
-        std::process::exit(1);
+        crate::fail(format!(
+            "{}: bindgen failed on {}: {e}",
+            crate::whoami(),
+            wrapper.display()
+        ))
     });
     bindings
         .write_to_file(out_dir.join("bindings.rs"))
         .expect("write OUT_DIR/bindings.rs");
+}
+
+/// Ends the build with one message naming the fix when bindgen cannot load libclang. bindgen panics
+/// then (`Unable to find libclang`), so its first use is made here with the panic caught and its
+/// default report (a backtrace hint) silenced.
+fn ensure_libclang() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let loaded = std::panic::catch_unwind(bindgen::clang_version);
+    std::panic::set_hook(report);
+    if let Err(panic) = loaded {
+        let why = panic
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| panic.downcast_ref::<&str>().copied())
+            .unwrap_or("no reason given");
+        crate::fail(format!(
+            "{}: bindgen cannot load libclang, which it needs to read the CUDA headers.\n\
+             \x20 Install it (Debian/Ubuntu: `apt-get install libclang-dev`; Fedora: `dnf install clang-devel`),\n\
+             \x20 or set LIBCLANG_PATH to the folder holding libclang.so.\n\
+             \x20 (bindgen said: {why})",
+            crate::whoami()
+        ));
+    }
 }

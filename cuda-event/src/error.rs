@@ -108,7 +108,12 @@ impl CudaError {
         code: u32,
         strings: fn(u32) -> (&'static str, &'static str),
     ) -> CudaError {
-        let (name, message) = strings(code);
+        let (name, mut message) = strings(code);
+        // CUDA says "driver version is insufficient" also when there is no driver at all, which
+        // sends the user off to upgrade a driver they do not have.
+        if name == "cudaErrorInsufficientDriver" && !driver_library_loads() {
+            message = NO_DRIVER;
+        }
         CudaError {
             call,
             code,
@@ -126,6 +131,28 @@ impl CudaError {
             ..self
         }
     }
+}
+
+/// The message of `cudaErrorInsufficientDriver` when the driver library is not there at all.
+const NO_DRIVER: &str = "no CUDA driver found (libcuda.so.1 cannot be loaded): \
+                         this machine has no NVIDIA driver installed";
+
+/// Whether the CUDA driver library, `libcuda.so.1`, is loaded or can be; asked once.
+fn driver_library_loads() -> bool {
+    static LOADS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *LOADS.get_or_init(|| {
+        let name = c"libcuda.so.1";
+        // SAFETY: dlopen takes a NUL-terminated name; a handle it returns is closed once, here.
+        // The runtime has already tried to load this library, so loading it runs nothing new.
+        unsafe {
+            let handle = libc::dlopen(name.as_ptr(), libc::RTLD_LAZY | libc::RTLD_LOCAL);
+            if handle.is_null() {
+                return false;
+            }
+            libc::dlclose(handle);
+        }
+        true
+    })
 }
 
 /// The one error-checking path: `Ok` for success (0 in both APIs), else the code as a

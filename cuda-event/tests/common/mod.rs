@@ -429,3 +429,10 @@ pub fn resident_kib() -> u64 {
     let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
     line.split_whitespace().nth(1).unwrap().parse().unwrap()
 }
+
+/// Whether the system's loader knows a CUDA driver library (`ldconfig -p` lists `libcuda.so.1`):
+/// asked apart from the crate, which asks `dlopen`.
+pub fn driver_library_present() -> bool {
+    let listed = Command::new("ldconfig").arg("-p").output();
+    listed.is_ok_and(|out| String::from_utf8_lossy(&out.stdout).contains("libcuda.so.1"))
+}
