@@ -1,0 +1,21 @@
+//! The torch_ipc example, run as a GPU test when python3 can import torch with CUDA: interprocess
+//! events shared with PyTorch both ways, each side checking that the other's event held its stream.
+
+#[path = "../examples/torch_ipc.rs"]
+mod example;
+
+mod common;
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn events_shared_with_torch_both_ways_hold_the_other_sides_stream() {
+    let _gpu = common::gpu_for(std::time::Duration::from_secs(120));
+    let torch = std::process::Command::new("python3")
+        .args(["-c", "import torch; assert torch.cuda.is_available()"])
+        .output();
+    if !torch.is_ok_and(|out| out.status.success()) {
+        println!("skipped: python3 cannot import torch with CUDA here");
+        return;
+    }
+    example::run().unwrap();
+}

@@ -1,0 +1,340 @@
+//! The build script's messages and warnings, each from a real `cargo build` of cuda-event-sys as a
+//! dependency of a crate in a temporary folder outside this workspace, the way a crates.io user
+//! builds it (no `.cargo/config.toml` of this workspace, so no provisioned folder and no
+//! `ci/provision` advice). The CUDA used is the one this workspace was built with
+//! (`DEP_CUDART_*`); the broken CUDAs are folders made from it.
+//!
+//! These need cargo, so they run only when cargo runs them (not among the staged binaries on the
+//! GPU machine, which has no toolchain); they share one target dir and run one at a time, so only the
+//! build script reruns between them.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+
+/// One build at a time: each test's builds see only their own environment in the fingerprints.
+static ONE_BUILD_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+const SYS_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../cuda-event-sys");
+const LOCKFILE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.lock");
+const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// A crate in a fresh temporary folder that depends on cuda-event-sys (with `features`).
+struct Consumer {
+    dir: PathBuf,
+}
+
+impl Consumer {
+    fn new(name: &str, features: &[&str]) -> Consumer {
+        let dir = scratch(&format!("consumer-{name}"));
+        let features: Vec<String> = features.iter().map(|f| format!("{f:?}")).collect();
+        let manifest = format!(
+            "[package]\nname = \"consumer\"\nversion = \"0.0.0\"\nedition = \"2021\"\n\n\
+             [dependencies]\ncuda-event-sys = {{ path = {SYS_DIR:?}, features = [{}] }}\n",
+            features.join(", ")
+        );
+        std::fs::write(dir.join("Cargo.toml"), manifest).unwrap();
+        std::fs::create_dir_all(dir.join("src")).unwrap();
+        std::fs::write(dir.join("src/lib.rs"), "pub use cuda_event_sys as sys;\n").unwrap();
+        // The workspace's versions, all already downloaded: the builds run offline.
+        std::fs::copy(LOCKFILE, dir.join("Cargo.lock")).unwrap();
+        Consumer { dir }
+    }
+
+    /// `cargo build -v` with only `envs` (and what cargo itself needs) in the environment.
+    fn build(&self, envs: &[(&str, OsString)]) -> Build {
+        let cargo = std::env::var_os("CARGO").expect("run by cargo");
+        let toolchain = Path::new(&cargo).parent().unwrap();
+        let mut command = Command::new(&cargo);
+        command
+            .args(["build", "-v", "--offline"])
+            .current_dir(&self.dir)
+            .env_clear()
+            .env("PATH", search_path(&[toolchain]))
+            .env("CARGO_TARGET_DIR", shared_target_dir());
+        for var in ["HOME", "CARGO_HOME", "RUSTUP_HOME", "RUSTUP_TOOLCHAIN"] {
+            if let Some(value) = std::env::var_os(var) {
+                command.env(var, value);
+            }
+        }
+        command.envs(envs.iter().map(|(k, v)| (k, v)));
+        let out = command.output().unwrap();
+        Build {
+            ok: out.status.success(),
+            log: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+}
+
+struct Build {
+    ok: bool,
+    log: String,
+}
+
+impl Build {
+    fn failed_saying(&self, words: &[&str]) {
+        assert!(!self.ok, "the build succeeded:\n{}", self.log);
+        self.says(words);
+        for never in ["panicked", "RUST_BACKTRACE"] {
+            assert!(!self.log.contains(never), "{never} in:\n{}", self.log);
+        }
+    }
+
+    fn succeeded_saying(&self, words: &[&str]) {
+        assert!(self.ok, "the build failed:\n{}", self.log);
+        self.says(words);
+    }
+
+    fn says(&self, words: &[&str]) {
+        for word in words {
+            assert!(self.log.contains(word), "{word:?} not in:\n{}", self.log);
+        }
+    }
+
+    /// Whether cuda-event-sys's build script ran (or was fresh) in this build.
+    fn ran_build_script(&self) -> bool {
+        self.log
+            .lines()
+            .any(|l| l.contains("Running") && l.contains("cuda-event-sys") && l.contains("/build-script-"))
+    }
+}
+
+/// A new empty folder outside this workspace (so its `.cargo/config.toml` does not apply).
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("cuda-event-build-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn shared_target_dir() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("build-messages")
+}
+
+/// `dirs`, then the system's own program folders.
+fn search_path(dirs: &[&Path]) -> OsString {
+    let system = [Path::new("/usr/bin"), Path::new("/bin")];
+    std::env::join_paths(dirs.iter().chain(system.iter())).unwrap()
+}
+
+/// The root of the CUDA this workspace was built with.
+fn real_cuda() -> OsString {
+    env!("DEP_CUDART_ROOT").into()
+}
+
+fn real_version() -> u32 {
+    env!("DEP_CUDART_VERSION").parse().unwrap()
+}
+
+/// A folder with a copy of the real CUDA's include/ (and its crt/ when `with_crt`) and its lib/,
+/// the real `CUDART_VERSION` replaced by `version`.
+fn cuda_copy(at: &Path, version: u32, with_crt: bool) {
+    let include = at.join("include");
+    std::fs::create_dir_all(&include).unwrap();
+    for dir in std::env::split_paths(env!("DEP_CUDART_INCLUDE_PATH")) {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let name = entry.file_name();
+            if (name == "crt" && !with_crt) || include.join(&name).exists() {
+                continue;
+            }
+            std::os::unix::fs::symlink(entry.path(), include.join(&name)).unwrap();
+        }
+    }
+    let header = include.join("cuda_runtime_api.h");
+    let text = std::fs::read_to_string(&header).unwrap();
+    let real = format!("#define CUDART_VERSION  {}", real_version());
+    assert!(text.contains(&real), "no `{real}` in {}", header.display());
+    std::fs::remove_file(&header).unwrap();
+    std::fs::write(
+        &header,
+        text.replace(&real, &format!("#define CUDART_VERSION  {version}")),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(env!("DEP_CUDART_LIB_DIR"), at.join("lib")).unwrap();
+}
+
+/// Where a pip install puts the runtime wheel of the real CUDA's major under site-packages.
+fn wheel_dir() -> &'static str {
+    match real_version() / 1000 {
+        12 => "nvidia/cuda_runtime",
+        _ => "nvidia/cu13",
+    }
+}
+
+/// Tests that need cargo skip (saying so) when it did not run them: the GPU machine runs the
+/// staged binaries without a toolchain.
+fn under_cargo() -> Option<std::sync::MutexGuard<'static, ()>> {
+    if std::env::var_os("CARGO").is_none() {
+        println!("skipped: not run by cargo, and these tests build with it");
+        return None;
+    }
+    Some(ONE_BUILD_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+#[test]
+fn no_cuda_outside_the_workspace_names_fixes_a_user_can_act_on() {
+    let Some(_one) = under_cargo() else { return };
+    if ["/usr/local/cuda", "/opt/cuda"]
+        .iter()
+        .any(|d| Path::new(d).exists())
+    {
+        println!("skipped: this machine has a CUDA toolkit where the search finds it");
+        return;
+    }
+    let build = Consumer::new("no-cuda", &[]).build(&[]);
+    build.failed_saying(&[
+        &format!(
+            "cuda-event-sys {VERSION} (building for x86_64-unknown-linux-gnu on x86_64-unknown-linux-gnu)"
+        ),
+        "no CUDA runtime found",
+        "$CUDA_PATH, $CUDA_HOME, $CUDA_ROOT, $CUDA_TOOLKIT_ROOT_DIR: not set",
+        "no nvcc on PATH",
+        "CUDA_PATH=/usr/local/cuda-13.0 cargo build",
+        "pip install 'nvidia-cuda-runtime==13.0.*' 'nvidia-cuda-crt==13.0.*'",
+        "CUDA_EVENT_SYS_CUDA_DIR=",
+    ]);
+    assert!(
+        !build.log.contains("ci/provision"),
+        "repository advice outside it:\n{}",
+        build.log
+    );
+}
+
+#[test]
+fn no_libclang_is_one_message_naming_the_fix() {
+    let Some(_one) = under_cargo() else { return };
+    let nowhere = scratch("no-libclang-here");
+    let build = Consumer::new("no-libclang", &[]).build(&[
+        ("CUDA_EVENT_SYS_CUDA_DIR", real_cuda()),
+        ("LIBCLANG_PATH", nowhere.into()),
+    ]);
+    build.failed_saying(&[
+        "bindgen cannot load libclang",
+        "apt-get install libclang-dev",
+        "LIBCLANG_PATH",
+    ]);
+}
+
+#[test]
+fn headers_older_than_cuda_12_8_name_the_version_found_and_the_minimum() {
+    let Some(_one) = under_cargo() else { return };
+    let old = scratch("cuda-12.6");
+    cuda_copy(&old, 12060, true);
+    let build = Consumer::new("old-cuda", &[]).build(&[("CUDA_EVENT_SYS_CUDA_DIR", old.into())]);
+    build.failed_saying(&[
+        "its headers are CUDA 12.6 (CUDART_VERSION 12060)",
+        "needs CUDA 12.8 or newer",
+    ]);
+}
+
+#[test]
+fn a_cuda_path_without_cuda_warns_and_the_search_goes_on() {
+    let Some(_one) = under_cargo() else { return };
+    let empty = scratch("empty-cuda-path");
+    let build = Consumer::new("bad-cuda-path", &[])
+        .build(&[("CUDA_PATH", empty.clone().into()), ("CUDA_HOME", real_cuda())]);
+    build.succeeded_saying(&[&format!(
+        "warning: cuda-event-sys@{VERSION}: cuda-event-sys: ignoring CUDA_PATH={}: no include/cuda_runtime_api.h; searching on",
+        empty.display()
+    )]);
+}
+
+#[test]
+fn the_dynamic_feature_overridden_by_cuda_event_sys_link_warns() {
+    let Some(_one) = under_cargo() else { return };
+    let build = Consumer::new("overridden", &["dynamic"]).build(&[
+        ("CUDA_EVENT_SYS_CUDA_DIR", real_cuda()),
+        ("CUDA_EVENT_SYS_LINK", "static".into()),
+    ]);
+    build.succeeded_saying(&["CUDA_EVENT_SYS_LINK=static overrides the `dynamic` feature"]);
+}
+
+#[test]
+fn a_wheel_without_its_crt_headers_names_the_wheel_to_install_wherever_it_is_found() {
+    let Some(_one) = under_cargo() else { return };
+    let (major, minor) = (real_version() / 1000, real_version() % 1000 / 10);
+    let install = match major {
+        12 => format!("pip install nvidia-cuda-nvcc-cu12=={major}.{minor}.*"),
+        _ => format!("pip install nvidia-cuda-crt=={major}.{minor}.*"),
+    };
+    let venv = scratch("venv-without-crt");
+    let site = venv.join("lib/python3.11/site-packages");
+    cuda_copy(&site.join(wheel_dir()), real_version(), false);
+
+    // named as a site-packages folder
+    let consumer = Consumer::new("no-crt", &[]);
+    let named = consumer.build(&[("CUDA_EVENT_SYS_CUDA_DIR", site.clone().into())]);
+    named.failed_saying(&["no crt/host_defines.h beside cuda_runtime_api.h", &install]);
+    // found in the active virtualenv
+    if ["/usr/local/cuda", "/opt/cuda"]
+        .iter()
+        .all(|d| !Path::new(d).exists())
+    {
+        let found = consumer.build(&[("VIRTUAL_ENV", venv.into())]);
+        found.failed_saying(&["CUDA runtime wheel in $VIRTUAL_ENV", &install]);
+    }
+}
+
+#[test]
+fn a_colon_in_the_cuda_path_is_a_clear_error() {
+    let Some(_one) = under_cargo() else { return };
+    let colon = scratch("colon").join("cuda:13");
+    std::os::unix::fs::symlink(env!("DEP_CUDART_ROOT"), &colon).unwrap();
+    let build = Consumer::new("colon", &[]).build(&[("CUDA_EVENT_SYS_CUDA_DIR", colon.into())]);
+    build.failed_saying(&["its path contains ':'", "a symlink will do"]);
+}
+
+#[test]
+fn a_change_of_path_reruns_the_build_script_only_when_nvcc_found_cuda() {
+    let Some(_one) = under_cargo() else { return };
+    let cargo = PathBuf::from(std::env::var_os("CARGO").unwrap());
+    let toolchain = cargo.parent().unwrap();
+    let elsewhere = scratch("elsewhere-on-path");
+    let consumer = Consumer::new("path", &[]);
+
+    // CUDA found after the nvcc step was tried: in the active virtualenv.
+    let venv = scratch("venv-with-cuda");
+    cuda_copy(
+        &venv.join("lib/python3.11/site-packages").join(wheel_dir()),
+        real_version(),
+        true,
+    );
+    let named = [("VIRTUAL_ENV", venv.into_os_string())];
+    let with_path = |dirs: &[&Path], envs: &[(&str, OsString)]| {
+        let mut envs = envs.to_vec();
+        envs.push(("PATH", search_path(dirs)));
+        consumer.build(&envs)
+    };
+    with_path(&[toolchain], &named).succeeded_saying(&[]);
+    let again = with_path(&[toolchain, &elsewhere], &named);
+    again.succeeded_saying(&[]);
+    assert!(
+        !again.ran_build_script(),
+        "PATH changed, CUDA found in a virtualenv: the build script reran:\n{}",
+        again.log
+    );
+
+    if ["/usr/local/cuda", "/opt/cuda"]
+        .iter()
+        .any(|d| Path::new(d).exists())
+    {
+        println!("nvcc half skipped: a toolkit folder would be found before nvcc's is checked");
+        return;
+    }
+    // A toolkit found through nvcc on PATH (the folder layout nvcc implies, with the real CUDA in it).
+    let toolkit = scratch("nvcc-toolkit");
+    cuda_copy(&toolkit, real_version(), true);
+    std::fs::create_dir_all(toolkit.join("bin")).unwrap();
+    std::fs::write(toolkit.join("bin/nvcc"), "#!/bin/sh\nexit 1\n").unwrap();
+    let bin = toolkit.join("bin");
+    let first = with_path(&[toolchain, &bin], &[]);
+    first.succeeded_saying(&[]);
+    let moved = with_path(&[toolchain, &bin, &elsewhere], &[]);
+    moved.succeeded_saying(&[]);
+    assert!(
+        moved.ran_build_script(),
+        "PATH changed, nvcc found CUDA: no rerun:\n{}",
+        moved.log
+    );
+}
