@@ -728,6 +728,8 @@ impl Default for CUipcEventHandle_st {
 pub type CUipcEventHandle_v1 = CUipcEventHandle_st;
 #[doc = " CUDA IPC event handle"]
 pub type CUipcEventHandle = CUipcEventHandle_v1;
+#[doc = " CUDA host function\n \\param userData Argument value passed to the function"]
+pub type CUhostFn = ::core::option::Option<unsafe extern "C" fn(userData: *mut ::libc::c_void)>;
 impl CUstreamCaptureStatus_enum {
     #[doc = "< Stream is not capturing"]
     pub const CU_STREAM_CAPTURE_STATUS_NONE: CUstreamCaptureStatus_enum = CUstreamCaptureStatus_enum(0);
@@ -1041,6 +1043,9 @@ pub type PFN_cuLaunchKernel_v4000 = ::core::option::Option<
         kernelParams: *mut *mut ::libc::c_void,
         extra: *mut *mut ::libc::c_void,
     ) -> CUresult,
+>;
+pub type PFN_cuLaunchHostFunc_v10000 = ::core::option::Option<
+    unsafe extern "C" fn(hStream: CUstream, fn_: CUhostFn, userData: *mut ::libc::c_void) -> CUresult,
 >;
 pub type PFN_cuStreamIsCapturing_v10000 = ::core::option::Option<
     unsafe extern "C" fn(hStream: CUstream, captureStatus: *mut CUstreamCaptureStatus) -> CUresult,

@@ -39,6 +39,8 @@ const TYPES: &[&str] = &[
     "PFN_cuIpc(GetEventHandle|OpenEventHandle)_v[0-9]+",
     // modules and launches: tests load PTX that faults, to poison a context on purpose
     "PFN_cu(ModuleLoadData|ModuleGetFunction|ModuleUnload|LaunchKernel)_v[0-9]+",
+    // host functions: the safe host callback and the futures' doorbell
+    "PFN_cuLaunchHostFunc_v[0-9]+",
     // the driver's error codes (CUresult), for the safe crate's one table of codes, and the
     // driver's names of the types those functions take
     "cudaError_enum",

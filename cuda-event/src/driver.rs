@@ -150,6 +150,7 @@ driver_table! {
     stream_destroy: PFN_cuStreamDestroy_v4000 = c"cuStreamDestroy" @ 4000;
     ipc_get_event_handle: PFN_cuIpcGetEventHandle_v4010 = c"cuIpcGetEventHandle" @ 4010;
     ipc_open_event_handle: PFN_cuIpcOpenEventHandle_v4010 = c"cuIpcOpenEventHandle" @ 4010;
+    launch_host_func: PFN_cuLaunchHostFunc_v10000 = c"cuLaunchHostFunc" @ 10000;
 }
 
 static DRIVER: OnceLock<std::result::Result<Driver, CudaError>> = OnceLock::new();

@@ -68,6 +68,9 @@ pub enum Error {
         /// The exporting process's id.
         pid: i32,
     },
+    /// A host function, or a future's wake-up, on a stream that is being captured into a CUDA
+    /// graph: it would become a graph node run at every launch instead of once now.
+    StreamCapturing,
 }
 
 /// A failed CUDA call: which call, the code it returned, and CUDA's name and message for it.
@@ -271,6 +274,10 @@ impl fmt::Display for Error {
                 f,
                 "the process that exported this IPC event (pid {pid}) has ended with the event's \
                  work pending: it will never complete"
+            ),
+            Error::StreamCapturing => f.write_str(
+                "the stream is being captured into a CUDA graph: a host function or a completion \
+                 future on it would be captured too, not run now",
             ),
             Error::PerThreadStreamOfAnotherThread => f.write_str(
                 "a per-thread default stream was used on another thread than the one that made it \

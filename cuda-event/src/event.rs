@@ -1,6 +1,7 @@
 //! The event: torch.cuda.Event's semantics, created lazily and exactly once, every flag real.
 
-use crate::context::{Context, ContextInstance};
+use crate::completion::{self, QueryTarget};
+use crate::context::{Context, ContextInstance, MadeIn};
 use crate::device::current_device;
 use crate::driver::{CUresult, Driver, driver};
 use crate::error::{Error, Result};
@@ -61,6 +62,8 @@ pub struct Event {
     ipc: OnceLock<IpcEventHandle>,
     /// For an imported event, the process that exported it, if it can be watched.
     exporter: Option<Exporter>,
+    /// A [`Completion`](crate::Completion) waited on it: Drop tells the reactor to stop.
+    awaited: AtomicBool,
 }
 
 // SAFETY: the CUDA event handle may be used from any thread (CUDA's API is thread safe); the rest of
@@ -171,6 +174,7 @@ impl Event {
             escaped: AtomicU8::new(Escape::No as u8),
             ipc: OnceLock::new(),
             exporter: None,
+            awaited: AtomicBool::new(false),
         }
     }
 
@@ -317,11 +321,23 @@ impl Event {
             return Ok(true);
         };
         let d = driver("Event::query")?;
-        handle.made_in().ensure_alive(d, None)?;
-        let done = query_raw(d, handle.raw)?;
-        match self.exporter {
-            Some(exporter) if !done && exporter.is_gone() => Err(Error::ExporterGone { pid: exporter.pid }),
-            _ => Ok(done),
+        query_handle(d, handle.raw, handle.made_in(), self.exporter)
+    }
+
+    /// What [`query`](Self::query) asks about, for the reactor; None before creation.
+    pub(crate) fn query_target(&self) -> Option<QueryTarget> {
+        let handle = self.created.get()?;
+        Some(QueryTarget {
+            raw: handle.raw,
+            made_in: handle.made_in(),
+            exporter: self.exporter,
+        })
+    }
+
+    /// A future waits on this event: its drop must stop the reactor's queries first.
+    pub(crate) fn mark_awaited(&self) {
+        if !self.awaited.load(Ordering::Relaxed) {
+            self.awaited.store(true, Ordering::Relaxed);
         }
     }
 
@@ -582,6 +598,22 @@ fn synchronize_imported(d: &Driver, raw: sys::cudaEvent_t, exporter: Exporter) -
 }
 
 /// `cuEventQuery` as torch reads it: complete, not ready, or an error.
+/// [`Event::query`] of a created event: its context checked, then CUDA asked, then (pending and
+/// imported) its exporter watched.
+pub(crate) fn query_handle(
+    d: &Driver,
+    raw: sys::cudaEvent_t,
+    made_in: MadeIn,
+    exporter: Option<Exporter>,
+) -> Result<bool> {
+    made_in.ensure_alive(d, None)?;
+    let done = query_raw(d, raw)?;
+    match exporter {
+        Some(exporter) if !done && exporter.is_gone() => Err(Error::ExporterGone { pid: exporter.pid }),
+        _ => Ok(done),
+    }
+}
+
 fn query_raw(d: &Driver, raw: sys::cudaEvent_t) -> Result<bool> {
     // SAFETY: a live event.
     match d.event_query.code(|f| unsafe { f(raw) }) {
@@ -595,6 +627,9 @@ impl Drop for Event {
         let Some(handle) = self.created.take() else {
             return;
         };
+        if *self.awaited.get_mut() {
+            completion::forget_event(handle.raw);
+        }
         if let Some(exported) = self.ipc.get() {
             ipc::forget_exported(exported);
         }

@@ -73,6 +73,7 @@
 
 #![deny(missing_docs)]
 
+mod completion;
 mod context;
 mod device;
 mod driver;
@@ -80,10 +81,12 @@ mod drop_errors;
 mod error;
 mod event;
 mod handle;
+mod host_fn;
 mod ipc;
 mod pool;
 mod stream;
 
+pub use completion::Completion;
 pub use cuda_event_sys as sys;
 pub use device::{DeviceGuard, current_device, device_count, set_device};
 pub use driver::driver_entry_point;

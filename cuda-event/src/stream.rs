@@ -228,7 +228,7 @@ impl Stream {
     }
 
     /// [`Stream::in_context`] for the stream's own calls, after checking that it is alive.
-    fn in_context_alive<R>(&self, d: &Driver, call: impl FnOnce() -> Result<R>) -> Result<R> {
+    pub(crate) fn in_context_alive<R>(&self, d: &Driver, call: impl FnOnce() -> Result<R>) -> Result<R> {
         self.made_in().ensure_alive(d, None)?;
         self.in_context(d, call)
     }

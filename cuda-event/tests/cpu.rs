@@ -50,6 +50,14 @@ fn wait_and_synchronize_before_first_record_do_nothing() {
 }
 
 #[test]
+fn a_never_recorded_event_is_complete_at_once_as_a_future() {
+    // As synchronize returns at once: no CUDA call, so this holds without a GPU.
+    assert_eq!(common::block_on(Event::new().completion()), Ok(()));
+    let event = Event::new();
+    assert_eq!(common::block_on(async { (&event).await }), Ok(()));
+}
+
+#[test]
 fn debug_says_not_created_before_first_record() {
     let text = format!("{:?}", Event::new());
     assert!(text.contains("not created"), "{text}");
@@ -188,6 +196,7 @@ fn errors_display_for_a_reader() {
         Error::IpcHandleFromThisProcess,
         Error::NotInterprocess,
         Error::PerThreadStreamOfAnotherThread,
+        Error::StreamCapturing,
     ] {
         let text = error.to_string();
         assert!(text.len() > 20 && !text.contains("Error::"), "{text}");
@@ -205,6 +214,8 @@ fn event_stream_and_errors_are_send_and_sync() {
     send_sync::<EventBuilder>();
     send_sync::<cuda_event::StreamOptions>();
     send_sync::<cuda_event::DropErrors>();
+    // A future that a multi-threaded runtime may move between its threads.
+    send_sync::<cuda_event::Completion<'static>>();
     send_sync::<cuda_event::CudaError>();
     // DeviceGuard is Sync but not Send: its compile_fail doctest pins that.
     fn sync<T: Sync>() {}

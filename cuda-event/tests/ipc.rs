@@ -150,10 +150,10 @@ fn importing_a_handle_this_process_exported_is_refused() {
     );
 }
 
-/// The exporter is killed (SIGKILL) while an importer synchronizes on its event and another thread
-/// of the importer polls it with query. CUDA alone never completes the event and never returns from
+/// The exporter is killed (SIGKILL) while an importer synchronizes on its event, another thread
+/// of the importer polls it with query, and a third awaits its completion. CUDA alone never completes the event and never returns from
 /// cuEventSynchronize (measured: still waiting 10 s later); the imported event watches its exporter
-/// and both calls return `ExporterGone` soon after the kill (the figures are printed). Dropping the
+/// and all three return `ExporterGone` soon after the kill (the figures are printed). Dropping the
 /// imported event afterwards does not crash.
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -190,12 +190,13 @@ fn fault_an_importer_survives_the_exporter_being_killed() {
     let event = std::sync::Arc::new(Event::from_ipc_handle(0, handle).unwrap());
     assert_eq!(event.query(), Ok(false), "the exporter's stream is held");
     let (done, outcomes) = std::sync::mpsc::channel();
-    for what in ["synchronize", "query"] {
+    for what in ["synchronize", "query", "await"] {
         let (event, done) = (event.clone(), done.clone());
         std::thread::spawn(move || {
             let mut queries = 0u64;
             let result = match what {
                 "synchronize" => event.synchronize().map(|()| true),
+                "await" => common::block_on(event.completion()).map(|()| true),
                 _ => loop {
                     queries += 1;
                     match event.query() {
@@ -211,7 +212,7 @@ fn fault_an_importer_survives_the_exporter_being_killed() {
     child.kill().unwrap(); // SIGKILL
     let killed = Instant::now();
     child.wait().unwrap();
-    for _ in 0..2 {
+    for _ in 0..3 {
         let Ok((what, result, at, queries)) = outcomes.recv_timeout(Duration::from_secs(10)) else {
             panic!("an importer call still waits 10 s after its exporter was killed");
         };

@@ -336,45 +336,100 @@ fn driver_ok(call: &str, code: sys::CUresult) {
     assert_eq!(code, sys::CUresult::CUDA_SUCCESS, "{call} failed: {}", code.0);
 }
 
-/// Launches, on `stream` (of device 0), a kernel that traps, and waits until the context is dead:
-/// from then on every call in the context returns the sticky error. Returns that error's code.
-pub fn poison_the_context(stream: &Stream) -> u32 {
-    let _device = DeviceGuard::new(stream.device()).unwrap();
+/// A kernel that spins on the GPU's global timer until the given number of nanoseconds has passed:
+/// it holds a stream without a host function (CUDA runs every host function of a context on one
+/// thread, so a host function that waits would hold back the others too).
+const SLEEP_PTX: &std::ffi::CStr = c".version 7.0
+.target sm_70
+.address_size 64
+.visible .entry sleep_kernel(.param .u64 ns)
+{
+    .reg .u64 %d, %now, %end;
+    .reg .pred %p;
+    ld.param.u64 %d, [ns];
+    mov.u64 %now, %globaltimer;
+    add.u64 %end, %now, %d;
+WAIT:
+    nanosleep.u32 1000;
+    mov.u64 %now, %globaltimer;
+    setp.lt.u64 %p, %now, %end;
+    @%p bra WAIT;
+    ret;
+}
+";
+
+/// The kernel `name` of `ptx`, loaded once per device into its primary context.
+fn kernel(device: i32, ptx: &'static std::ffi::CStr, name: &'static std::ffi::CStr) -> usize {
+    static KERNELS: Mutex<Vec<(i32, &'static std::ffi::CStr, usize)>> = Mutex::new(Vec::new());
+    let mut kernels = KERNELS.lock();
+    if let Some(&(_, _, kernel)) = kernels.iter().find(|k| k.0 == device && k.1 == name) {
+        return kernel;
+    }
+    let _device = DeviceGuard::new(device).unwrap();
     // SAFETY: freeing null only makes the device's primary context current on this thread.
     ok(unsafe { sys::cudaFree(std::ptr::null_mut()) });
     let load: sys::PFN_cuModuleLoadData_v2000 = driver_fn(c"cuModuleLoadData", 2000);
     let get: sys::PFN_cuModuleGetFunction_v2000 = driver_fn(c"cuModuleGetFunction", 2000);
-    let launch: sys::PFN_cuLaunchKernel_v4000 = driver_fn(c"cuLaunchKernel", 4000);
     let (mut module, mut kernel) = (std::ptr::null_mut(), std::ptr::null_mut());
-    // SAFETY: the PTX is NUL-terminated text; out-pointers are live locals; the kernel takes no
-    // parameters and is launched on a live stream of the current context.
+    // SAFETY: the PTX is NUL-terminated text; out-pointers are live locals. The module stays
+    // loaded for the process.
     unsafe {
         driver_ok(
             "cuModuleLoadData",
-            load.unwrap()(&mut module, TRAP_PTX.as_ptr().cast()),
+            load.unwrap()(&mut module, ptx.as_ptr().cast()),
         );
         driver_ok(
             "cuModuleGetFunction",
-            get.unwrap()(&mut kernel, module, c"trap_kernel".as_ptr()),
-        );
-        let no_params = std::ptr::null_mut();
-        driver_ok(
-            "cuLaunchKernel",
-            launch.unwrap()(
-                kernel,
-                1,
-                1,
-                1,
-                1,
-                1,
-                1,
-                0,
-                stream.as_raw(),
-                no_params,
-                std::ptr::null_mut(),
-            ),
+            get.unwrap()(&mut kernel, module, name.as_ptr()),
         );
     }
+    kernels.push((device, name, kernel as usize));
+    kernel as usize
+}
+
+/// Launches `kernel` (one thread) on `stream` with `params` (pointers to each parameter).
+fn launch(kernel: usize, stream: &Stream, params: &mut [*mut c_void]) {
+    let launch: sys::PFN_cuLaunchKernel_v4000 = driver_fn(c"cuLaunchKernel", 4000);
+    // The kernel's context current on this thread, as cuLaunchKernel wants it.
+    let _device = DeviceGuard::new(stream.device()).unwrap();
+    // SAFETY: freeing null only makes the device's primary context current on this thread.
+    ok(unsafe { sys::cudaFree(std::ptr::null_mut()) });
+    let params = if params.is_empty() {
+        std::ptr::null_mut()
+    } else {
+        params.as_mut_ptr()
+    };
+    // SAFETY: a kernel of the stream's device's primary context, launched on a live stream with
+    // the parameters its PTX declares.
+    let code = unsafe {
+        launch.unwrap()(
+            kernel as _,
+            1,
+            1,
+            1,
+            1,
+            1,
+            1,
+            0,
+            stream.as_raw(),
+            params,
+            std::ptr::null_mut(),
+        )
+    };
+    driver_ok("cuLaunchKernel", code);
+}
+
+/// Holds `stream` for `duration` with a kernel that waits on the GPU (no host function).
+pub fn gpu_sleep(stream: &Stream, duration: Duration) {
+    let mut ns = duration.as_nanos() as u64;
+    let kernel = kernel(stream.device(), SLEEP_PTX, c"sleep_kernel");
+    launch(kernel, stream, &mut [(&mut ns as *mut u64).cast()]);
+}
+
+/// Launches, on `stream`, a kernel that traps, and waits until the context is dead: from then on
+/// every call in the context returns the sticky error. Returns that error's code.
+pub fn poison_the_context(stream: &Stream) -> u32 {
+    launch(kernel(stream.device(), TRAP_PTX, c"trap_kernel"), stream, &mut []);
     match stream.synchronize() {
         Err(cuda_event::Error::Cuda(e)) => {
             println!("the trap kernel poisoned the context: {e}");
@@ -435,4 +490,30 @@ pub fn resident_kib() -> u64 {
 pub fn driver_library_present() -> bool {
     let listed = Command::new("ldconfig").arg("-p").output();
     listed.is_ok_and(|out| String::from_utf8_lossy(&out.stdout).contains("libcuda.so.1"))
+}
+
+/// Runs `future` to completion on this thread (a waker that unparks it): for tests that need no
+/// runtime.
+pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = std::task::Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut future = std::pin::pin!(future);
+    loop {
+        if let std::task::Poll::Ready(output) = future.as_mut().poll(&mut cx) {
+            return output;
+        }
+        std::thread::park();
+    }
+}
+
+/// Polls `future` once with a waker that does nothing: whether it is ready now.
+pub fn poll_once<F: std::future::Future + Unpin>(future: &mut F) -> std::task::Poll<F::Output> {
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    std::pin::Pin::new(future).poll(&mut cx)
 }

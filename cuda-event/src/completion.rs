@@ -1,0 +1,424 @@
+//! Awaiting the GPU: an event's or a stream's completion as a `Future`, for any async runtime (only
+//! `std::task::Waker` is used).
+//!
+//! How a pending future learns that the GPU got there:
+//! - a stream's completion ([`Stream::completion`]) records an event and queues a host function
+//!   right after it, which wakes the future from CUDA's thread: no polling, and no head-of-line
+//!   blocking (each stream wakes its own futures, in its own order);
+//! - an event's completion ([`Event::completion`]) has no stream to queue on (the event may be
+//!   imported, or recorded by other code), so the reactor thread polls it (`cuEventQuery`) with a
+//!   budget of about 1% of a core: it waits 100 times as long as its last round cost in CPU time,
+//!   and at least [`MIN_POLL`];
+//! - the reactor also checks every future with a host function every [`ERROR_CHECK`], because CUDA
+//!   never runs a host function after its context failed (a kernel fault): such futures resolve to
+//!   the error instead of hanging. The same check notices an IPC exporter that died.
+
+use crate::context::MadeIn;
+use crate::driver::{Driver, loaded_driver};
+use crate::error::{Error, Result};
+use crate::event::{Event, query_handle};
+use crate::ipc::Exporter;
+use crate::stream::Stream;
+use cuda_event_sys as sys;
+use parking_lot::{Condvar, Mutex};
+use std::collections::HashMap;
+use std::future::{Future, IntoFuture};
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+/// The shortest wait between two polling rounds of the reactor.
+const MIN_POLL: Duration = Duration::from_micros(50);
+/// The reactor's rounds cost at most 1/CPU_SHARE of a core.
+const CPU_SHARE: u32 = 100;
+/// How often a future that a host function will wake is checked for errors anyway.
+const ERROR_CHECK: Duration = Duration::from_millis(100);
+
+/// The completion of an event's or a stream's work, as a `Future` whose output is the CUDA error
+/// of that work, if any. Made by [`Event::completion`], [`Stream::completion`], or `.await` on
+/// `&Event` / `&Stream`.
+///
+/// Dropping it does not cancel the GPU work; it only stops waiting. Its waker is called from
+/// CUDA's host-function thread or from this crate's reactor thread.
+#[must_use = "a Completion does nothing unless awaited"]
+pub struct Completion<'a> {
+    state: State,
+    _borrows: PhantomData<&'a ()>,
+}
+
+enum State {
+    Done(Option<Result<()>>),
+    Waiting {
+        id: u64,
+        shared: Arc<Shared>,
+        /// The event a stream's completion recorded (None for an event's completion).
+        recorded: Option<Event>,
+    },
+}
+
+impl Completion<'_> {
+    fn done(result: Result<()>) -> Self {
+        Completion {
+            state: State::Done(Some(result)),
+            _borrows: PhantomData,
+        }
+    }
+}
+
+impl Future for Completion<'_> {
+    type Output = Result<()>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
+        let this = self.get_mut();
+        let State::Waiting { shared, recorded, .. } = &this.state else {
+            let State::Done(result) = &mut this.state else {
+                unreachable!()
+            };
+            return Poll::Ready(result.take().expect("Completion polled after it was ready"));
+        };
+        let mut wake = shared.wake.lock();
+        let result = match wake.result.take() {
+            Some(result) => result,
+            // The host function runs after the recorded event's work: confirm, and read its error.
+            None if wake.rung => match recorded.as_ref().map(Event::query) {
+                Some(Ok(false)) => {
+                    wake.waker = Some(cx.waker().clone());
+                    return Poll::Pending;
+                }
+                Some(Err(e)) => Err(e),
+                _ => Ok(()),
+            },
+            None => {
+                match &mut wake.waker {
+                    Some(waker) if waker.will_wake(cx.waker()) => {}
+                    waker => *waker = Some(cx.waker().clone()),
+                }
+                return Poll::Pending;
+            }
+        };
+        drop(wake);
+        this.stop_waiting();
+        this.state = State::Done(None);
+        Poll::Ready(result)
+    }
+}
+
+impl Completion<'_> {
+    fn stop_waiting(&mut self) {
+        if let State::Waiting { id, .. } = self.state {
+            reactor().remove(id);
+        }
+    }
+}
+
+impl Drop for Completion<'_> {
+    fn drop(&mut self) {
+        // Before `recorded` drops: the reactor never queries an event after its Event is gone.
+        self.stop_waiting();
+    }
+}
+
+impl Event {
+    /// The completion of the work this event captured, as a future: `Ok(())` once it is complete,
+    /// at once for an event never recorded (as [`synchronize`](Self::synchronize) returns at
+    /// once), or the error [`query`](Self::query) would return (a CUDA error of the work, an
+    /// event recorded during a graph capture, [`Error::ExporterGone`]...). `(&event).await` does
+    /// the same.
+    ///
+    /// The reactor thread polls a pending event (see the module docs of `completion`): to be woken
+    /// the moment a stream of yours gets there, with no polling, await
+    /// [`Stream::completion`] instead.
+    #[doc(alias = "synchronize_async")]
+    pub fn completion(&self) -> Completion<'_> {
+        let Some(target) = self.query_target() else {
+            return Completion::done(Ok(()));
+        };
+        match self.query() {
+            Ok(true) => Completion::done(Ok(())),
+            Err(e) => Completion::done(Err(e)),
+            Ok(false) => reactor().wait(target),
+        }
+    }
+}
+
+impl<'a> IntoFuture for &'a Event {
+    type Output = Result<()>;
+    type IntoFuture = Completion<'a>;
+
+    fn into_future(self) -> Completion<'a> {
+        self.completion()
+    }
+}
+
+impl Stream {
+    /// The completion of all work submitted to this stream so far, as a future: `Ok(())` once it
+    /// is complete, or the CUDA error of that work. `(&stream).await` does the same.
+    ///
+    /// It records an event and queues a host function after it ([`Stream::launch_host_fn`]) that
+    /// wakes the future from CUDA's thread: so the stream gets one tiny host function, which blocks
+    /// its later work for the moment it takes to run. After a kernel fault CUDA runs no host
+    /// function; the reactor's error check resolves the future to the error within about
+    /// 100 ms.
+    ///
+    /// # Errors
+    /// [`Error::StreamCapturing`] while the stream is being captured into a graph.
+    #[doc(alias = "synchronize_async")]
+    pub fn completion(&self) -> Completion<'_> {
+        match self.queue_completion() {
+            Ok(completion) => completion,
+            Err(e) => Completion::done(Err(e)),
+        }
+    }
+
+    fn queue_completion(&self) -> Result<Completion<'static>> {
+        if self.is_capturing()? {
+            return Err(Error::StreamCapturing);
+        }
+        let recorded = self.record_event()?;
+        let target = recorded.query_target().expect("a recorded event exists");
+        let shared = Arc::new(Shared::default());
+        let bell = shared.clone();
+        self.launch_host_fn(move || bell.ring())?;
+        Ok(reactor().wait_with(target, shared, Some(recorded)))
+    }
+}
+
+impl<'a> IntoFuture for &'a Stream {
+    type Output = Result<()>;
+    type IntoFuture = Completion<'a>;
+
+    fn into_future(self) -> Completion<'a> {
+        self.completion()
+    }
+}
+
+/// What the reactor queries for one future: a CUDA event (kept alive by its `Event`, which
+/// deregisters it before it goes, see [`forget_event`]), where it was made, and its exporter.
+#[derive(Clone, Copy)]
+pub(crate) struct QueryTarget {
+    pub(crate) raw: sys::cudaEvent_t,
+    pub(crate) made_in: MadeIn,
+    pub(crate) exporter: Option<Exporter>,
+}
+
+/// Between a future, the host function that rings for it, and the reactor.
+#[derive(Default)]
+struct Shared {
+    wake: Mutex<Wake>,
+}
+
+#[derive(Default)]
+struct Wake {
+    result: Option<Result<()>>,
+    /// The host function ran.
+    rung: bool,
+    waker: Option<Waker>,
+}
+
+impl Shared {
+    /// Called from CUDA's host-function thread: no CUDA call here.
+    fn ring(&self) {
+        let waker = {
+            let mut wake = self.wake.lock();
+            wake.rung = true;
+            wake.waker.take()
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+
+    fn finish(&self, result: Result<()>) {
+        let waker = {
+            let mut wake = self.wake.lock();
+            wake.result.get_or_insert(result);
+            wake.waker.take()
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+}
+
+struct Entry {
+    target: QueryTarget,
+    shared: Arc<Shared>,
+    /// A host function will ring: only the error check queries it.
+    rings: bool,
+    next_error_check: Instant,
+    finished: bool,
+}
+
+// SAFETY: the raw event handle is an opaque CUDA handle any thread may use; it is only used while
+// the entry exists, and its Event removes the entry (under the lock) before the handle goes away.
+unsafe impl Send for Entry {}
+
+#[derive(Default)]
+struct Entries {
+    map: HashMap<u64, Entry>,
+    next_id: u64,
+    polled: usize,
+    thread: bool,
+}
+
+/// The one reactor thread of the process, started by the first future that has to wait.
+struct Reactor {
+    entries: Mutex<Entries>,
+    changed: Condvar,
+}
+
+fn reactor() -> &'static Reactor {
+    static REACTOR: OnceLock<Reactor> = OnceLock::new();
+    REACTOR.get_or_init(|| Reactor {
+        entries: Mutex::new(Entries::default()),
+        changed: Condvar::new(),
+    })
+}
+
+/// Stops every wait on the CUDA event `raw`: its `Event` is going away. Left alone, a future that
+/// was leaked (`mem::forget`) would have the reactor query a destroyed or reused event.
+pub(crate) fn forget_event(raw: sys::cudaEvent_t) {
+    let mut entries = reactor().entries.lock();
+    let before = entries.map.len();
+    entries.map.retain(|_, entry| entry.target.raw != raw);
+    if entries.map.len() != before {
+        entries.polled = entries.map.values().filter(|e| !e.rings && !e.finished).count();
+    }
+}
+
+impl Reactor {
+    /// A polled wait on `target`.
+    fn wait<'a>(&self, target: QueryTarget) -> Completion<'a> {
+        self.wait_with(target, Arc::new(Shared::default()), None)
+    }
+
+    /// A wait on `target`; `recorded` is set when a host function will ring `shared`.
+    fn wait_with<'a>(
+        &self,
+        target: QueryTarget,
+        shared: Arc<Shared>,
+        recorded: Option<Event>,
+    ) -> Completion<'a> {
+        let rings = recorded.is_some();
+        if let Some(event) = &recorded {
+            event.mark_awaited();
+        }
+        let mut entries = self.entries.lock();
+        let id = entries.next_id;
+        entries.next_id += 1;
+        let idle = entries.map.is_empty() || (!rings && entries.polled == 0);
+        entries.map.insert(
+            id,
+            Entry {
+                target,
+                shared: shared.clone(),
+                rings,
+                next_error_check: Instant::now() + ERROR_CHECK,
+                finished: false,
+            },
+        );
+        if !rings {
+            entries.polled += 1;
+        }
+        if !entries.thread {
+            entries.thread = true;
+            std::thread::Builder::new()
+                .name("cuda-event-reactor".into())
+                .spawn(|| reactor().run())
+                .expect("spawn the reactor thread");
+        } else if idle {
+            // It sleeps until the next error check, or for good: poll now.
+            self.changed.notify_one();
+        }
+        Completion {
+            state: State::Waiting { id, shared, recorded },
+            _borrows: PhantomData,
+        }
+    }
+
+    fn remove(&self, id: u64) {
+        let mut entries = self.entries.lock();
+        if let Some(entry) = entries.map.remove(&id) {
+            if !entry.rings && !entry.finished {
+                entries.polled -= 1;
+            }
+        }
+    }
+
+    fn run(&self) {
+        let d = loaded_driver().expect("a future waits only on a recorded event: the driver is loaded");
+        let mut finished = Vec::new();
+        let mut round_start = thread_cpu_time();
+        let mut entries = self.entries.lock();
+        loop {
+            let now = Instant::now();
+            let mut next_check: Option<Instant> = None;
+            for entry in entries.map.values_mut().filter(|e| !e.finished) {
+                if entry.rings {
+                    if now < entry.next_error_check {
+                        next_check = Some(
+                            next_check.map_or(entry.next_error_check, |n| n.min(entry.next_error_check)),
+                        );
+                        continue;
+                    }
+                    entry.next_error_check = now + ERROR_CHECK;
+                }
+                match query(d, entry.target) {
+                    Ok(false) if entry.rings => {
+                        next_check =
+                            Some(next_check.map_or(entry.next_error_check, |n| n.min(entry.next_error_check)))
+                    }
+                    Ok(false) => {}
+                    // A ringing future reads its own result when rung; only errors come from here.
+                    Ok(true) if entry.rings => {}
+                    result => {
+                        entry.finished = true;
+                        finished.push((entry.shared.clone(), result.map(drop)));
+                    }
+                }
+            }
+            entries.polled = entries.map.values().filter(|e| !e.rings && !e.finished).count();
+            let polled = entries.polled > 0;
+            if !finished.is_empty() {
+                // Wake outside the lock: a waker may run the task right here.
+                parking_lot::MutexGuard::unlocked(&mut entries, || {
+                    for (shared, result) in finished.drain(..) {
+                        shared.finish(result);
+                    }
+                });
+            }
+            // Keep the rounds, waits included, to about 1/CPU_SHARE of a core.
+            let now_cpu = thread_cpu_time();
+            let cost = now_cpu.saturating_sub(round_start);
+            round_start = now_cpu;
+            let deadline = if polled {
+                Some(Instant::now() + (cost * CPU_SHARE).max(MIN_POLL))
+            } else {
+                next_check
+            };
+            match deadline {
+                Some(deadline) => {
+                    self.changed.wait_until(&mut entries, deadline);
+                }
+                None => self.changed.wait(&mut entries),
+            }
+        }
+    }
+}
+
+fn query(d: &Driver, target: QueryTarget) -> Result<bool> {
+    query_handle(d, target.raw, target.made_in, target.exporter)
+}
+
+/// CPU time this thread has used.
+fn thread_cpu_time() -> Duration {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: writes one timespec through a pointer to a live local.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
+    Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
+}

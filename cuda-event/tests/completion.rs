@@ -1,0 +1,238 @@
+//! Awaiting the GPU: events and streams as futures, and the safe host callback. Streams are held by
+//! a kernel that waits on the GPU's timer (`gpu_sleep`), not by host functions: CUDA runs all host
+//! functions of a context on one thread, so a waiting host function would hold back the futures'
+//! wake-ups too.
+
+mod common;
+
+use common::{block_on, gpu, gpu_for, gpu_sleep, poll_once, two_gpus_for};
+use cuda_event::{Completion, Error, Event, Stream};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn host_fn_runs_once_in_stream_order_and_a_panic_is_contained() {
+    let _gpu = gpu();
+    let stream = Stream::new(0).unwrap();
+    let (sent, received) = mpsc::channel();
+    gpu_sleep(&stream, Duration::from_millis(50));
+    for i in 0..4 {
+        let sent = sent.clone();
+        stream
+            .launch_host_fn(move || {
+                assert!(i != 2, "a panic in a host function is contained");
+                sent.send(i).unwrap();
+            })
+            .unwrap();
+    }
+    assert_eq!(received.try_iter().count(), 0, "ran before the stream got there");
+    stream.synchronize().unwrap();
+    assert_eq!(received.try_iter().collect::<Vec<_>>(), [0, 1, 3]);
+    // The stream goes on after the panic.
+    stream.record_event().unwrap().synchronize().unwrap();
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_stream_completion_waits_for_the_stream_and_wakes_the_task() {
+    let _gpu = gpu();
+    let stream = Stream::new(0).unwrap();
+    gpu_sleep(&stream, Duration::from_millis(100));
+    let start = Instant::now();
+    let mut done = stream.completion();
+    assert!(poll_once(&mut done).is_pending());
+    block_on(done).unwrap();
+    let waited = start.elapsed();
+    assert!(stream.query().unwrap(), "ready before the stream was");
+    assert!(
+        waited >= Duration::from_millis(90),
+        "ready after {waited:?} of 100 ms"
+    );
+    // `.await` on &Stream is the same future.
+    gpu_sleep(&stream, Duration::from_millis(20));
+    block_on(async { (&stream).await }).unwrap();
+    assert!(stream.query().unwrap());
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn an_event_completion_waits_for_its_work_and_a_never_recorded_event_is_ready() {
+    let _gpu = gpu();
+    assert_eq!(
+        poll_once(&mut Event::new().completion()),
+        std::task::Poll::Ready(Ok(()))
+    );
+    let stream = Stream::new(0).unwrap();
+    gpu_sleep(&stream, Duration::from_millis(100));
+    let event = stream.record_event().unwrap();
+    let mut done = event.completion();
+    assert!(poll_once(&mut done).is_pending());
+    block_on(done).unwrap();
+    assert!(event.query().unwrap());
+    gpu_sleep(&stream, Duration::from_millis(20));
+    event.record(&stream).unwrap();
+    block_on(async { (&event).await }).unwrap();
+    assert!(event.query().unwrap());
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn awaiting_work_captured_into_a_graph_is_an_err_not_a_hang() {
+    let _gpu = gpu();
+    let stream = Stream::new(0).unwrap();
+    let event = stream.record_event().unwrap(); // created before the capture
+    let mut refused = Vec::new();
+    let _graph = common::capture_graph(&stream, || {
+        refused.push(("launch_host_fn", stream.launch_host_fn(|| {}).err()));
+        refused.push(("Stream::completion", block_on(stream.completion()).err()));
+        event.record(&stream).unwrap(); // a node of the graph, not a record now
+        refused.push(("Event::completion", block_on(event.completion()).err()));
+    });
+    for (call, error) in refused {
+        println!("{call} during capture: {error:?}");
+        match (call, error) {
+            ("Event::completion", Some(Error::Cuda(e))) => assert!(e.name().contains("CAPTURED"), "{e}"),
+            (_, Some(Error::StreamCapturing)) if call != "Event::completion" => {}
+            (_, other) => panic!("{call} during capture gave {other:?}"),
+        }
+    }
+}
+
+/// 64 streams on two GPUs, each held for 5 s, with futures pending on all of them; the work of
+/// another stream, done in 20 ms, wakes its futures at once while every other one is still pending.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn multi_gpu_the_first_work_to_complete_wakes_first_with_thousands_pending() {
+    let _gpu = two_gpus_for(Duration::from_secs(60));
+    let held: Vec<Stream> = (0..64).map(|i| Stream::new(i % 2).unwrap()).collect();
+    let mut events = Vec::new();
+    for stream in &held {
+        gpu_sleep(stream, Duration::from_secs(5));
+        for _ in 0..16 {
+            events.push(stream.record_event().unwrap());
+        }
+    }
+    let mut pending: Vec<Completion> = Vec::new();
+    for (i, stream) in held.iter().enumerate() {
+        for _ in 0..16 {
+            pending.push(stream.completion());
+        }
+        pending.extend(events[i * 16..(i + 1) * 16].iter().map(Event::completion));
+    }
+    assert!(pending.iter_mut().all(|f| poll_once(f).is_pending()));
+    for device in [0, 1] {
+        let quick = Stream::new(device).unwrap();
+        gpu_sleep(&quick, Duration::from_millis(20));
+        let event = quick.record_event().unwrap();
+        let start = Instant::now();
+        block_on(quick.completion()).unwrap();
+        block_on(event.completion()).unwrap();
+        let took = start.elapsed();
+        println!(
+            "device {device}: woke after {took:?} with {} futures pending",
+            pending.len()
+        );
+        assert!(
+            took < Duration::from_secs(1),
+            "the quick work's futures waited {took:?}"
+        );
+    }
+    assert!(
+        pending.iter_mut().all(|f| poll_once(f).is_pending()),
+        "a future on held work was ready"
+    );
+    drop(pending); // cancelled while pending
+}
+
+/// After a kernel fault CUDA runs no host function; every pending future still resolves, to the
+/// error, within a second.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn fault_every_pending_future_resolves_to_the_error_within_a_second() {
+    const TEST: &str = "fault_every_pending_future_resolves_to_the_error_within_a_second";
+    if common::in_a_child(TEST, "sticky").is_none() {
+        return;
+    }
+    let held = Stream::new(0).unwrap();
+    gpu_sleep(&held, Duration::from_secs(5));
+    let events: Vec<Event> = (0..100).map(|_| held.record_event().unwrap()).collect();
+    let mut pending: Vec<Completion> = (0..100).map(|_| held.completion()).collect();
+    pending.extend(events.iter().map(Event::completion));
+    assert!(pending.iter_mut().all(|f| poll_once(f).is_pending()));
+    let code = common::poison_the_context(&Stream::new(0).unwrap());
+    let poisoned = Instant::now();
+    for future in pending {
+        match block_on(future) {
+            Err(Error::Cuda(e)) => assert_eq!(e.code(), code, "{e}"),
+            other => panic!("a future after the fault gave {other:?}"),
+        }
+    }
+    let took = poisoned.elapsed();
+    println!("200 pending futures resolved to the sticky error {took:?} after the fault");
+    assert!(took < Duration::from_secs(1));
+}
+
+/// A million futures on events and streams, each dropped before, while or after its work runs:
+/// memory, CUDA events and the reactor's entries stay flat.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_million_futures_dropped_at_random_moments_leak_nothing() {
+    let _gpu = gpu_for(Duration::from_secs(300));
+    let rounds: u64 = std::env::var("CUDA_EVENT_SOAK_ROUNDS").map_or(1_000_000, |v| v.parse().unwrap());
+    let stream = Stream::new(0).unwrap();
+    // Warm up: pools, the reactor thread, the kernel.
+    gpu_sleep(&stream, Duration::from_micros(10));
+    block_on(stream.completion()).unwrap();
+    let (rss, alive) = (common::resident_kib(), cuda_event::cuda_events_alive());
+    let mut random = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move || {
+        random ^= random << 13;
+        random ^= random >> 7;
+        random ^= random << 17;
+        random
+    };
+    let mut kept: Vec<Completion<'_>> = Vec::new();
+    let start = Instant::now();
+    for i in 0..rounds {
+        if i % 1000 == 0 {
+            gpu_sleep(&stream, Duration::from_micros(next() % 200));
+        }
+        let event = stream.record_event().unwrap();
+        if next() % 2 == 0 {
+            let mut future = stream.completion();
+            for _ in 0..next() % 3 {
+                let _ = poll_once(&mut future);
+            }
+            if next() % 4 == 0 && kept.len() < 64 {
+                kept.push(future); // dropped later, maybe after its work
+            }
+        } else {
+            let mut future = event.completion();
+            for _ in 0..next() % 3 {
+                let _ = poll_once(&mut future);
+            }
+        }
+        drop(event);
+        if !kept.is_empty() && next() % 64 == 0 {
+            drop(kept.swap_remove(next() as usize % kept.len()));
+        }
+    }
+    drop(kept);
+    stream.synchronize().unwrap();
+    std::thread::sleep(Duration::from_millis(300)); // the last host functions run
+    let (rss_after, alive_after) = (common::resident_kib(), cuda_event::cuda_events_alive());
+    println!(
+        "{rounds} futures in {:?}: resident {rss} -> {rss_after} KiB, CUDA events alive {alive} -> {alive_after}",
+        start.elapsed()
+    );
+    assert!(
+        rss_after < rss + 8 * 1024,
+        "memory grew by {} KiB",
+        rss_after - rss
+    );
+    assert!(
+        alive_after <= alive + cuda_event::POOL_PER_THREAD as u64,
+        "CUDA events leaked"
+    );
+}
