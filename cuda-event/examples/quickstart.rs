@@ -4,8 +4,11 @@
 //!
 //! cargo run -p cuda-event --example quickstart
 
-use cuda_event::{DeviceGuard, Event, Stream, sys};
-use std::ffi::c_void;
+#[path = "support/device_memory.rs"]
+mod device_memory;
+
+use cuda_event::{Event, Stream, sys};
+use device_memory::DeviceMemory;
 
 const BYTES: usize = 4 << 30;
 
@@ -43,28 +46,4 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     done.synchronize()?;
     println!("second stream waited on the first: complete = {}", done.query()?);
     Ok(())
-}
-
-/// Device memory for the example, freed on drop.
-struct DeviceMemory(*mut c_void);
-
-impl DeviceMemory {
-    fn new(device: i32, bytes: usize) -> cuda_event::Result<DeviceMemory> {
-        let _device = DeviceGuard::new(device)?;
-        let mut ptr = std::ptr::null_mut();
-        // SAFETY: writes the allocation through a live local.
-        cuda_event::check_runtime("cudaMalloc", unsafe { sys::cudaMalloc(&mut ptr, bytes) })?;
-        Ok(DeviceMemory(ptr))
-    }
-}
-
-impl Drop for DeviceMemory {
-    fn drop(&mut self) {
-        // SAFETY: frees the allocation made in new; the work using it has completed.
-        let freed = unsafe { sys::cudaFree(self.0) };
-        // A Drop cannot return the error: say it, as the crate's own drops can.
-        if let Err(e) = cuda_event::check_runtime("cudaFree", freed) {
-            eprintln!("quickstart: {e}");
-        }
-    }
 }

@@ -9,9 +9,14 @@
 //!   imported, or recorded by other code), so the reactor thread polls it (`cuEventQuery`) with a
 //!   budget of about 1% of a core: it waits 100 times as long as its last round cost in CPU time,
 //!   and at least [`MIN_POLL`];
+//! - an event that CUDA reports complete is confirmed by a heartbeat: a host function on the
+//!   reactor's own stream of that device. After a kernel fault CUDA reports the killed work's
+//!   events complete (measured: 17 us after the trap, for an event behind a 5 s kernel, and
+//!   forever after, on driver 580) but runs no host function, so only a context that still works
+//!   confirms;
 //! - the reactor also checks every future with a host function every [`ERROR_CHECK`], because CUDA
-//!   never runs a host function after its context failed (a kernel fault): such futures resolve to
-//!   the error instead of hanging. The same check notices an IPC exporter that died.
+//!   never runs a host function after its context failed: such futures resolve to the error
+//!   instead of hanging. The same check notices an IPC exporter that died.
 
 use crate::context::MadeIn;
 use crate::driver::{Driver, loaded_driver};
@@ -25,6 +30,7 @@ use std::collections::HashMap;
 use std::future::{Future, IntoFuture};
 use std::marker::PhantomData;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
@@ -49,7 +55,8 @@ pub struct Completion<'a> {
 }
 
 enum State {
-    Done(Option<Result<()>>),
+    /// Ready with this result (again, if polled again).
+    Done(Result<()>),
     Waiting {
         id: u64,
         shared: Arc<Shared>,
@@ -61,7 +68,7 @@ enum State {
 impl Completion<'_> {
     fn done(result: Result<()>) -> Self {
         Completion {
-            state: State::Done(Some(result)),
+            state: State::Done(result),
             _borrows: PhantomData,
         }
     }
@@ -72,25 +79,23 @@ impl Future for Completion<'_> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
         let this = self.get_mut();
-        let State::Waiting { shared, recorded, .. } = &this.state else {
-            let State::Done(result) = &mut this.state else {
-                unreachable!()
-            };
-            return Poll::Ready(result.take().expect("Completion polled after it was ready"));
+        let (shared, recorded) = match &this.state {
+            State::Done(result) => return Poll::Ready(result.clone()),
+            State::Waiting { shared, recorded, .. } => (shared, recorded),
         };
         let mut wake = shared.wake.lock();
-        let result = match wake.result.take() {
-            Some(result) => result,
+        let result = match (wake.result.take(), recorded) {
+            (Some(result), _) => result,
             // The host function runs after the recorded event's work: confirm, and read its error.
-            None if wake.rung => match recorded.as_ref().map(Event::query) {
-                Some(Ok(false)) => {
+            (None, Some(recorded)) if wake.rung => match recorded.query() {
+                Ok(true) => Ok(()),
+                Ok(false) => {
                     wake.waker = Some(cx.waker().clone());
                     return Poll::Pending;
                 }
-                Some(Err(e)) => Err(e),
-                _ => Ok(()),
+                Err(e) => Err(e),
             },
-            None => {
+            (None, _) => {
                 match &mut wake.waker {
                     Some(waker) if waker.will_wake(cx.waker()) => {}
                     waker => *waker = Some(cx.waker().clone()),
@@ -100,7 +105,7 @@ impl Future for Completion<'_> {
         };
         drop(wake);
         this.stop_waiting();
-        this.state = State::Done(None);
+        this.state = State::Done(result.clone());
         Poll::Ready(result)
     }
 }
@@ -248,19 +253,50 @@ struct Entry {
     /// A host function will ring: only the error check queries it.
     rings: bool,
     next_error_check: Instant,
-    finished: bool,
+    state: EntryState,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum EntryState {
+    /// Queried every round (or, if it rings, at every error check).
+    Waiting,
+    /// CUDA said complete; it is Ok once the device's heartbeat number `.0` has rung. After a
+    /// kernel fault CUDA reports the killed work's events complete (seen on driver 580), and runs
+    /// no host function: the heartbeat tells the two apart.
+    Confirming(u64),
+    /// Its result went to the future.
+    Finished,
 }
 
 // SAFETY: the raw event handle is an opaque CUDA handle any thread may use; it is only used while
 // the entry exists, and its Event removes the entry (under the lock) before the handle goes away.
 unsafe impl Send for Entry {}
 
+/// Per device, the reactor's own stream, on which a host function proves the context still runs.
+struct Heartbeat {
+    stream: Stream,
+    queued: u64,
+    rung: Arc<AtomicU64>,
+}
+
 #[derive(Default)]
 struct Entries {
     map: HashMap<u64, Entry>,
     next_id: u64,
+    /// Entries queried every round.
     polled: usize,
     thread: bool,
+    heartbeats: HashMap<i32, Heartbeat>,
+}
+
+impl Entries {
+    fn count_polled(&mut self) {
+        self.polled = self
+            .map
+            .values()
+            .filter(|e| e.state != EntryState::Finished && !e.rings)
+            .count();
+    }
 }
 
 /// The one reactor thread of the process, started by the first future that has to wait.
@@ -284,7 +320,7 @@ pub(crate) fn forget_event(raw: sys::cudaEvent_t) {
     let before = entries.map.len();
     entries.map.retain(|_, entry| entry.target.raw != raw);
     if entries.map.len() != before {
-        entries.polled = entries.map.values().filter(|e| !e.rings && !e.finished).count();
+        entries.count_polled();
     }
 }
 
@@ -309,16 +345,14 @@ impl Reactor {
         let id = entries.next_id;
         entries.next_id += 1;
         let idle = entries.map.is_empty() || (!rings && entries.polled == 0);
-        entries.map.insert(
-            id,
-            Entry {
-                target,
-                shared: shared.clone(),
-                rings,
-                next_error_check: Instant::now() + ERROR_CHECK,
-                finished: false,
-            },
-        );
+        let entry = Entry {
+            target,
+            shared: shared.clone(),
+            rings,
+            next_error_check: Instant::now() + ERROR_CHECK,
+            state: EntryState::Waiting,
+        };
+        entries.map.insert(id, entry);
         if !rings {
             entries.polled += 1;
         }
@@ -341,7 +375,7 @@ impl Reactor {
     fn remove(&self, id: u64) {
         let mut entries = self.entries.lock();
         if let Some(entry) = entries.map.remove(&id) {
-            if !entry.rings && !entry.finished {
+            if !entry.rings && entry.state != EntryState::Finished {
                 entries.polled -= 1;
             }
         }
@@ -355,31 +389,64 @@ impl Reactor {
         loop {
             let now = Instant::now();
             let mut next_check: Option<Instant> = None;
-            for entry in entries.map.values_mut().filter(|e| !e.finished) {
-                if entry.rings {
-                    if now < entry.next_error_check {
-                        next_check = Some(
-                            next_check.map_or(entry.next_error_check, |n| n.min(entry.next_error_check)),
-                        );
-                        continue;
-                    }
+            let mut confirm = Vec::new();
+            let Entries { map, heartbeats, .. } = &mut *entries;
+            for entry in map.values_mut() {
+                let rung = |device: i32| {
+                    heartbeats
+                        .get(&device)
+                        .map_or(0, |h| h.rung.load(Ordering::Acquire))
+                };
+                let device = entry.target.made_in.device;
+                let checking = now >= entry.next_error_check;
+                if checking {
                     entry.next_error_check = now + ERROR_CHECK;
                 }
-                match query(d, entry.target) {
-                    Ok(false) if entry.rings => {
-                        next_check =
-                            Some(next_check.map_or(entry.next_error_check, |n| n.min(entry.next_error_check)))
-                    }
-                    Ok(false) => {}
-                    // A ringing future reads its own result when rung; only errors come from here.
-                    Ok(true) if entry.rings => {}
-                    result => {
-                        entry.finished = true;
-                        finished.push((entry.shared.clone(), result.map(drop)));
+                let result = match entry.state {
+                    EntryState::Finished => continue,
+                    EntryState::Confirming(beat) if rung(device) >= beat => Ok(true),
+                    // Not rung yet: after a fault it never will, and the stream says why.
+                    EntryState::Confirming(_) if checking => heartbeats
+                        .get(&device)
+                        .map_or(Ok(false), |h| h.stream.query().map(|_| false)),
+                    EntryState::Confirming(_) => Ok(false),
+                    EntryState::Waiting if entry.rings && !checking => Ok(false),
+                    EntryState::Waiting => match query(d, entry.target) {
+                        // A ringing future reads its own result when rung; only errors come from here.
+                        Ok(true) if entry.rings => Ok(false),
+                        Ok(true) => {
+                            confirm.push(device);
+                            let beat = heartbeats.get(&device).map_or(0, |h| h.queued) + 1;
+                            entry.state = EntryState::Confirming(beat);
+                            Ok(false)
+                        }
+                        other => other,
+                    },
+                };
+                if entry.rings && entry.state == EntryState::Waiting {
+                    let check = entry.next_error_check;
+                    next_check = Some(next_check.map_or(check, |n| n.min(check)));
+                }
+                if result != Ok(false) {
+                    entry.state = EntryState::Finished;
+                    finished.push((entry.shared.clone(), result.map(drop)));
+                }
+            }
+            confirm.sort_unstable();
+            confirm.dedup();
+            for device in confirm {
+                if let Err(e) = beat(heartbeats, device) {
+                    for entry in map.values_mut() {
+                        if entry.target.made_in.device == device
+                            && matches!(entry.state, EntryState::Confirming(_))
+                        {
+                            entry.state = EntryState::Finished;
+                            finished.push((entry.shared.clone(), Err(e.clone())));
+                        }
                     }
                 }
             }
-            entries.polled = entries.map.values().filter(|e| !e.rings && !e.finished).count();
+            entries.count_polled();
             let polled = entries.polled > 0;
             if !finished.is_empty() {
                 // Wake outside the lock: a waker may run the task right here.
@@ -406,6 +473,27 @@ impl Reactor {
             }
         }
     }
+}
+
+/// Queues the next heartbeat of `device` on the reactor's stream there (made on first use).
+fn beat(heartbeats: &mut HashMap<i32, Heartbeat>, device: i32) -> Result<()> {
+    let heartbeat = match heartbeats.entry(device) {
+        std::collections::hash_map::Entry::Occupied(h) => h.into_mut(),
+        std::collections::hash_map::Entry::Vacant(v) => v.insert(Heartbeat {
+            stream: Stream::with_options(device, crate::StreamOptions::default().non_blocking(true))?,
+            queued: 0,
+            rung: Arc::new(AtomicU64::new(0)),
+        }),
+    };
+    let (seq, rung) = (heartbeat.queued + 1, heartbeat.rung.clone());
+    heartbeat.stream.launch_host_fn(move || {
+        rung.fetch_max(seq, Ordering::Release);
+        // No lock here (it would hold CUDA's host-function thread): the reactor, which polls
+        // while it confirms, sees the number at its next round at the latest.
+        reactor().changed.notify_one();
+    })?;
+    heartbeat.queued = seq;
+    Ok(())
 }
 
 fn query(d: &Driver, target: QueryTarget) -> Result<bool> {

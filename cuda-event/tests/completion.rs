@@ -87,12 +87,15 @@ fn awaiting_work_captured_into_a_graph_is_an_err_not_a_hang() {
         refused.push(("launch_host_fn", stream.launch_host_fn(|| {}).err()));
         refused.push(("Stream::completion", block_on(stream.completion()).err()));
         event.record(&stream).unwrap(); // a node of the graph, not a record now
-        refused.push(("Event::completion", block_on(event.completion()).err()));
     });
+    // After the capture, the event was last recorded into a graph: awaiting it (like querying it)
+    // is CUDA's error. (During the capture, that query would end the capture.)
+    refused.push(("Event::completion", block_on(event.completion()).err()));
     for (call, error) in refused {
         println!("{call} during capture: {error:?}");
         match (call, error) {
-            ("Event::completion", Some(Error::Cuda(e))) => assert!(e.name().contains("CAPTURED"), "{e}"),
+            // CUDA 13.0 on driver 580 answers CUDA_ERROR_INVALID_VALUE for such an event.
+            ("Event::completion", Some(Error::Cuda(_))) => {}
             (_, Some(Error::StreamCapturing)) if call != "Event::completion" => {}
             (_, other) => panic!("{call} during capture gave {other:?}"),
         }
@@ -160,12 +163,40 @@ fn fault_every_pending_future_resolves_to_the_error_within_a_second() {
     let mut pending: Vec<Completion> = (0..100).map(|_| held.completion()).collect();
     pending.extend(events.iter().map(Event::completion));
     assert!(pending.iter_mut().all(|f| poll_once(f).is_pending()));
+    // The blocking calls' answers, for comparison: a thread polls a held event with query.
+    let spun = std::thread::spawn({
+        let raw = events[1].as_raw().unwrap() as usize;
+        move || loop {
+            // SAFETY: the event lives until this thread is joined.
+            let code = unsafe { cuda_event::sys::cudaEventQuery(raw as _) };
+            if code != cuda_event::sys::cudaError::cudaErrorNotReady {
+                return code;
+            }
+        }
+    });
     let code = common::poison_the_context(&Stream::new(0).unwrap());
+    println!(
+        "a thread polling a held event with cudaEventQuery got {:?}",
+        spun.join().unwrap()
+    );
     let poisoned = Instant::now();
-    for future in pending {
-        match block_on(future) {
-            Err(Error::Cuda(e)) => assert_eq!(e.code(), code, "{e}"),
-            other => panic!("a future after the fault gave {other:?}"),
+    println!(
+        "after the fault: a held event's query {:?}, the held stream's {:?}",
+        events[0].query(),
+        held.query()
+    );
+    let results: Vec<_> = pending.into_iter().map(block_on).collect();
+    let oks = |range: std::ops::Range<usize>| results[range].iter().filter(|r| r.is_ok()).count();
+    println!(
+        "after the fault: Ok from {} of 100 stream futures, {} of 100 event futures",
+        oks(0..100),
+        oks(100..200)
+    );
+    for (i, result) in results.iter().enumerate() {
+        let kind = if i < 100 { "stream" } else { "event" };
+        match result {
+            Err(Error::Cuda(e)) if e.code() == code => {}
+            other => panic!("{kind} future {i} after the fault gave {other:?}"),
         }
     }
     let took = poisoned.elapsed();
@@ -235,4 +266,39 @@ fn a_million_futures_dropped_at_random_moments_leak_nothing() {
         alive_after <= alive + cuda_event::POOL_PER_THREAD as u64,
         "CUDA events leaked"
     );
+}
+
+/// Which calls report a kernel fault, and when: a held event's query, an idle stream's query and a
+/// completed event's query, each polled from the moment a trapping kernel is launched (nothing
+/// synchronizes on it). Printed for the notes; asserts nothing but that the fault shows somewhere.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn probe_which_calls_report_a_fault_and_when() {
+    const TEST: &str = "probe_which_calls_report_a_fault_and_when";
+    if common::in_a_child(TEST, "probe").is_none() {
+        return;
+    }
+    let held = Stream::new(0).unwrap();
+    let idle = Stream::new(0).unwrap();
+    let old = held.record_event().unwrap();
+    old.synchronize().unwrap();
+    gpu_sleep(&held, Duration::from_secs(5));
+    let pending = held.record_event().unwrap();
+    let trap = Stream::new(0).unwrap();
+    common::launch_trap(&trap);
+    let start = Instant::now();
+    let mut last = String::new();
+    while start.elapsed() < Duration::from_millis(200) {
+        let now = format!(
+            "held event {:?}, idle stream {:?}, completed event {:?}",
+            pending.query().map_err(|e| e.to_string()),
+            idle.query().map_err(|e| e.to_string()),
+            old.query().map_err(|e| e.to_string())
+        );
+        if now != last {
+            println!("{:>9.1?}: {now}", start.elapsed());
+            last = now;
+        }
+    }
+    assert!(trap.synchronize().is_err());
 }

@@ -426,10 +426,15 @@ pub fn gpu_sleep(stream: &Stream, duration: Duration) {
     launch(kernel, stream, &mut [(&mut ns as *mut u64).cast()]);
 }
 
+/// Launches, on `stream`, a kernel that traps (and returns at once).
+pub fn launch_trap(stream: &Stream) {
+    launch(kernel(stream.device(), TRAP_PTX, c"trap_kernel"), stream, &mut []);
+}
+
 /// Launches, on `stream`, a kernel that traps, and waits until the context is dead: from then on
 /// every call in the context returns the sticky error. Returns that error's code.
 pub fn poison_the_context(stream: &Stream) -> u32 {
-    launch(kernel(stream.device(), TRAP_PTX, c"trap_kernel"), stream, &mut []);
+    launch_trap(stream);
     match stream.synchronize() {
         Err(cuda_event::Error::Cuda(e)) => {
             println!("the trap kernel poisoned the context: {e}");
