@@ -9,14 +9,15 @@
 //!   imported, or recorded by other code), so the reactor thread polls it (`cuEventQuery`) with a
 //!   budget of about 1% of a core: it waits 100 times as long as its last round cost in CPU time,
 //!   and at least [`MIN_POLL`];
-//! - an event that CUDA reports complete is confirmed by a heartbeat: a host function on the
-//!   reactor's own stream of that device. After a kernel fault CUDA reports the killed work's
-//!   events complete (measured: 17 us after the trap, for an event behind a 5 s kernel, and
-//!   forever after, on driver 580) but runs no host function, so only a context that still works
-//!   confirms;
 //! - the reactor also checks every future with a host function every [`ERROR_CHECK`], because CUDA
-//!   never runs a host function after its context failed: such futures resolve to the error
-//!   instead of hanging. The same check notices an IPC exporter that died.
+//!   never runs a host function after its context failed (a kernel fault): such futures resolve
+//!   to the error instead of hanging. The same check notices an IPC exporter that died.
+//!
+//! After a kernel fault, CUDA itself (driver 580) reports the events of the work it killed as
+//! complete: `cuEventQuery` succeeds 16 us after the trap for an event behind a 5 s kernel, and
+//! keeps succeeding after the error is reported elsewhere (about 0.6 s later). An event's future
+//! answers what the query answers, so it may resolve to `Ok` for killed work; a stream's future
+//! never does, because CUDA does not run the host function behind killed work.
 
 use crate::context::MadeIn;
 use crate::driver::{Driver, loaded_driver};
@@ -30,7 +31,6 @@ use std::collections::HashMap;
 use std::future::{Future, IntoFuture};
 use std::marker::PhantomData;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
@@ -132,9 +132,11 @@ impl Event {
     /// event recorded during a graph capture, [`Error::ExporterGone`]...). `(&event).await` does
     /// the same.
     ///
-    /// The reactor thread polls a pending event (see the module docs of `completion`): to be woken
-    /// the moment a stream of yours gets there, with no polling, await
-    /// [`Stream::completion`] instead.
+    /// The reactor thread polls a pending event, with a budget of about 1% of a core: to be woken
+    /// the moment a stream of yours gets there, with no polling, await [`Stream::completion`]
+    /// instead. After a kernel fault CUDA reports the events of the work it killed as complete
+    /// (driver 580), so this future, like [`query`](Self::query), may then resolve to `Ok`; a
+    /// stream's future resolves to the error.
     #[doc(alias = "synchronize_async")]
     pub fn completion(&self) -> Completion<'_> {
         let Some(target) = self.query_target() else {
@@ -260,10 +262,6 @@ struct Entry {
 enum EntryState {
     /// Queried every round (or, if it rings, at every error check).
     Waiting,
-    /// CUDA said complete; it is Ok once the device's heartbeat number `.0` has rung. After a
-    /// kernel fault CUDA reports the killed work's events complete (seen on driver 580), and runs
-    /// no host function: the heartbeat tells the two apart.
-    Confirming(u64),
     /// Its result went to the future.
     Finished,
 }
@@ -272,13 +270,6 @@ enum EntryState {
 // the entry exists, and its Event removes the entry (under the lock) before the handle goes away.
 unsafe impl Send for Entry {}
 
-/// Per device, the reactor's own stream, on which a host function proves the context still runs.
-struct Heartbeat {
-    stream: Stream,
-    queued: u64,
-    rung: Arc<AtomicU64>,
-}
-
 #[derive(Default)]
 struct Entries {
     map: HashMap<u64, Entry>,
@@ -286,7 +277,6 @@ struct Entries {
     /// Entries queried every round.
     polled: usize,
     thread: bool,
-    heartbeats: HashMap<i32, Heartbeat>,
 }
 
 impl Entries {
@@ -389,61 +379,27 @@ impl Reactor {
         loop {
             let now = Instant::now();
             let mut next_check: Option<Instant> = None;
-            let mut confirm = Vec::new();
-            let Entries { map, heartbeats, .. } = &mut *entries;
-            for entry in map.values_mut() {
-                let rung = |device: i32| {
-                    heartbeats
-                        .get(&device)
-                        .map_or(0, |h| h.rung.load(Ordering::Acquire))
-                };
-                let device = entry.target.made_in.device;
+            for entry in entries.map.values_mut() {
                 let checking = now >= entry.next_error_check;
                 if checking {
                     entry.next_error_check = now + ERROR_CHECK;
                 }
                 let result = match entry.state {
                     EntryState::Finished => continue,
-                    EntryState::Confirming(beat) if rung(device) >= beat => Ok(true),
-                    // Not rung yet: after a fault it never will, and the stream says why.
-                    EntryState::Confirming(_) if checking => heartbeats
-                        .get(&device)
-                        .map_or(Ok(false), |h| h.stream.query().map(|_| false)),
-                    EntryState::Confirming(_) => Ok(false),
                     EntryState::Waiting if entry.rings && !checking => Ok(false),
                     EntryState::Waiting => match query(d, entry.target) {
                         // A ringing future reads its own result when rung; only errors come from here.
                         Ok(true) if entry.rings => Ok(false),
-                        Ok(true) => {
-                            confirm.push(device);
-                            let beat = heartbeats.get(&device).map_or(0, |h| h.queued) + 1;
-                            entry.state = EntryState::Confirming(beat);
-                            Ok(false)
-                        }
                         other => other,
                     },
                 };
-                if entry.rings && entry.state == EntryState::Waiting {
+                if entry.rings {
                     let check = entry.next_error_check;
                     next_check = Some(next_check.map_or(check, |n| n.min(check)));
                 }
                 if result != Ok(false) {
                     entry.state = EntryState::Finished;
                     finished.push((entry.shared.clone(), result.map(drop)));
-                }
-            }
-            confirm.sort_unstable();
-            confirm.dedup();
-            for device in confirm {
-                if let Err(e) = beat(heartbeats, device) {
-                    for entry in map.values_mut() {
-                        if entry.target.made_in.device == device
-                            && matches!(entry.state, EntryState::Confirming(_))
-                        {
-                            entry.state = EntryState::Finished;
-                            finished.push((entry.shared.clone(), Err(e.clone())));
-                        }
-                    }
                 }
             }
             entries.count_polled();
@@ -473,27 +429,6 @@ impl Reactor {
             }
         }
     }
-}
-
-/// Queues the next heartbeat of `device` on the reactor's stream there (made on first use).
-fn beat(heartbeats: &mut HashMap<i32, Heartbeat>, device: i32) -> Result<()> {
-    let heartbeat = match heartbeats.entry(device) {
-        std::collections::hash_map::Entry::Occupied(h) => h.into_mut(),
-        std::collections::hash_map::Entry::Vacant(v) => v.insert(Heartbeat {
-            stream: Stream::with_options(device, crate::StreamOptions::default().non_blocking(true))?,
-            queued: 0,
-            rung: Arc::new(AtomicU64::new(0)),
-        }),
-    };
-    let (seq, rung) = (heartbeat.queued + 1, heartbeat.rung.clone());
-    heartbeat.stream.launch_host_fn(move || {
-        rung.fetch_max(seq, Ordering::Release);
-        // No lock here (it would hold CUDA's host-function thread): the reactor, which polls
-        // while it confirms, sees the number at its next round at the latest.
-        reactor().changed.notify_one();
-    })?;
-    heartbeat.queued = seq;
-    Ok(())
 }
 
 fn query(d: &Driver, target: QueryTarget) -> Result<bool> {

@@ -102,13 +102,23 @@ fn awaiting_work_captured_into_a_graph_is_an_err_not_a_hang() {
     }
 }
 
-/// 64 streams on two GPUs, each held for 5 s, with futures pending on all of them; the work of
-/// another stream, done in 20 ms, wakes its futures at once while every other one is still pending.
+/// 62 streams on two GPUs, each held for 5 s, with 2,048 futures pending on them; the work of a
+/// quick stream on each GPU, done in 20 ms, wakes its futures at once while every other one is still
+/// pending. In a child with 32 hardware queues a GPU (`CUDA_DEVICE_MAX_CONNECTIONS`; CUDA's default
+/// is 8): streams beyond that share queues, and held work in a shared queue holds back the quick
+/// stream's own work (measured: 5 s), whatever waits for it.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn multi_gpu_the_first_work_to_complete_wakes_first_with_thousands_pending() {
-    let _gpu = two_gpus_for(Duration::from_secs(60));
-    let held: Vec<Stream> = (0..64).map(|i| Stream::new(i % 2).unwrap()).collect();
+    const TEST: &str = "multi_gpu_the_first_work_to_complete_wakes_first_with_thousands_pending";
+    if common::role().as_deref() != Some("32-queues") {
+        let _gpu = two_gpus_for(Duration::from_secs(60));
+        let child = common::run_child(TEST, "32-queues", &[("CUDA_DEVICE_MAX_CONNECTIONS", "32")]);
+        print!("{}", String::from_utf8_lossy(&child.stdout));
+        return;
+    }
+    let quick: Vec<Stream> = (0..2).map(|d| Stream::new(d).unwrap()).collect(); // first: own queues
+    let held: Vec<Stream> = (0..62).map(|i| Stream::new(i % 2).unwrap()).collect();
     let mut events = Vec::new();
     for stream in &held {
         gpu_sleep(stream, Duration::from_secs(5));
@@ -124,14 +134,14 @@ fn multi_gpu_the_first_work_to_complete_wakes_first_with_thousands_pending() {
         pending.extend(events[i * 16..(i + 1) * 16].iter().map(Event::completion));
     }
     assert!(pending.iter_mut().all(|f| poll_once(f).is_pending()));
-    for device in [0, 1] {
-        let quick = Stream::new(device).unwrap();
-        gpu_sleep(&quick, Duration::from_millis(20));
+    for quick in &quick {
+        gpu_sleep(quick, Duration::from_millis(20));
         let event = quick.record_event().unwrap();
         let start = Instant::now();
         block_on(quick.completion()).unwrap();
         block_on(event.completion()).unwrap();
         let took = start.elapsed();
+        let device = quick.device();
         println!(
             "device {device}: woke after {took:?} with {} futures pending",
             pending.len()
@@ -148,8 +158,9 @@ fn multi_gpu_the_first_work_to_complete_wakes_first_with_thousands_pending() {
     drop(pending); // cancelled while pending
 }
 
-/// After a kernel fault CUDA runs no host function; every pending future still resolves, to the
-/// error, within a second.
+/// After a kernel fault CUDA runs no host function; every pending future still resolves within a
+/// second: a stream's to the error, an event's to what CUDA's query of it says (which, for work the
+/// fault killed, is "complete" on driver 580).
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn fault_every_pending_future_resolves_to_the_error_within_a_second() {
@@ -193,10 +204,12 @@ fn fault_every_pending_future_resolves_to_the_error_within_a_second() {
         oks(100..200)
     );
     for (i, result) in results.iter().enumerate() {
-        let kind = if i < 100 { "stream" } else { "event" };
-        match result {
-            Err(Error::Cuda(e)) if e.code() == code => {}
-            other => panic!("{kind} future {i} after the fault gave {other:?}"),
+        match (i < 100, result) {
+            (_, Err(Error::Cuda(e))) if e.code() == code => {}
+            // CUDA reports the killed work's events complete (see the completion module's docs):
+            // an event's future answers what a query answers.
+            (false, Ok(())) => {}
+            (stream, other) => panic!("future {i} (stream: {stream}) after the fault gave {other:?}"),
         }
     }
     let took = poisoned.elapsed();
