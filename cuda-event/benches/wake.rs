@@ -4,7 +4,7 @@
 //! `$CUDA_EVENT_BENCH_OUT` (default: the current folder).
 //!
 //! - Wake latency: a host function reads the host clock just before the measured record (or the
-//!   stream completion's doorbell), the waiter reads it when its wait returns; p50 and p99 of 300
+//!   stream completion's doorbell), the waiter reads it when its wait returns; p50 and p99 of 200
 //!   trials, with 1 and with 10,000 futures pending on later work (held by kernels for the whole
 //!   run) across 62 streams on every GPU. Waiters: a `Stream::completion` future, an
 //!   `Event::completion` future (each awaited on a multi-thread tokio runtime), a thread blocked in
@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-const TRIALS: usize = 300;
+const TRIALS: usize = 200;
 const PENDING: usize = 10_000;
 /// Held streams per device: one fewer than the hardware queues (CUDA_DEVICE_MAX_CONNECTIONS=32,
 /// set below), so that the measured stream does not share a queue with held work.
@@ -70,7 +70,7 @@ fn main() {
                 .map(|i| &*Box::leak(Box::new(Stream::new(i as i32 % devices).unwrap())))
                 .collect();
             for stream in &streams {
-                gpu_sleep(stream, Duration::from_secs(120));
+                gpu_sleep(stream, Duration::from_secs(30));
             }
             for i in 0..PENDING {
                 let stream = streams[i % streams.len()];

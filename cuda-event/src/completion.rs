@@ -9,9 +9,10 @@
 //!   imported, or recorded by other code), so the reactor thread polls it (`cuEventQuery`) with a
 //!   budget of about 1% of a core: it waits 100 times as long as its last round cost in CPU time,
 //!   and at least [`MIN_POLL`];
-//! - the reactor also checks every future with a host function every [`ERROR_CHECK`], because CUDA
-//!   never runs a host function after its context failed (a kernel fault): such futures resolve
-//!   to the error instead of hanging. The same check notices an IPC exporter that died.
+//! - every [`ERROR_CHECK`] while futures wait for host functions, the reactor checks each of their
+//!   devices by a canary (an event of its own that completed long ago), because CUDA never runs a
+//!   host function after its context failed (a kernel fault): such futures resolve to the error
+//!   instead of hanging. One query per device, however many futures wait.
 //!
 //! After a kernel fault, CUDA itself (driver 580) reports the events of the work it killed as
 //! complete: `cuEventQuery` succeeds 16 us after the trap for an event behind a 5 s kernel, and
@@ -252,41 +253,35 @@ impl Shared {
 struct Entry {
     target: QueryTarget,
     shared: Arc<Shared>,
-    /// A host function will ring: only the error check queries it.
-    rings: bool,
-    next_error_check: Instant,
-    state: EntryState,
-}
-
-#[derive(Clone, Copy, PartialEq)]
-enum EntryState {
-    /// Queried every round (or, if it rings, at every error check).
-    Waiting,
-    /// Its result went to the future.
-    Finished,
+    /// Its result went to the future (which removes the entry when it sees it).
+    finished: bool,
 }
 
 // SAFETY: the raw event handle is an opaque CUDA handle any thread may use; it is only used while
 // the entry exists, and its Event removes the entry (under the lock) before the handle goes away.
 unsafe impl Send for Entry {}
 
-#[derive(Default)]
-struct Entries {
-    map: HashMap<u64, Entry>,
-    next_id: u64,
-    /// Entries queried every round.
-    polled: usize,
-    thread: bool,
+/// Per device, a CUDA event of the reactor's that completed long ago: once its context has failed,
+/// querying it returns the error (unlike the events of the work a fault killed, which CUDA reports
+/// complete).
+struct Canary {
+    _stream: Stream,
+    event: Event,
 }
 
-impl Entries {
-    fn count_polled(&mut self) {
-        self.polled = self
-            .map
-            .values()
-            .filter(|e| e.state != EntryState::Finished && !e.rings)
-            .count();
-    }
+#[derive(Default)]
+struct Entries {
+    /// Futures on events: queried every round.
+    polled: HashMap<u64, Entry>,
+    /// Polled entries not finished yet.
+    active_polled: usize,
+    /// Futures that a host function will ring: only their device's canary is queried, every
+    /// [`ERROR_CHECK`].
+    ringing: HashMap<u64, Entry>,
+    next_error_check: Option<Instant>,
+    canaries: HashMap<i32, Canary>,
+    next_id: u64,
+    thread: bool,
 }
 
 /// The one reactor thread of the process, started by the first future that has to wait.
@@ -307,11 +302,9 @@ fn reactor() -> &'static Reactor {
 /// was leaked (`mem::forget`) would have the reactor query a destroyed or reused event.
 pub(crate) fn forget_event(raw: sys::cudaEvent_t) {
     let mut entries = reactor().entries.lock();
-    let before = entries.map.len();
-    entries.map.retain(|_, entry| entry.target.raw != raw);
-    if entries.map.len() != before {
-        entries.count_polled();
-    }
+    entries.polled.retain(|_, entry| entry.target.raw != raw);
+    entries.ringing.retain(|_, entry| entry.target.raw != raw);
+    entries.active_polled = entries.polled.values().filter(|e| !e.finished).count();
 }
 
 impl Reactor {
@@ -334,17 +327,18 @@ impl Reactor {
         let mut entries = self.entries.lock();
         let id = entries.next_id;
         entries.next_id += 1;
-        let idle = entries.map.is_empty() || (!rings && entries.polled == 0);
+        // Asleep for good, or (for a polled entry) until the next error check: wake it.
+        let idle = entries.active_polled == 0 && (!rings || entries.ringing.is_empty());
         let entry = Entry {
             target,
             shared: shared.clone(),
-            rings,
-            next_error_check: Instant::now() + ERROR_CHECK,
-            state: EntryState::Waiting,
+            finished: false,
         };
-        entries.map.insert(id, entry);
-        if !rings {
-            entries.polled += 1;
+        if rings {
+            entries.ringing.insert(id, entry);
+        } else {
+            entries.polled.insert(id, entry);
+            entries.active_polled += 1;
         }
         if !entries.thread {
             entries.thread = true;
@@ -353,7 +347,6 @@ impl Reactor {
                 .spawn(|| reactor().run())
                 .expect("spawn the reactor thread");
         } else if idle {
-            // It sleeps until the next error check, or for good: poll now.
             self.changed.notify_one();
         }
         Completion {
@@ -364,10 +357,12 @@ impl Reactor {
 
     fn remove(&self, id: u64) {
         let mut entries = self.entries.lock();
-        if let Some(entry) = entries.map.remove(&id) {
-            if !entry.rings && entry.state != EntryState::Finished {
-                entries.polled -= 1;
+        if let Some(entry) = entries.polled.remove(&id) {
+            if !entry.finished {
+                entries.active_polled -= 1;
             }
+        } else {
+            entries.ringing.remove(&id);
         }
     }
 
@@ -377,33 +372,49 @@ impl Reactor {
         let mut round_start = thread_cpu_time();
         let mut entries = self.entries.lock();
         loop {
-            let now = Instant::now();
-            let mut next_check: Option<Instant> = None;
-            for entry in entries.map.values_mut() {
-                let checking = now >= entry.next_error_check;
-                if checking {
-                    entry.next_error_check = now + ERROR_CHECK;
-                }
-                let result = match entry.state {
-                    EntryState::Finished => continue,
-                    EntryState::Waiting if entry.rings && !checking => Ok(false),
-                    EntryState::Waiting => match query(d, entry.target) {
-                        // A ringing future reads its own result when rung; only errors come from here.
-                        Ok(true) if entry.rings => Ok(false),
-                        other => other,
-                    },
-                };
-                if entry.rings {
-                    let check = entry.next_error_check;
-                    next_check = Some(next_check.map_or(check, |n| n.min(check)));
-                }
-                if result != Ok(false) {
-                    entry.state = EntryState::Finished;
-                    finished.push((entry.shared.clone(), result.map(drop)));
+            let Entries {
+                polled,
+                active_polled,
+                ringing,
+                next_error_check,
+                canaries,
+                ..
+            } = &mut *entries;
+            for entry in polled.values_mut().filter(|e| !e.finished) {
+                match query(d, entry.target) {
+                    Ok(false) => {}
+                    result => {
+                        entry.finished = true;
+                        *active_polled -= 1;
+                        finished.push((entry.shared.clone(), result.map(drop)));
+                    }
                 }
             }
-            entries.count_polled();
-            let polled = entries.polled > 0;
+            let now = Instant::now();
+            if ringing.is_empty() {
+                *next_error_check = None;
+            } else if next_error_check.is_none_or(|check| now >= check) {
+                *next_error_check = Some(now + ERROR_CHECK);
+                let mut devices: Vec<i32> = ringing
+                    .values()
+                    .filter(|e| !e.finished)
+                    .map(|e| e.target.made_in.device)
+                    .collect();
+                devices.sort_unstable();
+                devices.dedup();
+                for device in devices {
+                    if let Err(e) = canary_health(canaries, device) {
+                        for entry in ringing
+                            .values_mut()
+                            .filter(|e| !e.finished && e.target.made_in.device == device)
+                        {
+                            entry.finished = true;
+                            finished.push((entry.shared.clone(), Err(e.clone())));
+                        }
+                    }
+                }
+            }
+            let (polling, next_check) = (*active_polled > 0, *next_error_check);
             if !finished.is_empty() {
                 // Wake outside the lock: a waker may run the task right here.
                 parking_lot::MutexGuard::unlocked(&mut entries, || {
@@ -416,8 +427,9 @@ impl Reactor {
             let now_cpu = thread_cpu_time();
             let cost = now_cpu.saturating_sub(round_start);
             round_start = now_cpu;
-            let deadline = if polled {
-                Some(Instant::now() + (cost * CPU_SHARE).max(MIN_POLL))
+            let deadline = if polling {
+                let poll = Instant::now() + (cost * CPU_SHARE).max(MIN_POLL);
+                Some(next_check.map_or(poll, |check| check.min(poll)))
             } else {
                 next_check
             };
@@ -429,6 +441,20 @@ impl Reactor {
             }
         }
     }
+}
+
+/// Whether `device`'s context still works, by its canary (made on first use).
+fn canary_health(canaries: &mut HashMap<i32, Canary>, device: i32) -> Result<()> {
+    if let std::collections::hash_map::Entry::Vacant(vacant) = canaries.entry(device) {
+        let stream = Stream::with_options(device, crate::StreamOptions::default().non_blocking(true))?;
+        let event = stream.record_event()?;
+        event.synchronize()?;
+        vacant.insert(Canary {
+            _stream: stream,
+            event,
+        });
+    }
+    canaries[&device].event.query().map(drop)
 }
 
 fn query(d: &Driver, target: QueryTarget) -> Result<bool> {
