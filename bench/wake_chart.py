@@ -1,0 +1,51 @@
+"""Draws the wake benchmark's latencies (wake.json from cuda-event/benches/wake.rs) as an SVG: p50
+and p99 per waiter, one group per set of pending futures, on a log scale. Python 3 only.
+
+    python3 bench/wake_chart.py WAKE_JSON OUT_SVG "title"
+"""
+import json
+import math
+import sys
+
+COLORS = {"Stream::completion": "#e15759", "Event::completion": "#f28e2b",
+          "blocking synchronize": "#4e79a7", "spinning query": "#888888"}
+
+
+def main():
+    rows = [r for r in json.load(open(sys.argv[1])) if "waiter" in r]
+    out, title = sys.argv[2], sys.argv[3]
+    key = lambda r: f"{r['pending']} pending" + (f" ({r['pending_kind']})" if r["pending"] else "")
+    groups = []
+    for r in rows:
+        if key(r) not in groups:
+            groups.append(key(r))
+    lo, hi = 1.0, 10 ** math.ceil(math.log10(max(r["p99_us"] for r in rows)))
+    width, height, left, top, plot_h = 920, 420, 70, 40, 300
+    group_w = (width - left - 20) / len(groups)
+    bar_w = group_w / (len(COLORS) * 2 + 2)
+    y = lambda v: top + plot_h - plot_h * (math.log10(max(v, lo)) - math.log10(lo)) / (math.log10(hi) - math.log10(lo))
+    svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="11">',
+           f'<text x="{width / 2}" y="20" text-anchor="middle" font-size="13">{title}</text>']
+    decade = lo
+    while decade <= hi:
+        svg.append(f'<line x1="{left}" x2="{width - 20}" y1="{y(decade):.1f}" y2="{y(decade):.1f}" stroke="#ddd"/>')
+        svg.append(f'<text x="{left - 6}" y="{y(decade) + 4:.1f}" text-anchor="end">{decade:g} us</text>')
+        decade *= 10
+    for g, group in enumerate(groups):
+        x0 = left + g * group_w + bar_w
+        svg.append(f'<text x="{x0 + group_w / 2 - bar_w:.1f}" y="{top + plot_h + 18}" text-anchor="middle">{group}</text>')
+        for w, (waiter, color) in enumerate(COLORS.items()):
+            r = next((r for r in rows if r["waiter"] == waiter and key(r) == group), None)
+            if r is None:
+                continue
+            for k, (stat, opacity) in enumerate((("p50_us", 1.0), ("p99_us", 0.45))):
+                x = x0 + (w * 2 + k) * bar_w
+                svg.append(f'<rect x="{x:.1f}" y="{y(r[stat]):.1f}" width="{bar_w - 1:.1f}" height="{top + plot_h - y(r[stat]):.1f}" fill="{color}" fill-opacity="{opacity}"><title>{waiter} {stat[:3]}: {r[stat]} us</title></rect>')
+    for w, (waiter, color) in enumerate(COLORS.items()):
+        svg.append(f'<rect x="{left + w * 200}" y="{height - 30}" width="12" height="12" fill="{color}"/>')
+        svg.append(f'<text x="{left + w * 200 + 16}" y="{height - 20}">{waiter} (p50 solid, p99 pale)</text>')
+    svg.append("</svg>")
+    open(out, "w").write("\n".join(svg) + "\n")
+
+
+main()
