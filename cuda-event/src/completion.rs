@@ -73,6 +73,12 @@ impl Completion<'_> {
             _borrows: PhantomData,
         }
     }
+
+    fn stop_waiting(&mut self) {
+        if let State::Waiting { id, .. } = self.state {
+            reactor().remove(id);
+        }
+    }
 }
 
 impl Future for Completion<'_> {
@@ -111,14 +117,6 @@ impl Future for Completion<'_> {
     }
 }
 
-impl Completion<'_> {
-    fn stop_waiting(&mut self) {
-        if let State::Waiting { id, .. } = self.state {
-            reactor().remove(id);
-        }
-    }
-}
-
 impl Drop for Completion<'_> {
     fn drop(&mut self) {
         // Before `recorded` drops: the reactor never queries an event after its Event is gone.
@@ -146,7 +144,7 @@ impl Event {
         match self.query() {
             Ok(true) => Completion::done(Ok(())),
             Err(e) => Completion::done(Err(e)),
-            Ok(false) => reactor().wait(target),
+            Ok(false) => reactor().wait(self, target),
         }
     }
 }
@@ -202,8 +200,9 @@ impl<'a> IntoFuture for &'a Stream {
     }
 }
 
-/// What the reactor queries for one future: a CUDA event (kept alive by its `Event`, which
-/// deregisters it before it goes, see [`forget_event`]), where it was made, and its exporter.
+/// What the reactor queries for one future: a CUDA event (for a polled wait kept alive by its
+/// `Event`, which deregisters it before it goes, see [`forget_event`]), where it was made, and its
+/// exporter.
 #[derive(Clone, Copy)]
 pub(crate) struct QueryTarget {
     pub(crate) raw: sys::cudaEvent_t,
@@ -298,18 +297,28 @@ fn reactor() -> &'static Reactor {
     })
 }
 
-/// Stops every wait on the CUDA event `raw`: its `Event` is going away. Left alone, a future that
-/// was leaked (`mem::forget`) would have the reactor query a destroyed or reused event.
+/// Stops every polled wait on the CUDA event `raw`: its `Event` is going away. Left alone, a future
+/// that was leaked (`mem::forget`) would have the reactor query a destroyed or reused event.
 pub(crate) fn forget_event(raw: sys::cudaEvent_t) {
     let mut entries = reactor().entries.lock();
-    entries.polled.retain(|_, entry| entry.target.raw != raw);
-    entries.ringing.retain(|_, entry| entry.target.raw != raw);
-    entries.active_polled = entries.polled.values().filter(|e| !e.finished).count();
+    let Entries {
+        polled,
+        active_polled,
+        ..
+    } = &mut *entries;
+    polled.retain(|_, entry| {
+        let keep = entry.target.raw != raw;
+        if !keep && !entry.finished {
+            *active_polled -= 1;
+        }
+        keep
+    });
 }
 
 impl Reactor {
-    /// A polled wait on `target`.
-    fn wait<'a>(&self, target: QueryTarget) -> Completion<'a> {
+    /// A polled wait on `target`, an event of `event`'s, whose drop then stops it.
+    fn wait<'a>(&self, event: &Event, target: QueryTarget) -> Completion<'a> {
+        event.mark_awaited();
         self.wait_with(target, Arc::new(Shared::default()), None)
     }
 
@@ -320,10 +329,9 @@ impl Reactor {
         shared: Arc<Shared>,
         recorded: Option<Event>,
     ) -> Completion<'a> {
+        // A ringing entry's event is never queried (only its device's canary is), so its drop
+        // need not tell the reactor: only polled events are marked.
         let rings = recorded.is_some();
-        if let Some(event) = &recorded {
-            event.mark_awaited();
-        }
         let mut entries = self.entries.lock();
         let id = entries.next_id;
         entries.next_id += 1;

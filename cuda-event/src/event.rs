@@ -334,7 +334,7 @@ impl Event {
         })
     }
 
-    /// A future waits on this event: its drop must stop the reactor's queries first.
+    /// The reactor polls this event for a future: its drop must stop the queries first.
     pub(crate) fn mark_awaited(&self) {
         if !self.awaited.load(Ordering::Relaxed) {
             self.awaited.store(true, Ordering::Relaxed);
@@ -597,7 +597,6 @@ fn synchronize_imported(d: &Driver, raw: sys::cudaEvent_t, exporter: Exporter) -
     }
 }
 
-/// `cuEventQuery` as torch reads it: complete, not ready, or an error.
 /// [`Event::query`] of a created event: its context checked, then CUDA asked, then (pending and
 /// imported) its exporter watched.
 pub(crate) fn query_handle(
@@ -614,6 +613,7 @@ pub(crate) fn query_handle(
     }
 }
 
+/// `cuEventQuery` as torch reads it: complete, not ready, or an error.
 fn query_raw(d: &Driver, raw: sys::cudaEvent_t) -> Result<bool> {
     // SAFETY: a live event.
     match d.event_query.code(|f| unsafe { f(raw) }) {

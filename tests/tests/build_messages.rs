@@ -154,6 +154,13 @@ fn cuda_copy(at: &Path, version: u32, with_crt: bool) {
     std::os::unix::fs::symlink(env!("DEP_CUDART_LIB_DIR"), at.join("lib")).unwrap();
 }
 
+/// Whether a usual toolkit folder exists: the search finds it before the steps some tests need.
+fn toolkit_folder_exists() -> bool {
+    ["/usr/local/cuda", "/opt/cuda"]
+        .iter()
+        .any(|d| Path::new(d).exists())
+}
+
 /// Where a pip install puts the runtime wheel of the real CUDA's major under site-packages.
 fn wheel_dir() -> &'static str {
     match real_version() / 1000 {
@@ -175,10 +182,7 @@ fn under_cargo() -> Option<std::sync::MutexGuard<'static, ()>> {
 #[test]
 fn no_cuda_outside_the_workspace_names_fixes_a_user_can_act_on() {
     let Some(_one) = under_cargo() else { return };
-    if ["/usr/local/cuda", "/opt/cuda"]
-        .iter()
-        .any(|d| Path::new(d).exists())
-    {
+    if toolkit_folder_exists() {
         println!("skipped: this machine has a CUDA toolkit where the search finds it");
         return;
     }
@@ -267,10 +271,7 @@ fn a_wheel_without_its_crt_headers_names_the_wheel_to_install_wherever_it_is_fou
     let named = consumer.build(&[("CUDA_EVENT_SYS_CUDA_DIR", site.clone().into())]);
     named.failed_saying(&["no crt/host_defines.h beside cuda_runtime_api.h", &install]);
     // found in the active virtualenv
-    if ["/usr/local/cuda", "/opt/cuda"]
-        .iter()
-        .all(|d| !Path::new(d).exists())
-    {
+    if !toolkit_folder_exists() {
         let found = consumer.build(&[("VIRTUAL_ENV", venv.into())]);
         found.failed_saying(&["CUDA runtime wheel in $VIRTUAL_ENV", &install]);
     }
@@ -315,10 +316,7 @@ fn a_change_of_path_reruns_the_build_script_only_when_nvcc_found_cuda() {
         again.log
     );
 
-    if ["/usr/local/cuda", "/opt/cuda"]
-        .iter()
-        .any(|d| Path::new(d).exists())
-    {
+    if toolkit_folder_exists() {
         println!("nvcc half skipped: a toolkit folder would be found before nvcc's is checked");
         return;
     }
