@@ -41,10 +41,17 @@ const TYPES: &[&str] = &[
     "PFN_cu(ModuleLoadData|ModuleGetFunction|ModuleUnload|LaunchKernel)_v[0-9]+",
     // host functions: the safe host callback and the futures' doorbell
     "PFN_cuLaunchHostFunc_v[0-9]+",
+    // timing: the gate that holds a stream while repetitions are queued (a wait on a flag in
+    // mapped host memory), and the L2 flush (a memset of a buffer the size of L2)
+    "PFN_cuStreamWaitValue32_v[0-9]+",
+    "PFN_cuMem(Alloc|Free|HostAlloc|FreeHost|HostGetDevicePointer)_v[0-9]+",
+    "PFN_cuMemsetD8Async_v[0-9]+",
+    "PFN_cuDeviceGetAttribute_v[0-9]+",
+    "CUstreamWaitValue_flags",
     // the driver's error codes (CUresult), for the safe crate's one table of codes, and the
     // driver's names of the types those functions take
     "cudaError_enum",
-    "CU(result|device|context|event|stream|ipcEventHandle|streamCaptureStatus)",
+    "CU(result|device|deviceptr|context|event|stream|ipcEventHandle|streamCaptureStatus)",
     "cudaError",
     "cudaDeviceAttr",
     "cudaIpcEventHandle_t",
@@ -62,6 +69,7 @@ const VARS: &[&str] = &[
     "cudaEventWait(Default|External)",
     "cudaStream(Default|NonBlocking)",
     "CUDA_IPC_HANDLE_SIZE",
+    "CU_MEMHOSTALLOC_DEVICEMAP",
     "CUDART_VERSION",
 ];
 

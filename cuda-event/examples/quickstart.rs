@@ -1,49 +1,131 @@
-//! Times a 4 GiB cudaMemsetAsync with two timing events and prints the bandwidth, then makes a
-//! second stream wait on the first. Without a GPU it exits with status 1 and one line naming the
-//! CUDA error.
+//! Measures the bandwidth of device memory with `measure`: cudaMemsetAsync of 1 MiB, 64 MiB and
+//! 4 GiB and a 1 GiB device-to-device cudaMemcpyAsync, each repeated until its noise settles, L2
+//! flushed before each repetition, host launch gaps kept out. Prints a table against the device's
+//! peak (memory clock x bus width); `--json` prints one JSON object per operation instead. Then
+//! times one memset with a `Timer` and makes a second stream wait on the first. Without a GPU it
+//! exits with status 1 and one line naming the CUDA error.
 //!
-//! cargo run -p cuda-event --example quickstart
+//! cargo run --release -p cuda-event --example quickstart
 
 #[path = "support/device_memory.rs"]
 mod device_memory;
 
-use cuda_event::{Event, Stream, sys};
+use cuda_event::{MeasureOptions, Measurement, Stream, Timer, check_runtime, measure, sys};
 use device_memory::DeviceMemory;
+use std::time::Duration;
 
-const BYTES: usize = 4 << 30;
+const MIB: usize = 1 << 20;
 
 fn main() {
-    if let Err(e) = run() {
+    if let Err(e) = run(std::env::args().any(|a| a == "--json")) {
         eprintln!("quickstart: {e}");
         std::process::exit(1);
     }
 }
 
-fn run() -> Result<(), Box<dyn std::error::Error>> {
+fn run(json: bool) -> Result<(), Box<dyn std::error::Error>> {
     let devices = cuda_event::device_count()?;
     let stream = Stream::new(0)?;
-    let buffer = DeviceMemory::new(0, BYTES)?;
-    let start = Event::builder().enable_timing(true).build()?;
-    let end = Event::builder().enable_timing(true).blocking(true).build()?;
-
-    start.record(&stream)?;
-    // SAFETY: the buffer holds BYTES bytes of device 0 and outlives the work (freed after the sync).
-    cuda_event::check_runtime("cudaMemsetAsync", unsafe {
-        sys::cudaMemsetAsync(buffer.0, 0x5A, BYTES, stream.as_raw())
-    })?;
-    end.record(&stream)?;
-    end.synchronize()?;
-    let ms = start.elapsed_time(&end)?;
-    println!(
-        "{devices} device(s); memset of 4 GiB on device 0: {ms:.3} ms, {:.0} GB/s",
-        BYTES as f64 / ms as f64 / 1e6
+    let (big, copy_src, copy_dst) = (
+        DeviceMemory::new(0, 4096 * MIB)?,
+        DeviceMemory::new(0, 1024 * MIB)?,
+        DeviceMemory::new(0, 1024 * MIB)?,
     );
+    let options = MeasureOptions::default().timeout(Duration::from_secs(5));
+    let memset = |bytes: usize| {
+        move |s: &Stream| {
+            // SAFETY: `big` holds 4 GiB of device 0, at least `bytes`, and outlives the work.
+            check_runtime("cudaMemsetAsync", unsafe {
+                sys::cudaMemsetAsync(big.0, 0x5A, bytes, s.as_raw())
+            })
+        }
+    };
+    let copy = |s: &Stream| {
+        let kind = sys::cudaMemcpyKind::cudaMemcpyDeviceToDevice;
+        // SAFETY: both buffers hold 1 GiB of device 0 and outlive the work.
+        check_runtime("cudaMemcpyAsync", unsafe {
+            sys::cudaMemcpyAsync(copy_dst.0, copy_src.0, 1024 * MIB, kind, s.as_raw())
+        })
+    };
+    // (name, bytes moved per call, measurement): a copy reads and writes each byte.
+    let rows: Vec<(&str, usize, Measurement)> = vec![
+        ("memset 1 MiB", MIB, measure(&stream, &options, memset(MIB))?),
+        (
+            "memset 64 MiB",
+            64 * MIB,
+            measure(&stream, &options, memset(64 * MIB))?,
+        ),
+        (
+            "memset 4 GiB",
+            4096 * MIB,
+            measure(&stream, &options, memset(4096 * MIB))?,
+        ),
+        ("copy 1 GiB d2d", 2048 * MIB, measure(&stream, &options, copy)?),
+    ];
+    let peak = peak_gb_per_s(0)?;
+    if json {
+        for (name, bytes, m) in &rows {
+            let us = |d: Duration| d.as_secs_f64() * 1e6;
+            println!(
+                "{{\"op\":\"{name}\",\"bytes\":{bytes},\"median_us\":{:.3},\"mean_us\":{:.3},\"p10_us\":{:.3},\"p90_us\":{:.3},\"min_us\":{:.3},\"max_us\":{:.3},\"noise\":{:.5},\"samples\":{},\"stop\":\"{:?}\",\"peak_gb_per_s\":{peak:.0}}}",
+                us(m.median()),
+                us(m.mean()),
+                us(m.percentile(10.0)),
+                us(m.percentile(90.0)),
+                us(m.min()),
+                us(m.max()),
+                m.noise(),
+                m.samples().len(),
+                m.stop_reason()
+            );
+        }
+        return Ok(());
+    }
+    println!("{devices} device(s); device 0 peak {peak:.0} GB/s (memory clock x bus width)");
+    println!("| operation | median | GB/s (median) | p10-p90 GB/s | noise | % of peak | samples |");
+    println!("|---|---|---|---|---|---|---|");
+    for (name, bytes, m) in &rows {
+        let gb = |d: Duration| *bytes as f64 / d.as_secs_f64() / 1e9;
+        println!(
+            "| {name} | {:.1} us | {:.0} | {:.0}-{:.0} | {:.2}% | {:.0}% | {} ({:?}) |",
+            m.median().as_secs_f64() * 1e6,
+            gb(m.median()),
+            gb(m.percentile(90.0)),
+            gb(m.percentile(10.0)),
+            100.0 * m.noise(),
+            100.0 * gb(m.median()) / peak,
+            m.samples().len(),
+            m.stop_reason()
+        );
+    }
 
-    // A second stream waits for everything the first has done so far.
+    // One section with a Timer, then a second stream waits for everything the first has done.
+    let timer = Timer::start(&stream)?;
+    memset(64 * MIB)(&stream)?;
+    let timing = timer.stop(&stream)?;
+    println!(
+        "one 64 MiB memset, timed once (L2 warm, no flush): {:?}",
+        timing.wait()?
+    );
     let second = Stream::new(0)?;
-    second.wait_event(&end)?;
+    second.wait_event(timing.events().1)?;
     let done = second.record_event()?;
     done.synchronize()?;
     println!("second stream waited on the first: complete = {}", done.query()?);
     Ok(())
+}
+
+/// Peak DRAM bandwidth of `device` from its attributes: 2 transfers a clock (DDR) x bus width.
+fn peak_gb_per_s(device: i32) -> cuda_event::Result<f64> {
+    let attribute = |attr| {
+        let mut value = 0;
+        // SAFETY: writes one int through a live local.
+        check_runtime("cudaDeviceGetAttribute", unsafe {
+            sys::cudaDeviceGetAttribute(&mut value, attr, device)
+        })
+        .map(|()| f64::from(value))
+    };
+    let khz = attribute(sys::cudaDeviceAttr::cudaDevAttrMemoryClockRate)?;
+    let bits = attribute(sys::cudaDeviceAttr::cudaDevAttrGlobalMemoryBusWidth)?;
+    Ok(2.0 * khz * 1e3 * bits / 8.0 / 1e9)
 }

@@ -64,6 +64,11 @@ impl Context {
         Ok(context)
     }
 
+    /// The driver's handle of the context's device.
+    pub(crate) fn cu_device(self) -> sys::CUdevice {
+        self.device
+    }
+
     /// Makes this context current on the calling thread until the returned guard drops. Costs one
     /// `cuCtxGetCurrent` when it already is current.
     pub(crate) fn enter(self, d: &Driver) -> Result<CurrentContextGuard> {

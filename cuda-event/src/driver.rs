@@ -151,6 +151,14 @@ driver_table! {
     ipc_get_event_handle: PFN_cuIpcGetEventHandle_v4010 = c"cuIpcGetEventHandle" @ 4010;
     ipc_open_event_handle: PFN_cuIpcOpenEventHandle_v4010 = c"cuIpcOpenEventHandle" @ 4010;
     launch_host_func: PFN_cuLaunchHostFunc_v10000 = c"cuLaunchHostFunc" @ 10000;
+    device_get_attribute: PFN_cuDeviceGetAttribute_v2000 = c"cuDeviceGetAttribute" @ 2000;
+    mem_alloc: PFN_cuMemAlloc_v3020 = c"cuMemAlloc" @ 3020;
+    mem_free: PFN_cuMemFree_v3020 = c"cuMemFree" @ 3020;
+    memset_d8_async: PFN_cuMemsetD8Async_v3020 = c"cuMemsetD8Async" @ 3020;
+    mem_host_alloc: PFN_cuMemHostAlloc_v2020 = c"cuMemHostAlloc" @ 2020;
+    mem_free_host: PFN_cuMemFreeHost_v2000 = c"cuMemFreeHost" @ 2000;
+    mem_host_get_device_pointer: PFN_cuMemHostGetDevicePointer_v3020 = c"cuMemHostGetDevicePointer" @ 3020;
+    stream_wait_value32: PFN_cuStreamWaitValue32_v11070 = c"cuStreamWaitValue32" @ 11070;
 }
 
 static DRIVER: OnceLock<std::result::Result<Driver, CudaError>> = OnceLock::new();

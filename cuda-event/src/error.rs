@@ -71,6 +71,15 @@ pub enum Error {
     /// A host function, or a future's wake-up, on a stream that is being captured into a CUDA
     /// graph: it would become a graph node run at every launch instead of once now.
     StreamCapturing,
+    /// [`measure`](crate::measure) with options it cannot honour.
+    InvalidMeasureOptions {
+        /// Which option, and what it must be.
+        reason: &'static str,
+    },
+    /// [`measure`](crate::measure)'s work did not finish queueing one repetition within a second
+    /// while the stream was held: it waits on the host for its own GPU work (a synchronize, a
+    /// blocking copy), which the hold never lets complete.
+    WorkBlockedOnTheHost,
 }
 
 /// A failed CUDA call: which call, the code it returned, and CUDA's name and message for it.
@@ -276,8 +285,13 @@ impl fmt::Display for Error {
                  work pending: it will never complete"
             ),
             Error::StreamCapturing => f.write_str(
-                "the stream is being captured into a CUDA graph: a host function or a completion \
-                 future on it would be captured too, not run now",
+                "the stream is being captured into a CUDA graph: a host function, a completion \
+                 future or a measurement on it would be captured too, not run now",
+            ),
+            Error::InvalidMeasureOptions { reason } => write!(f, "invalid measure options: {reason}"),
+            Error::WorkBlockedOnTheHost => f.write_str(
+                "the measured work waited on the host for its GPU work while measure held the \
+                 stream: it must only submit work (no synchronize, no blocking copy)",
             ),
             Error::PerThreadStreamOfAnotherThread => f.write_str(
                 "a per-thread default stream was used on another thread than the one that made it \

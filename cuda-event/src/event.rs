@@ -52,7 +52,8 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 pub struct Event {
     options: EventBuilder,
     created: OnceLock<EventHandle>,
-    /// Taken only while the CUDA event does not exist yet, so that one thread creates it.
+    /// Taken to create the CUDA event, so that one thread creates it (a first record that takes one
+    /// from the pool creates nothing and takes no lock).
     creating: Mutex<()>,
     recorded: AtomicBool,
     /// Who else may use the handle after this `Event` drops ([`Escape`] as a number): decides
@@ -69,8 +70,9 @@ pub struct Event {
 // SAFETY: the CUDA event handle may be used from any thread (CUDA's API is thread safe); the rest of
 // the state is in OnceLock, Mutex and atomics.
 unsafe impl Send for Event {}
-// SAFETY: as for Send: every method takes &self, creation is serialized by `creating` and published
-// through the OnceLock, and every later read is of immutable data or atomics.
+// SAFETY: as for Send: every method takes &self, creation is serialized by `creating`, the CUDA event
+// is published once through the OnceLock (a thread that loses that race gives its own back to the
+// pool), and every later read is of immutable data or atomics.
 unsafe impl Sync for Event {}
 
 /// The options of an [`Event`], torch's keyword arguments; all off by default, as in torch.
@@ -165,7 +167,7 @@ impl Event {
         EventBuilder::default()
     }
 
-    fn lazy(options: EventBuilder) -> Event {
+    pub(crate) fn lazy(options: EventBuilder) -> Event {
         Event {
             options,
             created: OnceLock::new(),
@@ -208,18 +210,45 @@ impl Event {
     /// The first record: takes a CUDA event from this thread's pool or creates one, records it,
     /// and only then makes it this event's, so that a failed first record leaves the event as if
     /// never created (and a pooled CUDA event's old capture never becomes this event's).
+    ///
+    /// Creating takes the `creating` lock, so that racing threads create one CUDA event. A pooled
+    /// one needs no lock (nothing is created): the first thread to publish wins, and the others
+    /// give theirs back and record again on the winner's (as if their record came just after).
     #[cold]
     fn record_first(&self, d: &Driver, stream: &Stream) -> Result<()> {
+        let flags = self.options.cuda_flags();
+        // The stream's check first: a pooled event made in the instance the stream is alive in
+        // needs no check of its own (one driver call in all, as for any record).
+        let stream_alive = stream.made_in().ensure_alive(d, None)?;
+        let Some(pooled) = pool::take(d, stream.device(), flags, stream_alive) else {
+            return self.create_and_record(d, stream);
+        };
+        if let Err(e) = self.record_handle(d, &pooled, stream, pooled.instance) {
+            pool::give_or_destroy(flags, pooled);
+            return Err(e);
+        }
+        match self.created.set(pooled) {
+            Ok(()) => Ok(()),
+            Err(pooled) => {
+                pool::give_or_destroy(flags, pooled);
+                let winner = self
+                    .created
+                    .get()
+                    .expect("set fails only once another thread set it");
+                self.record_handle(d, winner, stream, None)
+            }
+        }
+    }
+
+    /// The first record with a new CUDA event, under the `creating` lock.
+    fn create_and_record(&self, d: &Driver, stream: &Stream) -> Result<()> {
         let _creating = self.creating.lock();
         if let Some(handle) = self.created.get() {
             return self.record_handle(d, handle, stream, None);
         }
         let flags = self.options.cuda_flags();
-        let handle = match pool::take(d, stream.device(), flags) {
-            Some(handle) => handle,
-            None => EventHandle::create(d, stream.device(), flags)?,
-        };
-        // Just made, or found alive by the pool: only the stream is left to check.
+        let handle = EventHandle::create(d, stream.device(), flags)?;
+        // Just made: only the stream is left to check.
         if let Err(e) = self.record_handle(d, &handle, stream, handle.instance) {
             pool::give_or_destroy(flags, handle);
             return Err(e);
@@ -258,9 +287,13 @@ impl Event {
         })
     }
 
-    /// Makes `handle` this event's; called once, under `creating`, when it was empty.
+    /// Makes `handle` this event's, under `creating`; returns the event's. A pooled event published
+    /// without the lock since the caller looked goes back to the pool.
     fn publish(&self, handle: EventHandle) -> &EventHandle {
-        self.created.get_or_init(move || handle)
+        if let Err(ours) = self.created.set(handle) {
+            pool::give_or_destroy(self.options.cuda_flags(), ours);
+        }
+        self.created.get().expect("set, by this thread or another")
     }
 
     /// Records on the legacy default stream of the current device (torch's `record()` with no

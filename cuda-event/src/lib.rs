@@ -39,7 +39,8 @@
 //! - [`Event`] is built with torch's options ([`EventBuilder`]); building makes no CUDA call, and
 //!   an interprocess timing event is rejected there. The CUDA event is created on the first
 //!   [`Event::record`] (on the stream's device) or [`Event::ipc_handle`] (on the current device),
-//!   exactly once when threads race; after that no call takes a lock.
+//!   exactly once when threads race; after that no call takes a lock (nor does a first record
+//!   that reuses a pooled CUDA event).
 //! - [`Stream`]: owned streams, a device's default streams, and streams borrowed from other
 //!   libraries; [`device_count`], [`current_device`], [`set_device`] and [`DeviceGuard`].
 //! - [`Error`] says what went wrong: a CUDA call's code, name and message, or one of the misuses
@@ -80,11 +81,15 @@ mod driver;
 mod drop_errors;
 mod error;
 mod event;
+mod gate;
 mod handle;
 mod host_fn;
 mod ipc;
+mod measure;
 mod pool;
+mod scratch_memory;
 mod stream;
+mod timer;
 
 pub use completion::Completion;
 pub use cuda_event_sys as sys;
@@ -95,5 +100,7 @@ pub use error::{CudaError, Error, Result, check_runtime};
 pub use event::{Event, EventBuilder};
 pub use handle::{cuda_events_alive, cuda_events_created};
 pub use ipc::{IpcEventHandle, exported_handles_remembered};
+pub use measure::{MeasureOptions, Measurement, StopReason, measure};
 pub use pool::{POOL_PER_THREAD, empty_event_pool, set_event_pool};
 pub use stream::{Stream, StreamOptions};
+pub use timer::{Timer, Timing};

@@ -15,6 +15,7 @@
 //! record). Events whose handle escaped never enter a pool: the rule is in `Event`'s docs.
 //! After a device reset, pooled events of the old context are dropped without a CUDA call.
 
+use crate::context::ContextInstance;
 use crate::driver::Driver;
 use crate::handle::EventHandle;
 use std::cell::RefCell;
@@ -56,9 +57,16 @@ thread_local! {
     static POOL: RefCell<ThreadPool> = RefCell::default();
 }
 
-/// A pooled event for a record on `device` with `flags`, if this thread has one.
+/// A pooled event for a record on `device` with `flags`, if this thread has one. `known_alive` is
+/// a context instance the caller just found alive (the stream's): an event made in it needs no
+/// check, any other is checked (two driver calls) against a device reset.
 #[inline]
-pub(crate) fn take(d: &Driver, device: i32, flags: u32) -> Option<EventHandle> {
+pub(crate) fn take(
+    d: &Driver,
+    device: i32,
+    flags: u32,
+    known_alive: Option<ContextInstance>,
+) -> Option<EventHandle> {
     if !ENABLED.load(Ordering::Relaxed) {
         return None;
     }
@@ -67,7 +75,10 @@ pub(crate) fn take(d: &Driver, device: i32, flags: u32) -> Option<EventHandle> {
             let mut pool = pool.borrow_mut();
             let (_, list) = pool.lists.iter_mut().find(|(key, _)| *key == (device, flags))?;
             let handle = list.pop()?;
-            if handle.instance.is_some_and(|instance| instance.still_alive(d)) {
+            let alive = handle.instance.is_some_and(|instance| {
+                known_alive.is_some_and(|known| known.same_as(instance)) || instance.still_alive(d)
+            });
+            if alive {
                 return Some((Some(handle), Vec::new()));
             }
             // The device was reset: every event of this list died with the old context.

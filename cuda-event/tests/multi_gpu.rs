@@ -141,6 +141,12 @@ fn multi_gpu_no_call_creates_a_context_on_a_device_the_program_did_not_use() {
     let shared = Event::builder().interprocess(true).build().unwrap();
     shared.record(&stream).unwrap();
     shared.ipc_handle().unwrap();
+    let timer = cuda_event::Timer::start(&stream).unwrap();
+    timer.stop(&stream).unwrap().wait().unwrap();
+    let quick = cuda_event::MeasureOptions::default()
+        .min_time(std::time::Duration::from_millis(20))
+        .timeout(std::time::Duration::from_millis(200));
+    cuda_event::measure(&stream, &quick, |_| Ok(())).unwrap();
     std::thread::spawn(move || {
         end.synchronize().unwrap();
         drop((start, end, shared, stream));
@@ -152,4 +158,74 @@ fn multi_gpu_no_call_creates_a_context_on_a_device_the_program_did_not_use() {
         !primary_context_active(0),
         "a context was created on device 0, which the program never used"
     );
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn multi_gpu_timer_stopped_on_another_devices_stream_is_an_error() {
+    let _gpu = two_gpus();
+    let timer = cuda_event::Timer::start(&Stream::new(0).unwrap()).unwrap();
+    let stopped = timer.stop(&Stream::new(1).unwrap()).map(drop);
+    assert_eq!(stopped, Err(Error::DeviceMismatch { event: 0, stream: 1 }));
+}
+
+/// What the runtime API does on a thread with no current context, for events and streams of device
+/// 1 in a process that never used device 0: whether the calls cuda-event makes through the driver
+/// could go through the runtime instead (issue: thread scaling) without a stray context on device 0
+/// or a changed current device. Prints what it finds; fails only if a call fails.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn multi_gpu_probe_runtime_event_calls_on_a_thread_without_a_context() {
+    const TEST: &str = "multi_gpu_probe_runtime_event_calls_on_a_thread_without_a_context";
+    if role().as_deref() != Some("probe") {
+        let _gpu = two_gpus();
+        let out = run_child(TEST, "probe", &[]);
+        print!("{}", String::from_utf8_lossy(&out.stdout));
+        return;
+    }
+    let stream = Stream::new(1).unwrap();
+    let other = Stream::new(1).unwrap();
+    let event = Event::new();
+    event.record(&stream).unwrap();
+    event.synchronize().unwrap();
+    let (raw_event, raw_stream, raw_other) = (event.as_raw().unwrap(), stream.as_raw(), other.as_raw());
+    let raw = (raw_event as usize, raw_stream as usize, raw_other as usize);
+    std::thread::spawn(move || {
+        let (e, s, o) = (
+            raw.0 as sys::cudaEvent_t,
+            raw.1 as sys::cudaStream_t,
+            raw.2 as sys::cudaStream_t,
+        );
+        let current = || {
+            let mut device = -1;
+            // SAFETY: writes one int through a live local.
+            let code = unsafe { sys::cudaGetDevice(&mut device) };
+            (code.0, device)
+        };
+        println!(
+            "before: cudaGetDevice {:?}, device 0 context active {}",
+            current(),
+            primary_context_active(0)
+        );
+        // SAFETY: live handles of device 1 (the Events and Streams outlive this thread).
+        let codes = unsafe {
+            [
+                sys::cudaEventRecord(e, s).0,
+                sys::cudaEventQuery(e).0,
+                sys::cudaStreamWaitEvent(o, e, 0).0,
+                sys::cudaEventSynchronize(e).0,
+            ]
+        };
+        println!("runtime record, query, wait, synchronize on device 1's handles: codes {codes:?}");
+        println!(
+            "after: cudaGetDevice {:?}, device 0 context active {}, device 1 active {}",
+            current(),
+            primary_context_active(0),
+            primary_context_active(1)
+        );
+        assert_eq!(codes, [0; 4]);
+    })
+    .join()
+    .unwrap();
+    drop((event, stream, other));
 }

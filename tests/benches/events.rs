@@ -432,92 +432,115 @@ fn throughput(threads: usize, n: usize, set_device: bool, work: Work) -> f64 {
     (threads * n) as f64 / elapsed.elapsed().as_secs_f64()
 }
 
+/// Implementations in the thread-scaling table: raw runtime API calls (the baseline), the same
+/// driver functions cuda-event calls (resolved with `cudaGetDriverEntryPointByVersion`) called raw,
+/// cuda-event, cudarc.
+const SCALING_IMPLS: [&str; 4] = ["raw runtime FFI", "raw driver FFI", "cuda-event", "cudarc"];
+
 struct Scaling {
     name: String,
     threads: usize,
-    /// Per implementation (raw FFI, cuda-event, cudarc): calls/s of each round.
-    samples: [Vec<f64>; 3],
+    /// Per implementation (as SCALING_IMPLS): calls/s of each round.
+    samples: [Vec<f64>; 4],
+}
+
+/// Per thread: a stream, an event re-recorded on it, and a completed event it queries and waits on.
+struct ThreadObjects {
+    raw: Raw,
+    safe: (Stream, Event, Event),
+    cudarc: (
+        Arc<cudarc::driver::CudaStream>,
+        cudarc::driver::CudaEvent,
+        cudarc::driver::CudaEvent,
+    ),
 }
 
 fn scaling() -> Vec<Scaling> {
     const N: usize = 20_000;
-    let mut rows = Vec::new();
-    let shared_raw = Raw::new();
-    let shared = Event::new();
-    shared.record(&Stream::new(0).unwrap()).unwrap();
-    shared.synchronize().unwrap();
+    let record: sys::PFN_cuEventRecord_v2000 = common::driver_fn(c"cuEventRecord", 2000);
+    let query: sys::PFN_cuEventQuery_v2000 = common::driver_fn(c"cuEventQuery", 2000);
+    let wait: sys::PFN_cuStreamWaitEvent_v3020 = common::driver_fn(c"cuStreamWaitEvent", 3020);
+    let (record, query, wait) = (record.unwrap(), query.unwrap(), wait.unwrap());
+    let success = sys::CUresult::CUDA_SUCCESS;
     let ctx = cudarc::driver::CudaContext::new(0).unwrap();
-    let cu_shared = ctx.new_stream().unwrap().record_event(None).unwrap();
-    cu_shared.synchronize().unwrap();
+    let mut rows = Vec::new();
     for threads in [1, 2, 4, 8] {
-        let raws: Vec<Raw> = (0..threads).map(|_| Raw::new()).collect();
-        let safes: Vec<(Stream, Event)> = (0..threads)
+        let objects: Vec<ThreadObjects> = (0..threads)
             .map(|_| {
                 let s = Stream::with_options(0, StreamOptions::default().non_blocking(true)).unwrap();
-                let e = Event::new();
+                let (e, done) = (Event::new(), Event::new());
                 e.record(&s).unwrap();
-                (s, e)
+                done.record(&s).unwrap();
+                done.synchronize().unwrap();
+                let cs = ctx.new_stream().unwrap();
+                let ce = cs.record_event(None).unwrap();
+                let cdone = cs.record_event(None).unwrap();
+                cdone.synchronize().unwrap();
+                ThreadObjects {
+                    raw: Raw::new(),
+                    safe: (s, e, done),
+                    cudarc: (cs, ce, cdone),
+                }
             })
             .collect();
-        let cus: Vec<_> = (0..threads)
-            .map(|_| {
-                let s = ctx.new_stream().unwrap();
-                let e = s.record_event(None).unwrap();
-                (s, e)
-            })
-            .collect();
-        let cudarc_record = |t: usize, n: usize| {
-            for _ in 0..n {
-                cus[t].1.record(&cus[t].0).unwrap();
+        let o = &objects;
+        // SAFETY (every raw call below): live handles of device 0, used by their own thread.
+        let records: [Work; 4] = [
+            &|t, n| (0..n).for_each(|_| o[t].raw.record_plain()),
+            &|t, n| {
+                let (e, s) = (o[t].raw.plain.cast(), o[t].raw.stream.cast());
+                (0..n).for_each(|_| assert_eq!(unsafe { record(e, s) }, success))
+            },
+            &|t, n| (0..n).for_each(|_| o[t].safe.1.record(&o[t].safe.0).unwrap()),
+            &|t, n| (0..n).for_each(|_| o[t].cudarc.1.record(&o[t].cudarc.0).unwrap()),
+        ];
+        let queries: [Work; 4] = [
+            &|t, n| (0..n).for_each(|_| o[t].raw.query_done()),
+            &|t, n| {
+                let e = o[t].raw.done.cast();
+                (0..n).for_each(|_| assert_eq!(unsafe { query(e) }, success))
+            },
+            &|t, n| (0..n).for_each(|_| assert!(o[t].safe.2.query().unwrap())),
+            &|t, n| (0..n).for_each(|_| assert!(o[t].cudarc.2.try_is_complete().unwrap())),
+        ];
+        let waits: [Work; 4] = [
+            &|t, n| {
+                let (s, e) = (o[t].raw.other, o[t].raw.done);
+                (0..n).for_each(|_| ok(unsafe { sys::cudaStreamWaitEvent(s, e, 0) }))
+            },
+            &|t, n| {
+                let (s, e) = (o[t].raw.other.cast(), o[t].raw.done.cast());
+                (0..n).for_each(|_| assert_eq!(unsafe { wait(s, e, 0) }, success))
+            },
+            &|t, n| (0..n).for_each(|_| o[t].safe.2.wait(&o[t].safe.0).unwrap()),
+            &|t, n| (0..n).for_each(|_| o[t].cudarc.0.wait(&o[t].cudarc.2).unwrap()),
+        ];
+        let ops: [(&str, &[Work; 4]); 3] = [
+            ("record", &records),
+            ("query (complete)", &queries),
+            ("stream wait event", &waits),
+        ];
+        let mut measured: Vec<(Scaling, bool, &[Work; 4])> = Vec::new();
+        for (op, works) in ops {
+            for set_device in [false, true] {
+                let threads_kind = if set_device {
+                    "threads with a current device"
+                } else {
+                    "fresh threads"
+                };
+                let scaling = Scaling {
+                    name: format!("{op}, own stream and events, {threads_kind}"),
+                    threads,
+                    samples: Default::default(),
+                };
+                measured.push((scaling, set_device, works));
             }
-        };
-        let cudarc_query = |_: usize, n: usize| {
-            for _ in 0..n {
-                assert!(cu_shared.try_is_complete().unwrap());
-            }
-        };
-        let ffi_record = |t: usize, n: usize| {
-            for _ in 0..n {
-                raws[t].record_plain();
-            }
-        };
-        let safe_record = |t: usize, n: usize| {
-            for _ in 0..n {
-                safes[t].1.record(&safes[t].0).unwrap();
-            }
-        };
-        let ffi_query = |_: usize, n: usize| {
-            for _ in 0..n {
-                shared_raw.query_done();
-            }
-        };
-        let safe_query = |_: usize, n: usize| {
-            for _ in 0..n {
-                assert!(shared.query().unwrap());
-            }
-        };
-        let row = |name: &str| Scaling {
-            name: name.into(),
-            threads,
-            samples: Default::default(),
-        };
-        let mut record_fresh = row("record, own stream and event, fresh threads");
-        let mut record_set = row("record, own stream and event, threads with a current device");
-        let mut query = row("query, one shared event, fresh threads");
+        }
         for round in 0..=ROUNDS {
-            let rows: [(&mut Scaling, bool, [Work; 3]); 3] = [
-                (
-                    &mut record_fresh,
-                    false,
-                    [&ffi_record, &safe_record, &cudarc_record],
-                ),
-                (&mut record_set, true, [&ffi_record, &safe_record, &cudarc_record]),
-                (&mut query, false, [&ffi_query, &safe_query, &cudarc_query]),
-            ];
-            for (row, set_device, works) in rows {
-                for k in 0..3 {
-                    let i = (k + round) % 3;
-                    let calls_per_s = throughput(threads, N, set_device, works[i]);
+            for (row, set_device, works) in measured.iter_mut() {
+                for k in 0..SCALING_IMPLS.len() {
+                    let i = (k + round) % SCALING_IMPLS.len(); // rotate who goes first
+                    let calls_per_s = throughput(threads, N, *set_device, works[i]);
                     if round > 0 {
                         row.samples[i].push(calls_per_s);
                     }
@@ -525,9 +548,10 @@ fn scaling() -> Vec<Scaling> {
             }
         }
         // SAFETY: each stream is idle once synchronized.
-        raws.iter()
-            .for_each(|r| ok(unsafe { sys::cudaStreamSynchronize(r.stream) }));
-        rows.extend([record_fresh, record_set, query]);
+        objects
+            .iter()
+            .for_each(|o| ok(unsafe { sys::cudaStreamSynchronize(o.raw.stream) }));
+        rows.extend(measured.into_iter().map(|(row, _, _)| row));
     }
     rows
 }
@@ -624,29 +648,39 @@ fn main() {
     }
     let _ = writeln!(
         md,
-        "\n| threads | operation | raw FFI calls/s | cuda-event calls/s | cudarc calls/s | cuda-event / raw FFI | cudarc / raw FFI |"
+        "\n| threads | operation | {} | raw driver FFI / raw runtime FFI | cuda-event / raw runtime FFI | cudarc / raw runtime FFI |",
+        SCALING_IMPLS.map(|i| format!("{i} calls/s")).join(" | ")
     );
-    let _ = writeln!(md, "|---|---|---|---|---|---|---|");
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|");
     let _ = write!(json, "],\"scaling\":[");
     for (k, row) in scaling.iter().enumerate() {
-        let (ffi, safe, cudarc) = (
-            median(&row.samples[0]),
-            median(&row.samples[1]),
-            median(&row.samples[2]),
-        );
-        let ratio = median_ratio(&row.samples[1], &row.samples[0]);
-        let cudarc_ratio = median_ratio(&row.samples[2], &row.samples[0]);
+        let calls: Vec<f64> = row.samples.iter().map(|s| median(s)).collect();
+        let ratios: Vec<f64> = (1..4)
+            .map(|i| median_ratio(&row.samples[i], &row.samples[0]))
+            .collect();
         let _ = writeln!(
             md,
-            "| {} | {} | {:.0} | {:.0} | {:.0} | {:.2} | {:.2} |",
-            row.threads, row.name, ffi, safe, cudarc, ratio, cudarc_ratio
+            "| {} | {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.2} | {:.2} | {:.2} |",
+            row.threads, row.name, calls[0], calls[1], calls[2], calls[3], ratios[0], ratios[1], ratios[2]
         );
         let _ = write!(
             json,
-            "{}{{\"op\":\"{}\",\"threads\":{},\"ffi_calls_per_s\":{ffi:.0},\"safe_calls_per_s\":{safe:.0},\"cudarc_calls_per_s\":{cudarc:.0},\"ratio\":{ratio:.3},\"cudarc_ratio\":{cudarc_ratio:.3}}}",
+            "{}{{\"op\":\"{}\",\"threads\":{},\"calls_per_s\":{{{}}},\"ratio_vs_runtime_ffi\":{{{}}}}}",
             if k > 0 { "," } else { "" },
             row.name,
-            row.threads
+            row.threads,
+            SCALING_IMPLS
+                .iter()
+                .zip(&calls)
+                .map(|(n, v)| format!("\"{n}\":{v:.0}"))
+                .collect::<Vec<_>>()
+                .join(","),
+            SCALING_IMPLS[1..]
+                .iter()
+                .zip(&ratios)
+                .map(|(n, v)| format!("\"{n}\":{v:.3}"))
+                .collect::<Vec<_>>()
+                .join(",")
         );
     }
     let share = |runs: &[(Duration, Duration)]| {

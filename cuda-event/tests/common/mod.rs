@@ -522,3 +522,20 @@ pub fn poll_once<F: std::future::Future + Unpin>(future: &mut F) -> std::task::P
     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
     std::pin::Pin::new(future).poll(&mut cx)
 }
+
+impl DeviceBuffer {
+    /// Queues a device-to-device copy of `other` (no longer than this buffer) into this buffer.
+    pub fn copy_from(&self, other: &DeviceBuffer, stream: &Stream) {
+        assert!(other.len <= self.len);
+        // SAFETY: both are live allocations of at least other.len bytes, outliving the work.
+        ok(unsafe {
+            sys::cudaMemcpyAsync(
+                self.ptr,
+                other.ptr,
+                other.len,
+                sys::cudaMemcpyKind::cudaMemcpyDeviceToDevice,
+                stream.as_raw(),
+            )
+        });
+    }
+}

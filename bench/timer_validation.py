@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""Validates cuda-event's `measure` against triton.testing.do_bench on the same GPU, in one run.
+
+Runs the quickstart example (`quickstart --json`: cudaMemsetAsync of 1 MiB, 64 MiB, 4 GiB and a
+1 GiB device-to-device cudaMemcpyAsync, timed by `measure`), then times the same four CUDA calls
+with do_bench (or, without triton, a torch.cuda.Event loop doing what do_bench does: a 256 MB zero_
+to flush L2 before each repetition, one event pair per repetition, counts from a 5-call estimate),
+then the quickstart again. Prints and writes a side-by-side table of medians.
+
+usage: timer_validation.py QUICKSTART_BINARY OUT_DIR
+"""
+import ctypes
+import json
+import os
+import subprocess
+import sys
+
+import torch
+
+MIB = 1 << 20
+OPS = [("memset 1 MiB", MIB), ("memset 64 MiB", 64 * MIB), ("memset 4 GiB", 4096 * MIB),
+       ("copy 1 GiB d2d", 1024 * MIB)]
+
+
+def cudart():
+    for name in ("libcudart.so.13", "libcudart.so.12", "libcudart.so"):
+        try:
+            return ctypes.CDLL(name)
+        except OSError:
+            pass
+    for entry in sys.path:
+        for sub in ("nvidia/cu13/lib/libcudart.so.13", "nvidia/cuda_runtime/lib/libcudart.so.12"):
+            path = os.path.join(entry, sub)
+            if os.path.exists(path):
+                return ctypes.CDLL(path)
+    raise OSError("no libcudart found")
+
+
+def torch_event_bench(fn, warmup=25, rep=100):
+    """do_bench's method with torch.cuda.Event, for a machine without triton: median in ms."""
+    cache = torch.empty(256 * MIB, dtype=torch.int8, device="cuda")
+    fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(5):
+        cache.zero_()
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    estimate = start.elapsed_time(end) / 5
+    n_warmup, n_repeat = max(1, int(warmup / estimate)), max(1, int(rep / estimate))
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n_repeat)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n_repeat)]
+    for _ in range(n_warmup):
+        fn()
+    for s, e in zip(starts, ends):
+        cache.zero_()
+        s.record()
+        fn()
+        e.record()
+    torch.cuda.synchronize()
+    times = sorted(s.elapsed_time(e) for s, e in zip(starts, ends))
+    return times[len(times) // 2]
+
+
+def reference_medians():
+    rt = cudart()
+    rt.cudaMemsetAsync.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t, ctypes.c_void_p]
+    rt.cudaMemcpyAsync.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                                   ctypes.c_void_p]
+    big = torch.empty(4096 * MIB, dtype=torch.uint8, device="cuda")
+    src = torch.empty(1024 * MIB, dtype=torch.uint8, device="cuda")
+    dst = torch.empty(1024 * MIB, dtype=torch.uint8, device="cuda")
+    stream = torch.cuda.current_stream().cuda_stream
+
+    def memset(n):
+        def fn():
+            assert rt.cudaMemsetAsync(big.data_ptr(), 0x5A, n, stream) == 0
+        return fn
+
+    def copy():
+        assert rt.cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), 1024 * MIB, 3, stream) == 0
+
+    try:
+        from triton.testing import do_bench
+        import triton
+        method = f"triton {triton.__version__} do_bench(rep=500, return_mode='median')"
+
+        def bench(fn):
+            return do_bench(fn, warmup=25, rep=500, return_mode="median")
+    except ImportError:
+        method = "no triton: torch.cuda.Event loop with do_bench's method (rep=500 ms)"
+
+        def bench(fn):
+            return torch_event_bench(fn, rep=500)
+
+    fns = [memset(MIB), memset(64 * MIB), memset(4096 * MIB), copy]
+    medians = {name: bench(fn) * 1e3 for (name, _), fn in zip(OPS, fns)}  # us
+    return method, medians
+
+
+def run_quickstart(binary):
+    out = subprocess.run([binary, "--json"], check=True, capture_output=True, text=True).stdout
+    return {row["op"]: row for row in map(json.loads, out.splitlines())}
+
+
+def main():
+    binary, out_dir = sys.argv[1], sys.argv[2]
+    os.makedirs(out_dir, exist_ok=True)
+    first = run_quickstart(binary)
+    method, reference = reference_medians()
+    second = run_quickstart(binary)
+    rows = []
+    lines = [f"reference: {method}; torch {torch.__version__}, {torch.cuda.get_device_name(0)}", "",
+             "| operation | measure median us (run 1 / run 2) | noise | reference median us | "
+             "measure / reference (run 1 / run 2) | GB/s (measure, run 1) |",
+             "|---|---|---|---|---|---|"]
+    for name, bytes_moved in OPS:
+        a, b, ref = first[name], second[name], reference[name]
+        moved = a["bytes"]
+        lines.append(
+            f"| {name} | {a['median_us']:.2f} / {b['median_us']:.2f} | {100 * a['noise']:.2f}% | "
+            f"{ref:.2f} | {a['median_us'] / ref:.4f} / {b['median_us'] / ref:.4f} | "
+            f"{moved / a['median_us'] / 1e3:.0f} |")
+        rows.append({"op": name, "measure_run1": a, "measure_run2": b, "reference_median_us": ref,
+                     "ratio_run1": a["median_us"] / ref, "ratio_run2": b["median_us"] / ref})
+    table = "\n".join(lines)
+    print(table)
+    with open(os.path.join(out_dir, "timer_validation.md"), "w") as f:
+        f.write(table + "\n")
+    with open(os.path.join(out_dir, "timer_validation.json"), "w") as f:
+        json.dump({"method": method, "torch": torch.__version__, "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

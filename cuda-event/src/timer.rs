@@ -1,0 +1,108 @@
+//! Timing one section of a stream's work with a pair of timing events from the pool.
+
+use crate::error::{Error, Result};
+use crate::event::Event;
+use crate::stream::Stream;
+use std::time::Duration;
+
+/// A section of a stream's work being timed: made by [`Timer::start`], ended by [`Timer::stop`].
+///
+/// ```no_run
+/// # fn main() -> cuda_event::Result<()> {
+/// use cuda_event::{Stream, Timer};
+/// let stream = Stream::new(0)?;
+/// let timer = Timer::start(&stream)?;
+/// // ... submit work to stream.as_raw() ...
+/// let timing = timer.stop(&stream)?;
+/// println!("{:?}", timing.wait()?);          // or timing.elapsed()? without blocking
+/// # Ok(()) }
+/// ```
+///
+/// The interval is GPU time between the two records, resolution about 0.5 us: it includes any time
+/// the stream sat idle waiting for the host to submit the work. To time work apart from host launch
+/// gaps, with warm-up, repetitions and statistics, use [`measure`](crate::measure).
+#[must_use = "a Timer measures nothing until stopped"]
+pub struct Timer {
+    start: Event,
+    device: i32,
+}
+
+/// A timed section, complete or not: read it with [`elapsed`](Self::elapsed) (never blocks) or
+/// [`wait`](Self::wait).
+pub struct Timing {
+    start: Event,
+    end: Event,
+}
+
+impl Timer {
+    /// Starts timing the work submitted to `stream` from now on (records a timing event, taken from
+    /// this thread's event pool when it has one).
+    pub fn start(stream: &Stream) -> Result<Timer> {
+        let start = timing_event();
+        start.record(stream)?;
+        Ok(Timer {
+            start,
+            device: stream.device(),
+        })
+    }
+
+    /// Ends the section: the work submitted to `stream` up to now. `stream` may be another stream of
+    /// the same device (work that forked from the start stream and joins here).
+    ///
+    /// # Errors
+    /// [`Error::DeviceMismatch`] (no CUDA call) for a stream of another device: GPU clocks of two
+    /// devices do not compare.
+    pub fn stop(self, stream: &Stream) -> Result<Timing> {
+        if stream.device() != self.device {
+            return Err(Error::DeviceMismatch {
+                event: self.device,
+                stream: stream.device(),
+            });
+        }
+        let end = Event::lazy(Event::builder().enable_timing(true).blocking(true));
+        end.record(stream)?;
+        Ok(Timing {
+            start: self.start,
+            end,
+        })
+    }
+}
+
+impl Timing {
+    /// The section's GPU time, or `None` while its work is not complete. Never blocks.
+    ///
+    /// # Errors
+    /// The CUDA error of the work (what [`Event::query`] returns).
+    pub fn elapsed(&self) -> Result<Option<Duration>> {
+        match self.start.elapsed_time(&self.end) {
+            Ok(ms) => Ok(Some(from_ms(ms))),
+            // Not complete: the query says whether the work failed (elapsed_time does not).
+            Err(Error::NotComplete) => self.end.query().map(|_| None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Waits (sleeping, not spinning) until the section's work is complete and returns its GPU time.
+    ///
+    /// # Errors
+    /// The CUDA error of the work.
+    pub fn wait(&self) -> Result<Duration> {
+        self.end.synchronize()?;
+        self.start.elapsed_time(&self.end).map(from_ms)
+    }
+
+    /// The start and end events, e.g. to await the end ([`Event::completion`]) or to make another
+    /// stream wait for it.
+    pub fn events(&self) -> (&Event, &Event) {
+        (&self.start, &self.end)
+    }
+}
+
+/// A timing event (lazy: created, or taken from the pool, at its first record).
+pub(crate) fn timing_event() -> Event {
+    Event::lazy(Event::builder().enable_timing(true))
+}
+
+pub(crate) fn from_ms(ms: f32) -> Duration {
+    Duration::from_secs_f64(f64::from(ms.max(0.0)) / 1e3)
+}
