@@ -31,12 +31,13 @@ def main():
     for name, ns, ratio in rows:
         md.append(f"| {name} | " + " | ".join(cell(ns.get(i)) for i in impls) + f" | {cell(ratio.get('cuda-event'), 2)} | {cell(ratio.get('cudarc'), 2)} |")
     md.append("")
-    md.append("Aggregate throughput, each thread with its own stream and event (record) or all on one event (query); ratios are medians of per-round ratios.")
+    md.append("Aggregate throughput on 1-8 threads, each thread with its own stream and events; ratios are medians of per-round ratios against raw runtime FFI, measured in the same process.")
     md.append("")
-    md.append("| threads | operation | raw FFI calls/s | cuda-event calls/s | cudarc calls/s | cuda-event / raw FFI | cudarc / raw FFI |")
-    md.append("|---|---|---|---|---|---|---|")
+    names = list(rust["scaling"][0]["calls_per_s"])
+    md.append("| threads | operation | " + " | ".join(f"{n} calls/s" for n in names) + " | " + " | ".join(f"{n} / raw runtime FFI" for n in names[1:]) + " |")
+    md.append("|---|---|" + "---|" * (2 * len(names) - 1))
     for row in rust["scaling"]:
-        md.append(f"| {row['threads']} | {row['op']} | {row['ffi_calls_per_s']:.0f} | {row['safe_calls_per_s']:.0f} | {row['cudarc_calls_per_s']:.0f} | {row['ratio']:.2f} | {row['cudarc_ratio']:.2f} |")
+        md.append(f"| {row['threads']} | {row['op']} | " + " | ".join(f"{row['calls_per_s'][n]:.0f}" for n in names) + " | " + " | ".join(f"{row['ratio_vs_runtime_ffi'][n]:.2f}" for n in names[1:]) + " |")
     share = rust["wait_cpu_share"]
     md.append("")
     md.append(f"CPU time over a 200 ms synchronize (median of 3, CPU/wall): blocking {share['blocking'] * 100:.3f}%, spinning {share['spinning'] * 100:.1f}%.")
@@ -46,8 +47,35 @@ def main():
         md.append(f"Parts of cuda-event's path for a new event's first record, beyond the record, each measured alone: {parts}.")
     md.append("")
     md.append("![ns per call](events.svg)")
+    md.append("")
+    md.append("![record throughput against raw runtime calls](scaling.svg)")
     open(f"{results_dir}/README.md", "w").write("\n".join(md) + "\n")
     open(f"{results_dir}/events.svg", "w").write(svg(rows, impls))
+    open(f"{results_dir}/scaling.svg", "w").write(scaling_svg(rust["scaling"]))
+
+
+def scaling_svg(scaling):
+    """Record throughput / raw runtime FFI by thread count, one line per implementation."""
+    rows = [r for r in scaling if r["op"].startswith("record") and "fresh" in r["op"]]
+    names = list(rows[0]["ratio_vs_runtime_ffi"])
+    colors = ["#4e79a7", "#9c755f", "#e15759", "#ff9da7", "#59a14f", "#b07aa1", "#edc948"]
+    left, top, width, height = 60, 40, 420, 240
+    threads = [r["threads"] for r in rows]
+    x = lambda t: left + threads.index(t) * width / (len(threads) - 1)
+    y = lambda v: top + height - (v - 0.4) / 1.0 * height  # 0.4 .. 1.4
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + width + 300}" height="{top + height + 40}" font-family="sans-serif" font-size="11">',
+           f'<text x="{left}" y="16" font-size="13">record, calls/s against raw runtime FFI (fresh threads, H200)</text>']
+    for v in (0.4, 0.6, 0.8, 0.95, 1.0, 1.2, 1.4):
+        out.append(f'<line x1="{left}" x2="{left + width}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#ddd"/><text x="{left - 6}" y="{y(v) + 4:.1f}" text-anchor="end">{v}</text>')
+    for t in threads:
+        out.append(f'<text x="{x(t):.1f}" y="{top + height + 16}" text-anchor="middle">{t} thread{"s" if t > 1 else ""}</text>')
+    for k, name in enumerate(names):
+        color = colors[k % len(colors)]
+        points = " ".join(f"{x(r['threads']):.1f},{y(r['ratio_vs_runtime_ffi'][name]):.1f}" for r in rows)
+        out.append(f'<polyline points="{points}" fill="none" stroke="{color}" stroke-width="2"/>')
+        out.append(f'<rect x="{left + width + 20}" y="{top + k * 16}" width="10" height="10" fill="{color}"/><text x="{left + width + 34}" y="{top + k * 16 + 9}">{name}</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
 
 
 def svg(rows, impls):

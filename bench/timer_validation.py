@@ -36,15 +36,17 @@ def cudart():
     raise OSError("no libcudart found")
 
 
-def torch_event_bench(fn, warmup=25, rep=100):
-    """do_bench's method with torch.cuda.Event, for a machine without triton: median in ms."""
+def torch_event_bench(fn, warmup=25, rep=100, flush=None):
+    """do_bench's method with torch.cuda.Event: median in ms. `flush` replaces do_bench's L2 flush
+    (zero_ of a 256 MB buffer)."""
     cache = torch.empty(256 * MIB, dtype=torch.int8, device="cuda")
+    flush = flush or cache.zero_
     fn()
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
     for _ in range(5):
-        cache.zero_()
+        flush()
         fn()
     end.record()
     torch.cuda.synchronize()
@@ -55,7 +57,7 @@ def torch_event_bench(fn, warmup=25, rep=100):
     for _ in range(n_warmup):
         fn()
     for s, e in zip(starts, ends):
-        cache.zero_()
+        flush()
         s.record()
         fn()
         e.record()
@@ -95,9 +97,20 @@ def reference_medians():
         def bench(fn):
             return torch_event_bench(fn, rep=500)
 
+    # The same method with measure's flush instead (cudaMemsetAsync of twice L2, as nvbench's
+    # l2flush does with L2's size), to tell the flush's part from the timer's.
+    flush_bytes = 2 * torch.cuda.get_device_properties(0).L2_cache_size
+    flush_buffer = torch.empty(flush_bytes, dtype=torch.uint8, device="cuda")
+
+    def memset_flush():
+        assert rt.cudaMemsetAsync(flush_buffer.data_ptr(), 0, flush_bytes, stream) == 0
+
     fns = [memset(MIB), memset(64 * MIB), memset(4096 * MIB), copy]
     medians = {name: bench(fn) * 1e3 for (name, _), fn in zip(OPS, fns)}  # us
-    return method, medians
+    zero_flush = {name: torch_event_bench(fn, rep=500) * 1e3 for (name, _), fn in zip(OPS, fns)}
+    memset_flushed = {name: torch_event_bench(fn, rep=500, flush=memset_flush) * 1e3
+                      for (name, _), fn in zip(OPS, fns)}
+    return method, medians, zero_flush, memset_flushed
 
 
 def run_quickstart(binary):
@@ -109,22 +122,25 @@ def main():
     binary, out_dir = sys.argv[1], sys.argv[2]
     os.makedirs(out_dir, exist_ok=True)
     first = run_quickstart(binary)
-    method, reference = reference_medians()
+    method, reference, zero_flush, memset_flushed = reference_medians()
     second = run_quickstart(binary)
     rows = []
     lines = [f"reference: {method}; torch {torch.__version__}, {torch.cuda.get_device_name(0)}", "",
              "| operation | measure median us (run 1 / run 2) | noise | reference median us | "
-             "measure / reference (run 1 / run 2) | GB/s (measure, run 1) |",
-             "|---|---|---|---|---|---|"]
-    for name, bytes_moved in OPS:
+             "measure / reference (run 1 / run 2) | GB/s (measure, run 1) | do_bench's method in a "
+             "torch.cuda.Event loop, its zero_ flush / measure's memset flush, us |",
+             "|---|---|---|---|---|---|---|"]
+    for name, _ in OPS:
         a, b, ref = first[name], second[name], reference[name]
         moved = a["bytes"]
         lines.append(
             f"| {name} | {a['median_us']:.2f} / {b['median_us']:.2f} | {100 * a['noise']:.2f}% | "
             f"{ref:.2f} | {a['median_us'] / ref:.4f} / {b['median_us'] / ref:.4f} | "
-            f"{moved / a['median_us'] / 1e3:.0f} |")
+            f"{moved / a['median_us'] / 1e3:.0f} | {zero_flush[name]:.2f} / {memset_flushed[name]:.2f} |")
         rows.append({"op": name, "measure_run1": a, "measure_run2": b, "reference_median_us": ref,
-                     "ratio_run1": a["median_us"] / ref, "ratio_run2": b["median_us"] / ref})
+                     "ratio_run1": a["median_us"] / ref, "ratio_run2": b["median_us"] / ref,
+                     "torch_loop_zero_flush_us": zero_flush[name],
+                     "torch_loop_memset_flush_us": memset_flushed[name]})
     table = "\n".join(lines)
     print(table)
     with open(os.path.join(out_dir, "timer_validation.md"), "w") as f:

@@ -12,6 +12,7 @@ pub const cudaEventRecordExternal: u32 = 1;
 pub const cudaEventWaitDefault: u32 = 0;
 pub const cudaEventWaitExternal: u32 = 1;
 pub const CUDA_IPC_HANDLE_SIZE: u32 = 64;
+pub const CU_MEMHOSTALLOC_DEVICEMAP: u32 = 2;
 impl cudaError {
     #[doc = " The API call returned with no errors. In the case of query calls, this\n also means that the operation being queried is complete (see\n ::cudaEventQuery() and ::cudaStreamQuery())."]
     pub const cudaSuccess: cudaError = cudaError(0);
@@ -685,6 +686,9 @@ pub struct cudaDriverEntryPointQueryResult(pub ::libc::c_uint);
 pub type cudaStreamCallback_t = ::core::option::Option<
     unsafe extern "C" fn(stream: cudaStream_t, status: cudaError_t, userData: *mut ::libc::c_void),
 >;
+pub type cuuint32_t = u32;
+pub type CUdeviceptr_v2 = ::libc::c_ulonglong;
+pub type CUdeviceptr = CUdeviceptr_v2;
 pub type CUdevice_v1 = ::libc::c_int;
 pub type CUdevice = CUdevice_v1;
 #[repr(C)]
@@ -728,6 +732,449 @@ impl Default for CUipcEventHandle_st {
 pub type CUipcEventHandle_v1 = CUipcEventHandle_st;
 #[doc = " CUDA IPC event handle"]
 pub type CUipcEventHandle = CUipcEventHandle_v1;
+impl CUstreamWaitValue_flags_enum {
+    #[doc = "< Wait until (int32_t)(*addr - value) >= 0 (or int64_t for 64 bit\nvalues). Note this is a cyclic comparison which ignores wraparound.\n(Default behavior.)"]
+    pub const CU_STREAM_WAIT_VALUE_GEQ: CUstreamWaitValue_flags_enum = CUstreamWaitValue_flags_enum(0);
+    #[doc = "< Wait until *addr == value."]
+    pub const CU_STREAM_WAIT_VALUE_EQ: CUstreamWaitValue_flags_enum = CUstreamWaitValue_flags_enum(1);
+    #[doc = "< Wait until (*addr & value) != 0."]
+    pub const CU_STREAM_WAIT_VALUE_AND: CUstreamWaitValue_flags_enum = CUstreamWaitValue_flags_enum(2);
+    #[doc = "< Wait until ~(*addr | value) != 0. Support for this operation can be\nqueried with ::cuDeviceGetAttribute() and\n::CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR."]
+    pub const CU_STREAM_WAIT_VALUE_NOR: CUstreamWaitValue_flags_enum = CUstreamWaitValue_flags_enum(3);
+    #[doc = "< Follow the wait operation with a flush of outstanding remote writes. This\nmeans that, if a remote write operation is guaranteed to have reached the\ndevice before the wait can be satisfied, that write is guaranteed to be\nvisible to downstream device work. The device is permitted to reorder\nremote writes internally. For example, this flag would be required if\ntwo remote writes arrive in a defined order, the wait is satisfied by the\nsecond write, and downstream work needs to observe the first write.\nSupport for this operation is restricted to selected platforms and can be\nqueried with ::CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES."]
+    pub const CU_STREAM_WAIT_VALUE_FLUSH: CUstreamWaitValue_flags_enum =
+        CUstreamWaitValue_flags_enum(1073741824);
+}
+#[repr(transparent)]
+#[doc = " Flags for ::cuStreamWaitValue32 and ::cuStreamWaitValue64"]
+#[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
+pub struct CUstreamWaitValue_flags_enum(pub ::libc::c_uint);
+#[doc = " Flags for ::cuStreamWaitValue32 and ::cuStreamWaitValue64"]
+pub use self::CUstreamWaitValue_flags_enum as CUstreamWaitValue_flags;
+impl CUdevice_attribute_enum {
+    #[doc = "< Maximum number of threads per block"]
+    pub const CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: CUdevice_attribute_enum = CUdevice_attribute_enum(1);
+    #[doc = "< Maximum block dimension X"]
+    pub const CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X: CUdevice_attribute_enum = CUdevice_attribute_enum(2);
+    #[doc = "< Maximum block dimension Y"]
+    pub const CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y: CUdevice_attribute_enum = CUdevice_attribute_enum(3);
+    #[doc = "< Maximum block dimension Z"]
+    pub const CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z: CUdevice_attribute_enum = CUdevice_attribute_enum(4);
+    #[doc = "< Maximum grid dimension X"]
+    pub const CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X: CUdevice_attribute_enum = CUdevice_attribute_enum(5);
+    #[doc = "< Maximum grid dimension Y"]
+    pub const CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y: CUdevice_attribute_enum = CUdevice_attribute_enum(6);
+    #[doc = "< Maximum grid dimension Z"]
+    pub const CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z: CUdevice_attribute_enum = CUdevice_attribute_enum(7);
+    #[doc = "< Maximum shared memory available per block in bytes"]
+    pub const CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(8);
+    #[doc = "< Deprecated, use CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK"]
+    pub const CU_DEVICE_ATTRIBUTE_SHARED_MEMORY_PER_BLOCK: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(8);
+    #[doc = "< Memory available on device for __constant__ variables in a CUDA C kernel in bytes"]
+    pub const CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY: CUdevice_attribute_enum = CUdevice_attribute_enum(9);
+    #[doc = "< Warp size in threads"]
+    pub const CU_DEVICE_ATTRIBUTE_WARP_SIZE: CUdevice_attribute_enum = CUdevice_attribute_enum(10);
+    #[doc = "< Maximum pitch in bytes allowed by memory copies"]
+    pub const CU_DEVICE_ATTRIBUTE_MAX_PITCH: CUdevice_attribute_enum = CUdevice_attribute_enum(11);
+    #[doc = "< Maximum number of 32-bit registers available per block"]
+    pub const CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(12);
+    #[doc = "< Deprecated, use CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK"]
+    pub const CU_DEVICE_ATTRIBUTE_REGISTERS_PER_BLOCK: CUdevice_attribute_enum = CUdevice_attribute_enum(12);
+    #[doc = "< Typical clock frequency in kilohertz"]
+    pub const CU_DEVICE_ATTRIBUTE_CLOCK_RATE: CUdevice_attribute_enum = CUdevice_attribute_enum(13);
+    #[doc = "< Alignment requirement for textures"]
+    pub const CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT: CUdevice_attribute_enum = CUdevice_attribute_enum(14);
+    #[doc = "< Device can possibly copy memory and execute a kernel concurrently. Deprecated. Use instead CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT."]
+    pub const CU_DEVICE_ATTRIBUTE_GPU_OVERLAP: CUdevice_attribute_enum = CUdevice_attribute_enum(15);
+    #[doc = "< Number of multiprocessors on device"]
+    pub const CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: CUdevice_attribute_enum = CUdevice_attribute_enum(16);
+    #[doc = "< Specifies whether there is a run time limit on kernels"]
+    pub const CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT: CUdevice_attribute_enum = CUdevice_attribute_enum(17);
+    #[doc = "< Device is integrated with host memory"]
+    pub const CU_DEVICE_ATTRIBUTE_INTEGRATED: CUdevice_attribute_enum = CUdevice_attribute_enum(18);
+    #[doc = "< Device can map host memory into CUDA address space"]
+    pub const CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY: CUdevice_attribute_enum = CUdevice_attribute_enum(19);
+    #[doc = "< Compute mode (See ::CUcomputemode for details)"]
+    pub const CU_DEVICE_ATTRIBUTE_COMPUTE_MODE: CUdevice_attribute_enum = CUdevice_attribute_enum(20);
+    #[doc = "< Maximum 1D texture width"]
+    pub const CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_WIDTH: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(21);
+    #[doc = "< Maximum 2D texture width"]
+    pub const CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_WIDTH: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(22);
+    #[doc = "< Maximum 2D texture height"]
+    pub const CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_HEIGHT: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(23);
+    #[doc = "< Maximum 3D texture width"]
+    pub const CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_WIDTH: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(24);
+    #[doc = "< Maximum 3D texture height"]
+    pub const CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_HEIGHT: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(25);
+    #[doc = "< Maximum 3D texture depth"]
+    pub const CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_DEPTH: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(26);
+    #[doc = "< Maximum 2D layered texture width"]
+    pub const CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LAYERED_WIDTH: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(27);
+    #[doc = "< Maximum 2D layered texture height"]
+    pub const CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LAYERED_HEIGHT: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(28);
+    #[doc = "< Maximum layers in a 2D layered texture"]
+    pub const CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LAYERED_LAYERS: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(29);
+    #[doc = "< Deprecated, use CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LAYERED_WIDTH"]
+    pub const CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_ARRAY_WIDTH: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(27);
+    #[doc = "< Deprecated, use CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LAYERED_HEIGHT"]
+    pub const CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_ARRAY_HEIGHT: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(28);
+    #[doc = "< Deprecated, use CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LAYERED_LAYERS"]
+    pub const CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_ARRAY_NUMSLICES: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(29);
+    #[doc = "< Alignment requirement for surfaces"]
+    pub const CU_DEVICE_ATTRIBUTE_SURFACE_ALIGNMENT: CUdevice_attribute_enum = CUdevice_attribute_enum(30);
+    #[doc = "< Device can possibly execute multiple kernels concurrently"]
+    pub const CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS: CUdevice_attribute_enum = CUdevice_attribute_enum(31);
+    #[doc = "< Device has ECC support enabled"]
+    pub const CU_DEVICE_ATTRIBUTE_ECC_ENABLED: CUdevice_attribute_enum = CUdevice_attribute_enum(32);
+    #[doc = "< PCI bus ID of the device"]
+    pub const CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: CUdevice_attribute_enum = CUdevice_attribute_enum(33);
+    #[doc = "< PCI device ID of the device"]
+    pub const CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: CUdevice_attribute_enum = CUdevice_attribute_enum(34);
+    #[doc = "< Device is using TCC driver model"]
+    pub const CU_DEVICE_ATTRIBUTE_TCC_DRIVER: CUdevice_attribute_enum = CUdevice_attribute_enum(35);
+    #[doc = "< Peak memory clock frequency in kilohertz"]
+    pub const CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE: CUdevice_attribute_enum = CUdevice_attribute_enum(36);
+    #[doc = "< Global memory bus width in bits"]
+    pub const CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(37);
+    #[doc = "< Size of L2 cache in bytes"]
+    pub const CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE: CUdevice_attribute_enum = CUdevice_attribute_enum(38);
+    #[doc = "< Maximum resident threads per multiprocessor"]
+    pub const CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(39);
+    #[doc = "< Number of asynchronous engines"]
+    pub const CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT: CUdevice_attribute_enum = CUdevice_attribute_enum(40);
+    #[doc = "< Device shares a unified address space with the host"]
+    pub const CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: CUdevice_attribute_enum = CUdevice_attribute_enum(41);
+    #[doc = "< Maximum 1D layered texture width"]
+    pub const CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LAYERED_WIDTH: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(42);
+    #[doc = "< Maximum layers in a 1D layered texture"]
+    pub const CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LAYERED_LAYERS: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(43);
+    #[doc = "< Deprecated, do not use."]
+    pub const CU_DEVICE_ATTRIBUTE_CAN_TEX2D_GATHER: CUdevice_attribute_enum = CUdevice_attribute_enum(44);
+    #[doc = "< Maximum 2D texture width if CUDA_ARRAY3D_TEXTURE_GATHER is set"]
+    pub const CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_GATHER_WIDTH: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(45);
+    #[doc = "< Maximum 2D texture height if CUDA_ARRAY3D_TEXTURE_GATHER is set"]
+    pub const CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_GATHER_HEIGHT: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(46);
+    #[doc = "< Alternate maximum 3D texture width"]
+    pub const CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_WIDTH_ALTERNATE: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(47);
+    #[doc = "< Alternate maximum 3D texture height"]
+    pub const CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_HEIGHT_ALTERNATE: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(48);
+    #[doc = "< Alternate maximum 3D texture depth"]
+    pub const CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_DEPTH_ALTERNATE: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(49);
+    #[doc = "< PCI domain ID of the device"]
+    pub const CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID: CUdevice_attribute_enum = CUdevice_attribute_enum(50);
+    #[doc = "< Pitch alignment requirement for textures"]
+    pub const CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(51);
+    #[doc = "< Maximum cubemap texture width/height"]
+    pub const CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURECUBEMAP_WIDTH: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(52);
+    #[doc = "< Maximum cubemap layered texture width/height"]
+    pub const CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURECUBEMAP_LAYERED_WIDTH: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(53);
+    #[doc = "< Maximum layers in a cubemap layered texture"]
+    pub const CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURECUBEMAP_LAYERED_LAYERS: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(54);
+    #[doc = "< Maximum 1D surface width"]
+    pub const CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE1D_WIDTH: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(55);
+    #[doc = "< Maximum 2D surface width"]
+    pub const CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_WIDTH: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(56);
+    #[doc = "< Maximum 2D surface height"]
+    pub const CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_HEIGHT: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(57);
+    #[doc = "< Maximum 3D surface width"]
+    pub const CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE3D_WIDTH: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(58);
+    #[doc = "< Maximum 3D surface height"]
+    pub const CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE3D_HEIGHT: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(59);
+    #[doc = "< Maximum 3D surface depth"]
+    pub const CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE3D_DEPTH: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(60);
+    #[doc = "< Maximum 1D layered surface width"]
+    pub const CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE1D_LAYERED_WIDTH: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(61);
+    #[doc = "< Maximum layers in a 1D layered surface"]
+    pub const CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE1D_LAYERED_LAYERS: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(62);
+    #[doc = "< Maximum 2D layered surface width"]
+    pub const CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_LAYERED_WIDTH: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(63);
+    #[doc = "< Maximum 2D layered surface height"]
+    pub const CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_LAYERED_HEIGHT: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(64);
+    #[doc = "< Maximum layers in a 2D layered surface"]
+    pub const CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_LAYERED_LAYERS: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(65);
+    #[doc = "< Maximum cubemap surface width"]
+    pub const CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACECUBEMAP_WIDTH: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(66);
+    #[doc = "< Maximum cubemap layered surface width"]
+    pub const CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACECUBEMAP_LAYERED_WIDTH: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(67);
+    #[doc = "< Maximum layers in a cubemap layered surface"]
+    pub const CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACECUBEMAP_LAYERED_LAYERS: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(68);
+    #[doc = "< Deprecated, do not use. Use cudaDeviceGetTexture1DLinearMaxWidth() or cuDeviceGetTexture1DLinearMaxWidth() instead."]
+    pub const CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LINEAR_WIDTH: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(69);
+    #[doc = "< Maximum 2D linear texture width"]
+    pub const CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LINEAR_WIDTH: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(70);
+    #[doc = "< Maximum 2D linear texture height"]
+    pub const CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LINEAR_HEIGHT: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(71);
+    #[doc = "< Maximum 2D linear texture pitch in bytes"]
+    pub const CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LINEAR_PITCH: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(72);
+    #[doc = "< Maximum mipmapped 2D texture width"]
+    pub const CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_MIPMAPPED_WIDTH: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(73);
+    #[doc = "< Maximum mipmapped 2D texture height"]
+    pub const CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_MIPMAPPED_HEIGHT: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(74);
+    #[doc = "< Major compute capability version number"]
+    pub const CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(75);
+    #[doc = "< Minor compute capability version number"]
+    pub const CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(76);
+    #[doc = "< Maximum mipmapped 1D texture width"]
+    pub const CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_MIPMAPPED_WIDTH: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(77);
+    #[doc = "< Device supports stream priorities"]
+    pub const CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(78);
+    #[doc = "< Device supports caching globals in L1"]
+    pub const CU_DEVICE_ATTRIBUTE_GLOBAL_L1_CACHE_SUPPORTED: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(79);
+    #[doc = "< Device supports caching locals in L1"]
+    pub const CU_DEVICE_ATTRIBUTE_LOCAL_L1_CACHE_SUPPORTED: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(80);
+    #[doc = "< Maximum shared memory available per multiprocessor in bytes"]
+    pub const CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(81);
+    #[doc = "< Maximum number of 32-bit registers available per multiprocessor"]
+    pub const CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(82);
+    #[doc = "< Device can allocate managed memory on this system"]
+    pub const CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY: CUdevice_attribute_enum = CUdevice_attribute_enum(83);
+    #[doc = "< Device is on a multi-GPU board"]
+    pub const CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD: CUdevice_attribute_enum = CUdevice_attribute_enum(84);
+    #[doc = "< Unique id for a group of devices on the same multi-GPU board"]
+    pub const CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD_GROUP_ID: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(85);
+    #[doc = "< Link between the device and the host supports all native atomic operations"]
+    pub const CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(86);
+    #[doc = "< Ratio of single precision performance (in floating-point operations per second) to double precision performance"]
+    pub const CU_DEVICE_ATTRIBUTE_SINGLE_TO_DOUBLE_PRECISION_PERF_RATIO: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(87);
+    #[doc = "< Device supports coherently accessing pageable memory without calling cudaHostRegister on it"]
+    pub const CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(88);
+    #[doc = "< Device can coherently access managed memory concurrently with the CPU"]
+    pub const CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(89);
+    #[doc = "< Device supports compute preemption."]
+    pub const CU_DEVICE_ATTRIBUTE_COMPUTE_PREEMPTION_SUPPORTED: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(90);
+    #[doc = "< Device can access host registered memory at the same virtual address as the CPU"]
+    pub const CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(91);
+    #[doc = "< Deprecated, along with v1 MemOps API, ::cuStreamBatchMemOp and related APIs are supported."]
+    pub const CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(92);
+    #[doc = "< Deprecated, along with v1 MemOps API, 64-bit operations are supported in ::cuStreamBatchMemOp and related APIs."]
+    pub const CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS_V1: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(93);
+    #[doc = "< Deprecated, along with v1 MemOps API, ::CU_STREAM_WAIT_VALUE_NOR is supported."]
+    pub const CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR_V1: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(94);
+    #[doc = "< Device supports launching cooperative kernels via ::cuLaunchCooperativeKernel"]
+    pub const CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH: CUdevice_attribute_enum = CUdevice_attribute_enum(95);
+    #[doc = "< Deprecated, ::cuLaunchCooperativeKernelMultiDevice is deprecated."]
+    pub const CU_DEVICE_ATTRIBUTE_COOPERATIVE_MULTI_DEVICE_LAUNCH: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(96);
+    #[doc = "< Maximum optin shared memory per block"]
+    pub const CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(97);
+    #[doc = "< The ::CU_STREAM_WAIT_VALUE_FLUSH flag and the ::CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES MemOp are supported on the device. See \\ref CUDA_MEMOP for additional details."]
+    pub const CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(98);
+    #[doc = "< Device supports host memory registration via ::cudaHostRegister."]
+    pub const CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(99);
+    #[doc = "< Device accesses pageable memory via the host's page tables."]
+    pub const CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(100);
+    #[doc = "< The host can directly access managed memory on the device without migration."]
+    pub const CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(101);
+    #[doc = "< Deprecated, Use CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED"]
+    pub const CU_DEVICE_ATTRIBUTE_VIRTUAL_ADDRESS_MANAGEMENT_SUPPORTED: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(102);
+    #[doc = "< Device supports virtual memory management APIs like ::cuMemAddressReserve, ::cuMemCreate, ::cuMemMap and related APIs"]
+    pub const CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(102);
+    #[doc = "< Device supports exporting memory to a posix file descriptor with ::cuMemExportToShareableHandle, if requested via ::cuMemCreate"]
+    pub const CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(103);
+    #[doc = "< Device supports exporting memory to a Win32 NT handle with ::cuMemExportToShareableHandle, if requested via ::cuMemCreate"]
+    pub const CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_WIN32_HANDLE_SUPPORTED: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(104);
+    #[doc = "< Device supports exporting memory to a Win32 KMT handle with ::cuMemExportToShareableHandle, if requested via ::cuMemCreate"]
+    pub const CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_WIN32_KMT_HANDLE_SUPPORTED: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(105);
+    #[doc = "< Maximum number of blocks per multiprocessor"]
+    pub const CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(106);
+    #[doc = "< Device supports compression of memory"]
+    pub const CU_DEVICE_ATTRIBUTE_GENERIC_COMPRESSION_SUPPORTED: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(107);
+    #[doc = "< Maximum L2 persisting lines capacity setting in bytes."]
+    pub const CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(108);
+    #[doc = "< Maximum value of CUaccessPolicyWindow::num_bytes."]
+    pub const CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(109);
+    #[doc = "< Device supports specifying the GPUDirect RDMA flag with ::cuMemCreate"]
+    pub const CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(110);
+    #[doc = "< Shared memory reserved by CUDA driver per block in bytes"]
+    pub const CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(111);
+    #[doc = "< Device supports sparse CUDA arrays and sparse CUDA mipmapped arrays"]
+    pub const CU_DEVICE_ATTRIBUTE_SPARSE_CUDA_ARRAY_SUPPORTED: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(112);
+    #[doc = "< Device supports using the ::cuMemHostRegister flag ::CU_MEMHOSTERGISTER_READ_ONLY to register memory that must be mapped as read-only to the GPU"]
+    pub const CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(113);
+    #[doc = "< External timeline semaphore interop is supported on the device"]
+    pub const CU_DEVICE_ATTRIBUTE_TIMELINE_SEMAPHORE_INTEROP_SUPPORTED: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(114);
+    #[doc = "< Device supports using the ::cuMemAllocAsync and ::cuMemPool family of APIs"]
+    pub const CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(115);
+    #[doc = "< Device supports GPUDirect RDMA APIs, like nvidia_p2p_get_pages (see https://docs.nvidia.com/cuda/gpudirect-rdma for more information)"]
+    pub const CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(116);
+    #[doc = "< The returned attribute shall be interpreted as a bitmask, where the individual bits are described by the ::CUflushGPUDirectRDMAWritesOptions enum"]
+    pub const CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(117);
+    #[doc = "< GPUDirect RDMA writes to the device do not need to be flushed for consumers within the scope indicated by the returned attribute. See ::CUGPUDirectRDMAWritesOrdering for the numerical values returned here."]
+    pub const CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(118);
+    #[doc = "< Handle types supported with mempool based IPC"]
+    pub const CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(119);
+    #[doc = "< Indicates device supports cluster launch"]
+    pub const CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH: CUdevice_attribute_enum = CUdevice_attribute_enum(120);
+    #[doc = "< Device supports deferred mapping CUDA arrays and CUDA mipmapped arrays"]
+    pub const CU_DEVICE_ATTRIBUTE_DEFERRED_MAPPING_CUDA_ARRAY_SUPPORTED: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(121);
+    #[doc = "< 64-bit operations are supported in ::cuStreamBatchMemOp and related MemOp APIs."]
+    pub const CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(122);
+    #[doc = "< ::CU_STREAM_WAIT_VALUE_NOR is supported by MemOp APIs."]
+    pub const CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(123);
+    #[doc = "< Device supports buffer sharing with dma_buf mechanism."]
+    pub const CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED: CUdevice_attribute_enum = CUdevice_attribute_enum(124);
+    #[doc = "< Device supports IPC Events."]
+    pub const CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED: CUdevice_attribute_enum = CUdevice_attribute_enum(125);
+    #[doc = "< Number of memory domains the device supports."]
+    pub const CU_DEVICE_ATTRIBUTE_MEM_SYNC_DOMAIN_COUNT: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(126);
+    #[doc = "< Device supports accessing memory using Tensor Map."]
+    pub const CU_DEVICE_ATTRIBUTE_TENSOR_MAP_ACCESS_SUPPORTED: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(127);
+    #[doc = "< Device supports exporting memory to a fabric handle with cuMemExportToShareableHandle() or requested with cuMemCreate()"]
+    pub const CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(128);
+    #[doc = "< Device supports unified function pointers."]
+    pub const CU_DEVICE_ATTRIBUTE_UNIFIED_FUNCTION_POINTERS: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(129);
+    #[doc = "< NUMA configuration of a device: value is of type ::CUdeviceNumaConfig enum"]
+    pub const CU_DEVICE_ATTRIBUTE_NUMA_CONFIG: CUdevice_attribute_enum = CUdevice_attribute_enum(130);
+    #[doc = "< NUMA node ID of the GPU memory"]
+    pub const CU_DEVICE_ATTRIBUTE_NUMA_ID: CUdevice_attribute_enum = CUdevice_attribute_enum(131);
+    #[doc = "< Device supports switch multicast and reduction operations."]
+    pub const CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED: CUdevice_attribute_enum = CUdevice_attribute_enum(132);
+    #[doc = "< Indicates if contexts created on this device will be shared via MPS"]
+    pub const CU_DEVICE_ATTRIBUTE_MPS_ENABLED: CUdevice_attribute_enum = CUdevice_attribute_enum(133);
+    #[doc = "< NUMA ID of the host node closest to the device. Returns -1 when system does not support NUMA."]
+    pub const CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID: CUdevice_attribute_enum = CUdevice_attribute_enum(134);
+    #[doc = "< Device supports CIG with D3D12."]
+    pub const CU_DEVICE_ATTRIBUTE_D3D12_CIG_SUPPORTED: CUdevice_attribute_enum = CUdevice_attribute_enum(135);
+    #[doc = "< The returned valued shall be interpreted as a bitmask, where the individual bits are described by the ::CUmemDecompressAlgorithm enum."]
+    pub const CU_DEVICE_ATTRIBUTE_MEM_DECOMPRESS_ALGORITHM_MASK: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(136);
+    #[doc = "< The returned valued is the maximum length in bytes of a single decompress operation that is allowed."]
+    pub const CU_DEVICE_ATTRIBUTE_MEM_DECOMPRESS_MAXIMUM_LENGTH: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(137);
+    #[doc = "< Device supports CIG with Vulkan."]
+    pub const CU_DEVICE_ATTRIBUTE_VULKAN_CIG_SUPPORTED: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(138);
+    #[doc = "< The combined 16-bit PCI device ID and 16-bit PCI vendor ID."]
+    pub const CU_DEVICE_ATTRIBUTE_GPU_PCI_DEVICE_ID: CUdevice_attribute_enum = CUdevice_attribute_enum(139);
+    #[doc = "< The combined 16-bit PCI subsystem ID and 16-bit PCI subsystem vendor ID."]
+    pub const CU_DEVICE_ATTRIBUTE_GPU_PCI_SUBSYSTEM_ID: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(140);
+    #[doc = "< Device supports HOST_NUMA location with the virtual memory management APIs like ::cuMemCreate, ::cuMemMap and related APIs"]
+    pub const CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(141);
+    #[doc = "< Device supports HOST_NUMA location with the ::cuMemAllocAsync and ::cuMemPool family of APIs"]
+    pub const CU_DEVICE_ATTRIBUTE_HOST_NUMA_MEMORY_POOLS_SUPPORTED: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(142);
+    #[doc = "< Device supports HOST_NUMA location IPC between nodes in a multi-node system."]
+    pub const CU_DEVICE_ATTRIBUTE_HOST_NUMA_MULTINODE_IPC_SUPPORTED: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(143);
+    #[doc = "< Device suports HOST location with the ::cuMemAllocAsync and ::cuMemPool family of APIs"]
+    pub const CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(144);
+    #[doc = "< Device supports HOST location with the virtual memory management APIs like ::cuMemCreate, ::cuMemMap and related APIs"]
+    pub const CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(145);
+    #[doc = "< Device supports page-locked host memory buffer sharing with dma_buf mechanism."]
+    pub const CU_DEVICE_ATTRIBUTE_HOST_ALLOC_DMA_BUF_SUPPORTED: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(146);
+    #[doc = "< Link between the device and the host supports only some native atomic operations"]
+    pub const CU_DEVICE_ATTRIBUTE_ONLY_PARTIAL_HOST_NATIVE_ATOMIC_SUPPORTED: CUdevice_attribute_enum =
+        CUdevice_attribute_enum(147);
+    pub const CU_DEVICE_ATTRIBUTE_MAX: CUdevice_attribute_enum = CUdevice_attribute_enum(148);
+}
+#[repr(transparent)]
+#[doc = " Device properties"]
+#[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
+pub struct CUdevice_attribute_enum(pub ::libc::c_uint);
+#[doc = " Device properties"]
+pub use self::CUdevice_attribute_enum as CUdevice_attribute;
 #[doc = " CUDA host function\n \\param userData Argument value passed to the function"]
 pub type CUhostFn = ::core::option::Option<unsafe extern "C" fn(userData: *mut ::libc::c_void)>;
 impl CUstreamCaptureStatus_enum {
@@ -968,6 +1415,9 @@ pub type PFN_cuDeviceGet_v2000 = ::core::option::Option<
 >;
 pub type PFN_cuDeviceGetCount_v2000 =
     ::core::option::Option<unsafe extern "C" fn(count: *mut ::libc::c_int) -> CUresult>;
+pub type PFN_cuDeviceGetAttribute_v2000 = ::core::option::Option<
+    unsafe extern "C" fn(pi: *mut ::libc::c_int, attrib: CUdevice_attribute, dev: CUdevice_v1) -> CUresult,
+>;
 pub type PFN_cuDevicePrimaryCtxRetain_v7000 =
     ::core::option::Option<unsafe extern "C" fn(pctx: *mut CUcontext, dev: CUdevice_v1) -> CUresult>;
 pub type PFN_cuDevicePrimaryCtxGetState_v7000 = ::core::option::Option<
@@ -992,6 +1442,21 @@ pub type PFN_cuModuleUnload_v2000 = ::core::option::Option<unsafe extern "C" fn(
 pub type PFN_cuModuleGetFunction_v2000 = ::core::option::Option<
     unsafe extern "C" fn(hfunc: *mut CUfunction, hmod: CUmodule, name: *const ::libc::c_char) -> CUresult,
 >;
+pub type PFN_cuMemAlloc_v3020 =
+    ::core::option::Option<unsafe extern "C" fn(dptr: *mut CUdeviceptr_v2, bytesize: usize) -> CUresult>;
+pub type PFN_cuMemFree_v3020 = ::core::option::Option<unsafe extern "C" fn(dptr: CUdeviceptr_v2) -> CUresult>;
+pub type PFN_cuMemFreeHost_v2000 =
+    ::core::option::Option<unsafe extern "C" fn(p: *mut ::libc::c_void) -> CUresult>;
+pub type PFN_cuMemHostAlloc_v2020 = ::core::option::Option<
+    unsafe extern "C" fn(pp: *mut *mut ::libc::c_void, bytesize: usize, Flags: ::libc::c_uint) -> CUresult,
+>;
+pub type PFN_cuMemHostGetDevicePointer_v3020 = ::core::option::Option<
+    unsafe extern "C" fn(
+        pdptr: *mut CUdeviceptr_v2,
+        p: *mut ::libc::c_void,
+        Flags: ::libc::c_uint,
+    ) -> CUresult,
+>;
 pub type PFN_cuIpcGetEventHandle_v4010 = ::core::option::Option<
     unsafe extern "C" fn(pHandle: *mut CUipcEventHandle_v1, event: CUevent) -> CUresult,
 >;
@@ -1014,6 +1479,14 @@ pub type PFN_cuEventElapsedTime_v2000 = ::core::option::Option<
 >;
 pub type PFN_cuEventElapsedTime_v12080 = ::core::option::Option<
     unsafe extern "C" fn(pMilliseconds: *mut f32, hStart: CUevent, hEnd: CUevent) -> CUresult,
+>;
+pub type PFN_cuMemsetD32Async_v3020 = ::core::option::Option<
+    unsafe extern "C" fn(
+        dstDevice: CUdeviceptr_v2,
+        ui: ::libc::c_uint,
+        N: usize,
+        hStream: CUstream,
+    ) -> CUresult,
 >;
 pub type PFN_cuStreamGetPriority_v5050 =
     ::core::option::Option<unsafe extern "C" fn(hStream: CUstream, priority: *mut ::libc::c_int) -> CUresult>;
@@ -1046,6 +1519,22 @@ pub type PFN_cuLaunchKernel_v4000 = ::core::option::Option<
 >;
 pub type PFN_cuLaunchHostFunc_v10000 = ::core::option::Option<
     unsafe extern "C" fn(hStream: CUstream, fn_: CUhostFn, userData: *mut ::libc::c_void) -> CUresult,
+>;
+pub type PFN_cuStreamWaitValue32_v8000 = ::core::option::Option<
+    unsafe extern "C" fn(
+        stream: CUstream,
+        addr: CUdeviceptr_v2,
+        value: cuuint32_t,
+        flags: ::libc::c_uint,
+    ) -> CUresult,
+>;
+pub type PFN_cuStreamWaitValue32_v11070 = ::core::option::Option<
+    unsafe extern "C" fn(
+        stream: CUstream,
+        addr: CUdeviceptr_v2,
+        value: cuuint32_t,
+        flags: ::libc::c_uint,
+    ) -> CUresult,
 >;
 pub type PFN_cuStreamIsCapturing_v10000 = ::core::option::Option<
     unsafe extern "C" fn(hStream: CUstream, captureStatus: *mut CUstreamCaptureStatus) -> CUresult,

@@ -45,7 +45,7 @@ const TYPES: &[&str] = &[
     // mapped host memory), and the L2 flush (a memset of a buffer the size of L2)
     "PFN_cuStreamWaitValue32_v[0-9]+",
     "PFN_cuMem(Alloc|Free|HostAlloc|FreeHost|HostGetDevicePointer)_v[0-9]+",
-    "PFN_cuMemsetD8Async_v[0-9]+",
+    "PFN_cuMemsetD32Async_v[0-9]+",
     "PFN_cuDeviceGetAttribute_v[0-9]+",
     "CUstreamWaitValue_flags",
     // the driver's error codes (CUresult), for the safe crate's one table of codes, and the

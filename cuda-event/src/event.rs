@@ -8,6 +8,7 @@ use crate::error::{Error, Result};
 use crate::handle::EventHandle;
 use crate::ipc::{self, Exporter, IpcEventHandle};
 use crate::pool;
+use crate::publish_once::PublishOnce;
 use crate::stream::Stream;
 use cuda_event_sys as sys;
 use parking_lot::Mutex;
@@ -51,7 +52,7 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 /// device reset, or the process's exit): one CUDA event per `Event` that ever became a graph node.
 pub struct Event {
     options: EventBuilder,
-    created: OnceLock<EventHandle>,
+    created: PublishOnce<EventHandle>,
     /// Taken to create the CUDA event, so that one thread creates it (a first record that takes one
     /// from the pool creates nothing and takes no lock).
     creating: Mutex<()>,
@@ -68,10 +69,10 @@ pub struct Event {
 }
 
 // SAFETY: the CUDA event handle may be used from any thread (CUDA's API is thread safe); the rest of
-// the state is in OnceLock, Mutex and atomics.
+// the state is in OnceLock, PublishOnce, Mutex and atomics.
 unsafe impl Send for Event {}
 // SAFETY: as for Send: every method takes &self, creation is serialized by `creating`, the CUDA event
-// is published once through the OnceLock (a thread that loses that race gives its own back to the
+// is published once through a PublishOnce (a thread that loses that race gives its own back to the
 // pool), and every later read is of immutable data or atomics.
 unsafe impl Sync for Event {}
 
@@ -170,7 +171,7 @@ impl Event {
     pub(crate) fn lazy(options: EventBuilder) -> Event {
         Event {
             options,
-            created: OnceLock::new(),
+            created: PublishOnce::new(),
             creating: Mutex::new(()),
             recorded: AtomicBool::new(false),
             escaped: AtomicU8::new(Escape::No as u8),
@@ -214,7 +215,10 @@ impl Event {
     /// Creating takes the `creating` lock, so that racing threads create one CUDA event. A pooled
     /// one needs no lock (nothing is created): the first thread to publish wins, and the others
     /// give theirs back and record again on the winner's (as if their record came just after).
-    #[cold]
+    ///
+    /// Not `#[cold]`: a new event's first record is a hot path (the pool makes it cost about a
+    /// record), and a cold function gets little inlined into it.
+    #[inline(never)]
     fn record_first(&self, d: &Driver, stream: &Stream) -> Result<()> {
         let flags = self.options.cuda_flags();
         // The stream's check first: a pooled event made in the instance the stream is alive in
@@ -228,19 +232,16 @@ impl Event {
             return Err(e);
         }
         match self.created.set(pooled) {
-            Ok(()) => Ok(()),
-            Err(pooled) => {
+            Ok(_) => Ok(()),
+            Err((pooled, winner)) => {
                 pool::give_or_destroy(flags, pooled);
-                let winner = self
-                    .created
-                    .get()
-                    .expect("set fails only once another thread set it");
                 self.record_handle(d, winner, stream, None)
             }
         }
     }
 
     /// The first record with a new CUDA event, under the `creating` lock.
+    #[cold]
     fn create_and_record(&self, d: &Driver, stream: &Stream) -> Result<()> {
         let _creating = self.creating.lock();
         if let Some(handle) = self.created.get() {
@@ -290,10 +291,13 @@ impl Event {
     /// Makes `handle` this event's, under `creating`; returns the event's. A pooled event published
     /// without the lock since the caller looked goes back to the pool.
     fn publish(&self, handle: EventHandle) -> &EventHandle {
-        if let Err(ours) = self.created.set(handle) {
-            pool::give_or_destroy(self.options.cuda_flags(), ours);
+        match self.created.set(handle) {
+            Ok(handle) => handle,
+            Err((ours, winner)) => {
+                pool::give_or_destroy(self.options.cuda_flags(), ours);
+                winner
+            }
         }
-        self.created.get().expect("set, by this thread or another")
     }
 
     /// Records on the legacy default stream of the current device (torch's `record()` with no

@@ -51,6 +51,10 @@
 //!   record costs about as much as a record ([`set_event_pool`] turns it off, [`empty_event_pool`]
 //!   empties this thread's), unless its handle escaped (see [`Event`]): a CUDA graph that holds it
 //!   can never drive an unrelated new event.
+//! - Timing: [`Timer`] times one section of a stream's work with pooled timing events, read without
+//!   blocking; [`measure`] times a closure's GPU work the way `triton.testing.do_bench` and nvbench
+//!   do (warm-up, repetitions queued behind a host-held gate so that host launch gaps stay out, an
+//!   L2 flush, a stop on noise) and returns samples and statistics ([`Measurement`]).
 //! - Faults are answers, not hangs or crashes: after a kernel fault every call returns the CUDA
 //!   error; events and streams that a device reset destroyed return [`Error::DeviceWasReset`]; an
 //!   imported IPC event whose exporter died returns [`Error::ExporterGone`].
@@ -87,11 +91,13 @@ mod host_fn;
 mod ipc;
 mod measure;
 mod pool;
+mod publish_once;
 mod scratch_memory;
 mod stream;
 mod timer;
 
 pub use completion::Completion;
+pub use context::set_device_reset_checks;
 pub use cuda_event_sys as sys;
 pub use device::{DeviceGuard, current_device, device_count, set_device};
 pub use driver::driver_entry_point;

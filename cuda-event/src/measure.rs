@@ -285,10 +285,12 @@ impl L2Flush {
     }
 
     fn queue(&self, d: &Driver, stream: &Stream) -> Result<()> {
-        let (ptr, bytes, raw) = (self.buffer.ptr, self.buffer.bytes, stream.as_raw());
-        // SAFETY: writes `bytes` bytes of a live allocation of that size on a live stream of its
-        // device, whose context is current (measure entered it).
-        d.memset_d8_async.call(|f| unsafe { f(ptr, 0, bytes, raw) })
+        let (ptr, words, raw) = (self.buffer.ptr, self.buffer.bytes / 4, stream.as_raw());
+        // 32-bit writes: with cuMemsetD8Async (bytes) a repetition of a 1 MiB memset took about
+        // 1.5 ms of wall time on an H200 (320 samples in 0.5 s), the flush nearly all of it.
+        // SAFETY: writes `words` 32-bit words of a live allocation of that size on a live stream of
+        // its device, whose context is current (measure entered it).
+        d.memset_d32_async.call(|f| unsafe { f(ptr, 0, words, raw) })
     }
 }
 

@@ -70,26 +70,45 @@ pub(crate) fn take(
     if !ENABLED.load(Ordering::Relaxed) {
         return None;
     }
-    let (handle, stale) = POOL
+    let handle = POOL
         .try_with(|pool| {
             let mut pool = pool.borrow_mut();
             let (_, list) = pool.lists.iter_mut().find(|(key, _)| *key == (device, flags))?;
             let handle = list.pop()?;
-            let alive = handle.instance.is_some_and(|instance| {
-                known_alive.is_some_and(|known| known.same_as(instance)) || instance.still_alive(d)
-            });
-            if alive {
-                return Some((Some(handle), Vec::new()));
-            }
-            // The device was reset: every event of this list died with the old context.
-            list.push(handle);
-            Some((None, std::mem::take(list)))
+            let known = handle
+                .instance
+                .zip(known_alive)
+                .is_some_and(|(instance, known)| known.same_as(instance));
+            Some((handle, known))
         })
         .ok()
         .flatten()?;
-    // Destroyed outside the borrow: destroy finds them dead and makes no CUDA call.
+    match handle {
+        (handle, true) => Some(handle),
+        (handle, false) => checked(d, handle, (device, flags)),
+    }
+}
+
+/// `handle` if a device reset has not destroyed it; otherwise every event of its list died with the
+/// old context: forgets them all (destroy finds them dead and makes no CUDA call).
+#[cold]
+fn checked(d: &Driver, handle: EventHandle, key: (i32, u32)) -> Option<EventHandle> {
+    if handle.instance.is_some_and(|instance| instance.still_alive(d)) {
+        return Some(handle);
+    }
+    let stale = POOL
+        .try_with(|pool| {
+            let mut pool = pool.borrow_mut();
+            pool.lists
+                .iter_mut()
+                .find(|(k, _)| *k == key)
+                .map(|(_, list)| std::mem::take(list))
+                .unwrap_or_default()
+        })
+        .unwrap_or_default();
+    handle.destroy();
     stale.into_iter().for_each(EventHandle::destroy);
-    handle
+    None
 }
 
 /// Keeps `handle` for a later record on its device with `flags`; hands it back if the pool is off or

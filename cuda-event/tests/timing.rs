@@ -15,8 +15,10 @@ fn quick() -> MeasureOptions {
 
 fn print(what: &str, m: &Measurement) {
     println!(
-        "{what}: {} samples, median {:?}, p10 {:?}, p90 {:?}, min {:?}, max {:?}, noise {:.3}%, {:?}, {} gate timeouts",
+        "{what}: {} samples in {:?} ({:?} each), median {:?}, p10 {:?}, p90 {:?}, min {:?}, max {:?}, noise {:.3}%, {:?}, {} gate timeouts",
         m.samples().len(),
+        m.wall_time(),
+        m.wall_time() / m.samples().len() as u32,
         m.median(),
         m.percentile(10.0),
         m.percentile(90.0),

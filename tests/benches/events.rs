@@ -432,22 +432,34 @@ fn throughput(threads: usize, n: usize, set_device: bool, work: Work) -> f64 {
     (threads * n) as f64 / elapsed.elapsed().as_secs_f64()
 }
 
-/// Implementations in the thread-scaling table: raw runtime API calls (the baseline), the same
+/// Implementations in the thread-scaling table: raw runtime API calls (the baseline); the same
 /// driver functions cuda-event calls (resolved with `cudaGetDriverEntryPointByVersion`) called raw,
-/// cuda-event, cudarc.
-const SCALING_IMPLS: [&str; 4] = ["raw runtime FFI", "raw driver FFI", "cuda-event", "cudarc"];
+/// alone and each after the `cuCtxGetId` that is cuda-event's device-reset check; cuda-event, with
+/// its reset checks on (the default) and off (`set_device_reset_checks(false)`); cudarc.
+const SCALING_IMPLS: [&str; 8] = [
+    "raw runtime FFI",
+    "raw driver FFI",
+    "raw driver FFI + cuCtxGetId",
+    "cuda-event",
+    "cuda-event, reset checks off",
+    "cudarc",
+    "raw driver FFI on cuda-event's event and stream",
+    "cuda-event on a runtime-made stream",
+];
 
 struct Scaling {
     name: String,
     threads: usize,
     /// Per implementation (as SCALING_IMPLS): calls/s of each round.
-    samples: [Vec<f64>; 4],
+    samples: [Vec<f64>; 8],
 }
 
 /// Per thread: a stream, an event re-recorded on it, and a completed event it queries and waits on.
 struct ThreadObjects {
     raw: Raw,
     safe: (Stream, Event, Event),
+    /// `raw.stream` (made by the runtime) as a cuda-event Stream.
+    runtime_stream: Stream,
     cudarc: (
         Arc<cudarc::driver::CudaStream>,
         cudarc::driver::CudaEvent,
@@ -455,12 +467,34 @@ struct ThreadObjects {
     ),
 }
 
+/// The index in SCALING_IMPLS of cuda-event with its device-reset checks off.
+const CHECKS_OFF: usize = 4;
+
 fn scaling() -> Vec<Scaling> {
     const N: usize = 20_000;
     let record: sys::PFN_cuEventRecord_v2000 = common::driver_fn(c"cuEventRecord", 2000);
     let query: sys::PFN_cuEventQuery_v2000 = common::driver_fn(c"cuEventQuery", 2000);
     let wait: sys::PFN_cuStreamWaitEvent_v3020 = common::driver_fn(c"cuStreamWaitEvent", 3020);
-    let (record, query, wait) = (record.unwrap(), query.unwrap(), wait.unwrap());
+    let get_id: sys::PFN_cuCtxGetId_v12000 = common::driver_fn(c"cuCtxGetId", 12000);
+    let (record, query, wait, get_id) = (record.unwrap(), query.unwrap(), wait.unwrap(), get_id.unwrap());
+    // The context cuda-event checks: device 0's primary context, which its objects live in.
+    let mut primary = std::ptr::null_mut();
+    let retain: sys::PFN_cuDevicePrimaryCtxRetain_v7000 =
+        common::driver_fn(c"cuDevicePrimaryCtxRetain", 7000);
+    // SAFETY: device 0 exists; writes the context through a live local (retained for the run).
+    assert_eq!(
+        unsafe { retain.unwrap()(&mut primary, 0) },
+        sys::CUresult::CUDA_SUCCESS
+    );
+    let primary = primary as usize;
+    let check = move || {
+        let mut id = 0;
+        // SAFETY: a retained context; writes through a live local.
+        assert_eq!(
+            unsafe { get_id(primary as sys::CUcontext, &mut id) },
+            sys::CUresult::CUDA_SUCCESS
+        );
+    };
     let success = sys::CUresult::CUDA_SUCCESS;
     let ctx = cudarc::driver::CudaContext::new(0).unwrap();
     let mut rows = Vec::new();
@@ -476,8 +510,12 @@ fn scaling() -> Vec<Scaling> {
                 let ce = cs.record_event(None).unwrap();
                 let cdone = cs.record_event(None).unwrap();
                 cdone.synchronize().unwrap();
+                let raw = Raw::new();
+                // SAFETY: a live stream of device 0 that outlives the borrowing Stream.
+                let runtime_stream = unsafe { Stream::from_raw_borrowed(raw.stream, 0) }.unwrap();
                 ThreadObjects {
-                    raw: Raw::new(),
+                    raw,
+                    runtime_stream,
                     safe: (s, e, done),
                     cudarc: (cs, ce, cdone),
                 }
@@ -485,25 +523,54 @@ fn scaling() -> Vec<Scaling> {
             .collect();
         let o = &objects;
         // SAFETY (every raw call below): live handles of device 0, used by their own thread.
-        let records: [Work; 4] = [
+        let safe_record = |t: usize, n: usize| (0..n).for_each(|_| o[t].safe.1.record(&o[t].safe.0).unwrap());
+        let safe_query = |t: usize, n: usize| (0..n).for_each(|_| assert!(o[t].safe.2.query().unwrap()));
+        let safe_wait = |t: usize, n: usize| (0..n).for_each(|_| o[t].safe.2.wait(&o[t].safe.0).unwrap());
+        let records: [Work; 8] = [
             &|t, n| (0..n).for_each(|_| o[t].raw.record_plain()),
             &|t, n| {
                 let (e, s) = (o[t].raw.plain.cast(), o[t].raw.stream.cast());
                 (0..n).for_each(|_| assert_eq!(unsafe { record(e, s) }, success))
             },
-            &|t, n| (0..n).for_each(|_| o[t].safe.1.record(&o[t].safe.0).unwrap()),
+            &|t, n| {
+                let (e, s) = (o[t].raw.plain.cast(), o[t].raw.stream.cast());
+                (0..n).for_each(|_| {
+                    check();
+                    assert_eq!(unsafe { record(e, s) }, success)
+                })
+            },
+            &safe_record,
+            &safe_record, // with the checks off: see the round loop
             &|t, n| (0..n).for_each(|_| o[t].cudarc.1.record(&o[t].cudarc.0).unwrap()),
+            &|t, n| {
+                let (e, s) = (o[t].safe.1.as_raw().unwrap().cast(), o[t].safe.0.as_raw().cast());
+                (0..n).for_each(|_| assert_eq!(unsafe { record(e, s) }, success))
+            },
+            &|t, n| (0..n).for_each(|_| o[t].safe.1.record(&o[t].runtime_stream).unwrap()),
         ];
-        let queries: [Work; 4] = [
+        let queries: [Work; 8] = [
             &|t, n| (0..n).for_each(|_| o[t].raw.query_done()),
             &|t, n| {
                 let e = o[t].raw.done.cast();
                 (0..n).for_each(|_| assert_eq!(unsafe { query(e) }, success))
             },
-            &|t, n| (0..n).for_each(|_| assert!(o[t].safe.2.query().unwrap())),
+            &|t, n| {
+                let e = o[t].raw.done.cast();
+                (0..n).for_each(|_| {
+                    check();
+                    assert_eq!(unsafe { query(e) }, success)
+                })
+            },
+            &safe_query,
+            &safe_query, // with the checks off
             &|t, n| (0..n).for_each(|_| assert!(o[t].cudarc.2.try_is_complete().unwrap())),
+            &|t, n| {
+                let e = o[t].safe.2.as_raw().unwrap().cast();
+                (0..n).for_each(|_| assert_eq!(unsafe { query(e) }, success))
+            },
+            &safe_query, // no stream involved: the same as cuda-event
         ];
-        let waits: [Work; 4] = [
+        let waits: [Work; 8] = [
             &|t, n| {
                 let (s, e) = (o[t].raw.other, o[t].raw.done);
                 (0..n).for_each(|_| ok(unsafe { sys::cudaStreamWaitEvent(s, e, 0) }))
@@ -512,15 +579,28 @@ fn scaling() -> Vec<Scaling> {
                 let (s, e) = (o[t].raw.other.cast(), o[t].raw.done.cast());
                 (0..n).for_each(|_| assert_eq!(unsafe { wait(s, e, 0) }, success))
             },
-            &|t, n| (0..n).for_each(|_| o[t].safe.2.wait(&o[t].safe.0).unwrap()),
+            &|t, n| {
+                let (s, e) = (o[t].raw.other.cast(), o[t].raw.done.cast());
+                (0..n).for_each(|_| {
+                    check();
+                    assert_eq!(unsafe { wait(s, e, 0) }, success)
+                })
+            },
+            &safe_wait,
+            &safe_wait, // with the checks off
             &|t, n| (0..n).for_each(|_| o[t].cudarc.0.wait(&o[t].cudarc.2).unwrap()),
+            &|t, n| {
+                let (s, e) = (o[t].safe.0.as_raw().cast(), o[t].safe.2.as_raw().unwrap().cast());
+                (0..n).for_each(|_| assert_eq!(unsafe { wait(s, e, 0) }, success))
+            },
+            &|t, n| (0..n).for_each(|_| o[t].safe.2.wait(&o[t].runtime_stream).unwrap()),
         ];
-        let ops: [(&str, &[Work; 4]); 3] = [
+        let ops: [(&str, &[Work; 8]); 3] = [
             ("record", &records),
             ("query (complete)", &queries),
             ("stream wait event", &waits),
         ];
-        let mut measured: Vec<(Scaling, bool, &[Work; 4])> = Vec::new();
+        let mut measured: Vec<(Scaling, bool, &[Work; 8])> = Vec::new();
         for (op, works) in ops {
             for set_device in [false, true] {
                 let threads_kind = if set_device {
@@ -540,7 +620,11 @@ fn scaling() -> Vec<Scaling> {
             for (row, set_device, works) in measured.iter_mut() {
                 for k in 0..SCALING_IMPLS.len() {
                     let i = (k + round) % SCALING_IMPLS.len(); // rotate who goes first
+                    // SAFETY: no device is reset during the benchmark.
+                    unsafe { cuda_event::set_device_reset_checks(i != CHECKS_OFF) };
                     let calls_per_s = throughput(threads, N, *set_device, works[i]);
+                    // SAFETY: turning the checks (back) on is always sound.
+                    unsafe { cuda_event::set_device_reset_checks(true) };
                     if round > 0 {
                         row.samples[i].push(calls_per_s);
                     }
@@ -648,20 +732,35 @@ fn main() {
     }
     let _ = writeln!(
         md,
-        "\n| threads | operation | {} | raw driver FFI / raw runtime FFI | cuda-event / raw runtime FFI | cudarc / raw runtime FFI |",
-        SCALING_IMPLS.map(|i| format!("{i} calls/s")).join(" | ")
+        "\n| threads | operation | {} | {} |",
+        SCALING_IMPLS.map(|i| format!("{i} calls/s")).join(" | "),
+        SCALING_IMPLS[1..]
+            .iter()
+            .map(|i| format!("{i} / raw runtime FFI"))
+            .collect::<Vec<_>>()
+            .join(" | ")
     );
-    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(md, "|---|---|{}", "---|".repeat(2 * SCALING_IMPLS.len() - 1));
     let _ = write!(json, "],\"scaling\":[");
     for (k, row) in scaling.iter().enumerate() {
         let calls: Vec<f64> = row.samples.iter().map(|s| median(s)).collect();
-        let ratios: Vec<f64> = (1..4)
+        let ratios: Vec<f64> = (1..SCALING_IMPLS.len())
             .map(|i| median_ratio(&row.samples[i], &row.samples[0]))
             .collect();
+        let cells = |values: &[f64], digits: usize| {
+            values
+                .iter()
+                .map(|v| format!("{v:.digits$}"))
+                .collect::<Vec<_>>()
+                .join(" | ")
+        };
         let _ = writeln!(
             md,
-            "| {} | {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.2} | {:.2} | {:.2} |",
-            row.threads, row.name, calls[0], calls[1], calls[2], calls[3], ratios[0], ratios[1], ratios[2]
+            "| {} | {} | {} | {} |",
+            row.threads,
+            row.name,
+            cells(&calls, 0),
+            cells(&ratios, 2)
         );
         let _ = write!(
             json,
