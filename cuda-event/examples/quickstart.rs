@@ -67,7 +67,7 @@ fn run(json: bool) -> Result<(), Box<dyn std::error::Error>> {
         for (name, bytes, m) in &rows {
             let us = |d: Duration| d.as_secs_f64() * 1e6;
             println!(
-                "{{\"op\":\"{name}\",\"bytes\":{bytes},\"median_us\":{:.3},\"mean_us\":{:.3},\"p10_us\":{:.3},\"p90_us\":{:.3},\"min_us\":{:.3},\"max_us\":{:.3},\"noise\":{:.5},\"samples\":{},\"stop\":\"{:?}\",\"peak_gb_per_s\":{peak:.0}}}",
+                "{{\"op\":\"{name}\",\"bytes\":{bytes},\"median_us\":{:.3},\"mean_us\":{:.3},\"p10_us\":{:.3},\"p90_us\":{:.3},\"min_us\":{:.3},\"max_us\":{:.3},\"noise\":{:.5},\"samples\":{},\"stop\":\"{:?}\",\"gate_timeouts\":{},\"peak_gb_per_s\":{peak:.0}}}",
                 us(m.median()),
                 us(m.mean()),
                 us(m.percentile(10.0)),
@@ -76,7 +76,8 @@ fn run(json: bool) -> Result<(), Box<dyn std::error::Error>> {
                 us(m.max()),
                 m.noise(),
                 m.samples().len(),
-                m.stop_reason()
+                m.stop_reason(),
+                m.gate_timeouts()
             );
         }
         return Ok(());

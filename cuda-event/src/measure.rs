@@ -34,7 +34,9 @@ pub struct MeasureOptions {
     /// Hold the stream while a batch of repetitions is queued, so that they run back to back and
     /// no interval contains time the GPU waited for the host.
     pub gate: bool,
-    /// Most repetitions queued behind one hold.
+    /// Most repetitions queued behind one hold. CUDA's queue of a stream is finite and the held
+    /// GPU does not drain it: at 256 repetitions of a copy with an L2 flush, the host blocked while
+    /// queueing (on an H200, until the watchdog opened the gate), so the default is 64.
     pub max_batch: usize,
 }
 
@@ -48,7 +50,7 @@ impl Default for MeasureOptions {
             timeout: Duration::from_secs(15),
             flush_l2: true,
             gate: true,
-            max_batch: 256,
+            max_batch: 64,
         }
     }
 }
@@ -286,8 +288,7 @@ impl L2Flush {
 
     fn queue(&self, d: &Driver, stream: &Stream) -> Result<()> {
         let (ptr, words, raw) = (self.buffer.ptr, self.buffer.bytes / 4, stream.as_raw());
-        // 32-bit writes: with cuMemsetD8Async (bytes) a repetition of a 1 MiB memset took about
-        // 1.5 ms of wall time on an H200 (320 samples in 0.5 s), the flush nearly all of it.
+        // 32-bit words, the widest cuMemset writes (the buffer's size is a multiple of 4).
         // SAFETY: writes `words` 32-bit words of a live allocation of that size on a live stream of
         // its device, whose context is current (measure entered it).
         d.memset_d32_async.call(|f| unsafe { f(ptr, 0, words, raw) })
