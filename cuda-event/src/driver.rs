@@ -141,7 +141,6 @@ driver_table! {
     event_synchronize: PFN_cuEventSynchronize_v2000 = c"cuEventSynchronize" @ 2000;
     event_elapsed_time: PFN_cuEventElapsedTime_v12080 = c"cuEventElapsedTime" @ 12080;
     event_destroy: PFN_cuEventDestroy_v4000 = c"cuEventDestroy" @ 4000;
-    stream_create_with_priority: PFN_cuStreamCreateWithPriority_v5050 = c"cuStreamCreateWithPriority" @ 5050;
     stream_wait_event: PFN_cuStreamWaitEvent_v3020 = c"cuStreamWaitEvent" @ 3020;
     stream_synchronize: PFN_cuStreamSynchronize_v2000 = c"cuStreamSynchronize" @ 2000;
     stream_query: PFN_cuStreamQuery_v2000 = c"cuStreamQuery" @ 2000;

@@ -3,7 +3,7 @@
 
 use crate::context::{Context, ContextInstance, MadeIn};
 use crate::driver::{CUresult, Driver, driver};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, check_runtime};
 use crate::event::Event;
 use cuda_event_sys as sys;
 use std::fmt;
@@ -88,9 +88,15 @@ impl Stream {
             sys::cudaStreamDefault
         };
         let mut raw = std::ptr::null_mut();
+        // Made by the runtime, not the driver (`cuStreamCreateWithPriority`): on an H200 (driver
+        // 580), cuda-event's records from 2-8 threads ran at 0.60-0.80 of raw runtime calls on
+        // driver-made streams and at 0.95-1.07 on runtime-made ones, the same calls on both (the
+        // project's benchmark results, 2026-11-30-h200-timing). With the device's primary context current,
+        // the runtime uses it: no other context is made and the current device is left alone.
         // SAFETY: writes the new stream through a live local, in the device's context made current above.
-        d.stream_create_with_priority
-            .call(|f| unsafe { f(&mut raw, flags, options.priority) })?;
+        check_runtime("cudaStreamCreateWithPriority", unsafe {
+            sys::cudaStreamCreateWithPriority(&mut raw, flags, options.priority)
+        })?;
         Ok(Stream {
             raw,
             device,
