@@ -93,16 +93,27 @@ impl<'g> Watchdog<'g> {
     /// How long a hold may last before the watchdog opens it.
     pub(crate) const TIMEOUT: Duration = Duration::from_secs(1);
 
-    pub(crate) fn new(gate: &'g Gate) -> Self {
+    /// A watchdog that opens holds by writing `flag` (a gate's, [`Gate::flag`]).
+    pub(crate) fn new(flag: &'g AtomicU32) -> Self {
         Watchdog {
-            flag: gate.flag(),
+            flag,
             state: Mutex::new(WatchState::default()),
             changed: Condvar::new(),
         }
     }
 
-    /// Runs until [`stop`](Self::stop): on a thread of its own.
-    pub(crate) fn run(&self) {
+    /// Runs it on a thread of `scope` until the returned guard drops, however the scope's body
+    /// ends: a panic in it unwinds past the guard, which stops the watchdog, instead of leaving the
+    /// scope waiting for the watchdog's thread forever.
+    pub(crate) fn run_in<'scope, 'env>(
+        &'env self,
+        scope: &'scope std::thread::Scope<'scope, 'env>,
+    ) -> Running<'env, 'g> {
+        scope.spawn(|| self.run());
+        Running(self)
+    }
+
+    fn run(&self) {
         let mut state = self.state.lock();
         while !state.stop {
             match state.armed {
@@ -132,8 +143,36 @@ impl<'g> Watchdog<'g> {
         fired
     }
 
-    pub(crate) fn stop(&self) {
+    fn stop(&self) {
         self.state.lock().stop = true;
         self.changed.notify_one();
+    }
+}
+
+/// A running [`Watchdog`]; dropping it stops it.
+pub(crate) struct Running<'w, 'g>(&'w Watchdog<'g>);
+
+impl Drop for Running<'_, '_> {
+    fn drop(&mut self) {
+        self.0.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Watchdog;
+    use std::sync::atomic::AtomicU32;
+
+    #[test]
+    fn a_panic_in_the_scope_stops_the_watchdog_instead_of_hanging() {
+        let flag = AtomicU32::new(0);
+        let watchdog = Watchdog::new(&flag);
+        let ended = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            std::thread::scope(|scope| {
+                let _running = watchdog.run_in(scope);
+                panic!("the measured work panicked");
+            })
+        }));
+        assert!(ended.is_err());
     }
 }

@@ -239,7 +239,7 @@ where
         true => Some(Gate::new(d, instance)?),
         false => None,
     };
-    let watchdog = gate.as_ref().map(Watchdog::new);
+    let watchdog = gate.as_ref().map(|gate| Watchdog::new(gate.flag()));
     let mut run = Run {
         d,
         stream,
@@ -249,22 +249,23 @@ where
         watchdog: watchdog.as_ref(),
         work: &mut work,
     };
-    let result = std::thread::scope(|scope| {
-        if let Some(watchdog) = &watchdog {
-            scope.spawn(|| watchdog.run());
-        }
-        let result = run.measure();
-        if let Some(watchdog) = &watchdog {
-            watchdog.stop();
-        }
-        result
-    });
-    if result.is_err() {
-        // Nothing may still wait on the gate's memory or write the flush buffer when they are
-        // freed (both frees would wait, but a failed context is not worth trusting with that).
-        let _ = stream.synchronize();
+    std::thread::scope(|scope| {
+        let _watchdog = watchdog.as_ref().map(|watchdog| watchdog.run_in(scope));
+        let _drained = Drained(stream);
+        run.measure()
+    })
+}
+
+/// Waits for the stream on drop, however the measurement ends (done, an error, a panic in the work),
+/// so that nothing still waits on the gate's word or writes the flush buffer when they are freed.
+/// After a complete measurement nothing is left to wait for.
+struct Drained<'s>(&'s Stream);
+
+impl Drop for Drained<'_> {
+    fn drop(&mut self) {
+        // Its error, if any, is the one the measurement already returned (or the panic's cause).
+        let _ = self.0.synchronize();
     }
-    result
 }
 
 /// A buffer twice the size of the device's L2, overwritten to evict what the work left there.
