@@ -28,16 +28,12 @@ impl DeviceBuffer {
 
 impl Drop for DeviceBuffer {
     fn drop(&mut self) {
-        let Some(d) = loaded_driver().filter(|d| self.instance.still_alive(d)) else {
-            return;
-        };
         let ptr = self.ptr;
-        let result = self.instance.context().enter(d).and_then(|_current| {
+        free_in(self.instance, |d| {
             // SAFETY: frees this allocation once, in its context; cuMemFree waits for work still
             // using it.
             d.mem_free.call(|f| unsafe { f(ptr) })
         });
-        crate::drop_errors::report(result);
     }
 }
 
@@ -87,15 +83,20 @@ impl MappedWord {
 
 impl Drop for MappedWord {
     fn drop(&mut self) {
-        let Some(d) = loaded_driver().filter(|d| self.instance.still_alive(d)) else {
-            return;
-        };
         let host = self.host;
-        let result = self.instance.context().enter(d).and_then(|_current| {
+        free_in(self.instance, |d| {
             // SAFETY: frees this allocation once, in its context; the owner released every wait on
             // it and synchronized the stream before dropping it.
             d.mem_free_host.call(|f| unsafe { f(host) })
         });
-        crate::drop_errors::report(result);
     }
+}
+
+/// Runs `free` with `instance` current, unless a device reset already freed everything of it; its
+/// error is kept for `take_drop_errors`.
+fn free_in(instance: ContextInstance, free: impl FnOnce(&Driver) -> Result<()>) {
+    let Some(d) = loaded_driver().filter(|d| instance.still_alive(d)) else {
+        return;
+    };
+    crate::drop_errors::report(instance.context().enter(d).and_then(|_current| free(d)));
 }
