@@ -2,10 +2,12 @@
 """Validates cuda-event's `measure` against triton.testing.do_bench on the same GPU, in one run.
 
 Runs the quickstart example (`quickstart --json`: cudaMemsetAsync of 1 MiB, 64 MiB, 4 GiB and a
-1 GiB device-to-device cudaMemcpyAsync, timed by `measure`), then times the same four CUDA calls
-with do_bench (or, without triton, a torch.cuda.Event loop doing what do_bench does: a 256 MB zero_
-to flush L2 before each repetition, one event pair per repetition, counts from a 5-call estimate),
-then the quickstart again. Prints and writes a side-by-side table of medians.
+1 GiB device-to-device cudaMemcpyAsync, timed by `measure` on a stream it creates), once more with
+`--no-gate`, then times the same four CUDA calls with do_bench (or, without triton, a
+torch.cuda.Event loop doing what do_bench does: a 256 MB zero_ to flush L2 before each repetition,
+one event pair per repetition, counts from a 5-call estimate) on a created stream and on torch's
+default (the legacy default stream, whose implicit synchronization with other streams is work of
+its own), then the quickstart again. Prints and writes a side-by-side table of medians.
 
 usage: timer_validation.py QUICKSTART_BINARY OUT_DIR
 """
@@ -67,6 +69,9 @@ def torch_event_bench(fn, warmup=25, rep=100, flush=None):
 
 
 def reference_medians():
+    """do_bench's medians (us) on torch's current stream, the legacy default stream, and on a created
+    stream as the quickstart uses; then do_bench's method in a torch.cuda.Event loop with both
+    flushes, on the legacy default stream."""
     rt = cudart()
     rt.cudaMemsetAsync.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t, ctypes.c_void_p]
     rt.cudaMemcpyAsync.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
@@ -74,15 +79,20 @@ def reference_medians():
     big = torch.empty(4096 * MIB, dtype=torch.uint8, device="cuda")
     src = torch.empty(1024 * MIB, dtype=torch.uint8, device="cuda")
     dst = torch.empty(1024 * MIB, dtype=torch.uint8, device="cuda")
-    stream = torch.cuda.current_stream().cuda_stream
 
-    def memset(n):
-        def fn():
-            assert rt.cudaMemsetAsync(big.data_ptr(), 0x5A, n, stream) == 0
-        return fn
+    def fns():
+        """The four calls on the stream current when called."""
+        stream = torch.cuda.current_stream().cuda_stream
 
-    def copy():
-        assert rt.cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), 1024 * MIB, 3, stream) == 0
+        def memset(n):
+            def fn():
+                assert rt.cudaMemsetAsync(big.data_ptr(), 0x5A, n, stream) == 0
+            return fn
+
+        def copy():
+            assert rt.cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), 1024 * MIB, 3, stream) == 0
+
+        return [memset(MIB), memset(64 * MIB), memset(4096 * MIB), copy]
 
     try:
         from triton.testing import do_bench
@@ -97,24 +107,29 @@ def reference_medians():
         def bench(fn):
             return torch_event_bench(fn, rep=500)
 
+    def medians(bench_fn):
+        return {name: bench_fn(fn) * 1e3 for (name, _), fn in zip(OPS, fns())}
+
+    default_stream = medians(bench)
+    with torch.cuda.stream(torch.cuda.Stream()):
+        created_stream = medians(bench)
+
     # The same method with measure's flush instead (cudaMemsetAsync of twice L2, as nvbench's
     # l2flush does with L2's size), to tell the flush's part from the timer's.
     flush_bytes = 2 * torch.cuda.get_device_properties(0).L2_cache_size
     flush_buffer = torch.empty(flush_bytes, dtype=torch.uint8, device="cuda")
 
     def memset_flush():
+        stream = torch.cuda.current_stream().cuda_stream
         assert rt.cudaMemsetAsync(flush_buffer.data_ptr(), 0, flush_bytes, stream) == 0
 
-    fns = [memset(MIB), memset(64 * MIB), memset(4096 * MIB), copy]
-    medians = {name: bench(fn) * 1e3 for (name, _), fn in zip(OPS, fns)}  # us
-    zero_flush = {name: torch_event_bench(fn, rep=500) * 1e3 for (name, _), fn in zip(OPS, fns)}
-    memset_flushed = {name: torch_event_bench(fn, rep=500, flush=memset_flush) * 1e3
-                      for (name, _), fn in zip(OPS, fns)}
-    return method, medians, zero_flush, memset_flushed
+    zero_flush = medians(lambda fn: torch_event_bench(fn, rep=500))
+    memset_flushed = medians(lambda fn: torch_event_bench(fn, rep=500, flush=memset_flush))
+    return method, default_stream, created_stream, zero_flush, memset_flushed
 
 
-def run_quickstart(binary):
-    out = subprocess.run([binary, "--json"], check=True, capture_output=True, text=True).stdout
+def run_quickstart(binary, *flags):
+    out = subprocess.run([binary, "--json", *flags], check=True, capture_output=True, text=True).stdout
     return {row["op"]: row for row in map(json.loads, out.splitlines())}
 
 
@@ -122,23 +137,31 @@ def main():
     binary, out_dir = sys.argv[1], sys.argv[2]
     os.makedirs(out_dir, exist_ok=True)
     first = run_quickstart(binary)
-    method, reference, zero_flush, memset_flushed = reference_medians()
+    ungated = run_quickstart(binary, "--no-gate")
+    method, on_default, on_created, zero_flush, memset_flushed = reference_medians()
     second = run_quickstart(binary)
     rows = []
-    lines = [f"reference: {method}; torch {torch.__version__}, {torch.cuda.get_device_name(0)}", "",
-             "| operation | measure median us (run 1 / run 2) | noise | reference median us | "
-             "measure / reference (run 1 / run 2) | GB/s (measure, run 1) | do_bench's method in a "
-             "torch.cuda.Event loop, its zero_ flush / measure's memset flush, us |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [f"reference: {method}; torch {torch.__version__}, {torch.cuda.get_device_name(0)}",
+             "measure runs on a created stream (the quickstart's); do_bench on a created stream and on "
+             "torch's default, the legacy default stream", "",
+             "| operation | measure median us (run 1 / run 2) | noise | do_bench median us, created "
+             "stream | **measure / do_bench, created stream (run 1 / run 2)** | measure without the "
+             "gate, us | do_bench median us, legacy default stream | measure / do_bench, legacy "
+             "default stream (run 1) | GB/s (measure, run 1) | do_bench's method in a torch.cuda.Event "
+             "loop, legacy default stream, its zero_ flush / measure's memset flush, us |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for name, _ in OPS:
-        a, b, ref = first[name], second[name], reference[name]
+        a, b, ref, legacy = first[name], second[name], on_created[name], on_default[name]
         moved = a["bytes"]
         lines.append(
             f"| {name} | {a['median_us']:.2f} / {b['median_us']:.2f} | {100 * a['noise']:.2f}% | "
-            f"{ref:.2f} | {a['median_us'] / ref:.4f} / {b['median_us'] / ref:.4f} | "
+            f"{ref:.2f} | **{a['median_us'] / ref:.4f} / {b['median_us'] / ref:.4f}** | "
+            f"{ungated[name]['median_us']:.2f} | {legacy:.2f} | {a['median_us'] / legacy:.4f} | "
             f"{moved / a['median_us'] / 1e3:.0f} | {zero_flush[name]:.2f} / {memset_flushed[name]:.2f} |")
-        rows.append({"op": name, "measure_run1": a, "measure_run2": b, "reference_median_us": ref,
+        rows.append({"op": name, "measure_run1": a, "measure_run2": b, "measure_ungated": ungated[name],
+                     "do_bench_created_stream_us": ref, "do_bench_legacy_default_stream_us": legacy,
                      "ratio_run1": a["median_us"] / ref, "ratio_run2": b["median_us"] / ref,
+                     "ratio_legacy_default_run1": a["median_us"] / legacy,
                      "torch_loop_zero_flush_us": zero_flush[name],
                      "torch_loop_memset_flush_us": memset_flushed[name]})
     table = "\n".join(lines)

@@ -1,7 +1,9 @@
 //! Measures the bandwidth of device memory with `measure`: cudaMemsetAsync of 1 MiB, 64 MiB and
 //! 4 GiB and a 1 GiB device-to-device cudaMemcpyAsync, each repeated until its noise settles, L2
 //! flushed before each repetition, host launch gaps kept out. Prints a table against the device's
-//! peak (memory clock x bus width); `--json` prints one JSON object per operation instead. Then
+//! peak (memory clock x bus width); `--json` prints one JSON object per operation instead, and
+//! `--no-gate` queues each repetition as the host submits it (launch gaps inside the intervals, as
+//! in do_bench), for the timer's validation against do_bench. Then
 //! times one memset with a `Timer` and makes a second stream wait on the first. Without a GPU it
 //! exits with status 1 and one line naming the CUDA error.
 //!
@@ -17,13 +19,14 @@ use std::time::Duration;
 const MIB: usize = 1 << 20;
 
 fn main() {
-    if let Err(e) = run(std::env::args().any(|a| a == "--json")) {
+    let flag = |name: &str| std::env::args().any(|a| a == name);
+    if let Err(e) = run(flag("--json"), !flag("--no-gate")) {
         eprintln!("quickstart: {e}");
         std::process::exit(1);
     }
 }
 
-fn run(json: bool) -> Result<(), Box<dyn std::error::Error>> {
+fn run(json: bool, gate: bool) -> Result<(), Box<dyn std::error::Error>> {
     let devices = cuda_event::device_count()?;
     let stream = Stream::new(0)?;
     let (big, copy_src, copy_dst) = (
@@ -31,7 +34,9 @@ fn run(json: bool) -> Result<(), Box<dyn std::error::Error>> {
         DeviceMemory::new(0, 1024 * MIB)?,
         DeviceMemory::new(0, 1024 * MIB)?,
     );
-    let options = MeasureOptions::default().timeout(Duration::from_secs(5));
+    let options = MeasureOptions::default()
+        .timeout(Duration::from_secs(5))
+        .gate(gate);
     let memset = |bytes: usize| {
         move |s: &Stream| {
             // SAFETY: `big` holds 4 GiB of device 0, at least `bytes`, and outlives the work.

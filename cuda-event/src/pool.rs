@@ -47,14 +47,15 @@ pub fn empty_event_pool() -> usize {
     count
 }
 
-#[derive(Default)]
 struct ThreadPool {
     /// (device, flags) and the events kept for them; a handful of keys, so a linear search.
     lists: Vec<((i32, u32), Vec<EventHandle>)>,
 }
 
 thread_local! {
-    static POOL: RefCell<ThreadPool> = RefCell::default();
+    // A const initializer: no lazy-initialization check on each take and give (the hot path of a
+    // new event).
+    static POOL: RefCell<ThreadPool> = const { RefCell::new(ThreadPool { lists: Vec::new() }) };
 }
 
 /// A pooled event for a record on `device` with `flags`, if this thread has one. `known_alive` is
