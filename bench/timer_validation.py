@@ -20,6 +20,7 @@ import sys
 import torch
 
 MIB = 1 << 20
+REFERENCE_RUNS = 3
 OPS = [("memset 1 MiB", MIB), ("memset 64 MiB", 64 * MIB), ("memset 4 GiB", 4096 * MIB),
        ("copy 1 GiB d2d", 1024 * MIB)]
 
@@ -110,9 +111,15 @@ def reference_medians():
     def medians(bench_fn):
         return {name: bench_fn(fn) * 1e3 for (name, _), fn in zip(OPS, fns())}
 
-    default_stream = medians(bench)
-    with torch.cuda.stream(torch.cuda.Stream()):
-        created_stream = medians(bench)
+    # Three do_bench runs a stream, interleaved, to show do_bench's own run-to-run spread.
+    runs = {"default": [], "created": []}
+    created = torch.cuda.Stream()
+    for _ in range(REFERENCE_RUNS):
+        runs["default"].append(medians(bench))
+        with torch.cuda.stream(created):
+            runs["created"].append(medians(bench))
+    default_stream, created_stream = ({name: sorted(run[name] for run in runs[kind]) for name, _ in OPS}
+                                      for kind in ("default", "created"))
 
     # The same method with measure's flush instead (cudaMemsetAsync of twice L2, as nvbench's
     # l2flush does with L2's size), to tell the flush's part from the timer's.
@@ -144,23 +151,31 @@ def main():
     lines = [f"reference: {method}; torch {torch.__version__}, {torch.cuda.get_device_name(0)}",
              "measure runs on a created stream (the quickstart's); do_bench on a created stream and on "
              "torch's default, the legacy default stream", "",
-             "| operation | measure median us (run 1 / run 2) | noise | do_bench median us, created "
-             "stream | **measure / do_bench, created stream (run 1 / run 2)** | measure without the "
-             "gate, us | do_bench median us, legacy default stream | measure / do_bench, legacy "
+             f"| operation | measure median us (run 1 / run 2) | noise | do_bench median us, created "
+             f"stream (median of {REFERENCE_RUNS} runs, min-max) | **measure / do_bench, created stream "
+             "(run 1 / run 2)** | measure without the gate, us (/ do_bench, created stream) | do_bench "
+             f"median us, legacy default stream ({REFERENCE_RUNS} runs, min-max) | measure / do_bench, legacy "
              "default stream (run 1) | GB/s (measure, run 1) | do_bench's method in a torch.cuda.Event "
              "loop, legacy default stream, its zero_ flush / measure's memset flush, us |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for name, _ in OPS:
-        a, b, ref, legacy = first[name], second[name], on_created[name], on_default[name]
+        a, b = first[name], second[name]
+        created_runs, legacy_runs = on_created[name], on_default[name]
+        ref, legacy = created_runs[len(created_runs) // 2], legacy_runs[len(legacy_runs) // 2]
         moved = a["bytes"]
+        spread = lambda runs: f"{runs[0]:.2f}-{runs[-1]:.2f}"
         lines.append(
             f"| {name} | {a['median_us']:.2f} / {b['median_us']:.2f} | {100 * a['noise']:.2f}% | "
-            f"{ref:.2f} | **{a['median_us'] / ref:.4f} / {b['median_us'] / ref:.4f}** | "
-            f"{ungated[name]['median_us']:.2f} | {legacy:.2f} | {a['median_us'] / legacy:.4f} | "
+            f"{ref:.2f} ({spread(created_runs)}) | **{a['median_us'] / ref:.4f} / {b['median_us'] / ref:.4f}** | "
+            f"{ungated[name]['median_us']:.2f} ({ungated[name]['median_us'] / ref:.4f}) | "
+            f"{legacy:.2f} ({spread(legacy_runs)}) | {a['median_us'] / legacy:.4f} | "
             f"{moved / a['median_us'] / 1e3:.0f} | {zero_flush[name]:.2f} / {memset_flushed[name]:.2f} |")
         rows.append({"op": name, "measure_run1": a, "measure_run2": b, "measure_ungated": ungated[name],
-                     "do_bench_created_stream_us": ref, "do_bench_legacy_default_stream_us": legacy,
+                     "do_bench_created_stream_us": ref, "do_bench_created_stream_runs_us": created_runs,
+                     "do_bench_legacy_default_stream_us": legacy,
+                     "do_bench_legacy_default_stream_runs_us": legacy_runs,
                      "ratio_run1": a["median_us"] / ref, "ratio_run2": b["median_us"] / ref,
+                     "ratio_ungated": ungated[name]["median_us"] / ref,
                      "ratio_legacy_default_run1": a["median_us"] / legacy,
                      "torch_loop_zero_flush_us": zero_flush[name],
                      "torch_loop_memset_flush_us": memset_flushed[name]})

@@ -133,8 +133,10 @@ pub(crate) fn give(flags: u32, handle: EventHandle) -> Result<(), EventHandle> {
             }
         };
         let list = &mut pool.lists[index].1;
-        if list.len() < POOL_PER_THREAD {
-            list.extend(handle.take());
+        if list.len() < POOL_PER_THREAD
+            && let Some(handle) = handle.take()
+        {
+            list.push(handle);
         }
     });
     handle.map_or(Ok(()), Err)

@@ -158,6 +158,34 @@ fn multi_gpu_the_first_work_to_complete_wakes_first_with_thousands_pending() {
     drop(pending); // cancelled while pending
 }
 
+/// Ten thousand event futures dropped at once, while the reactor walks its entries a chunk at a
+/// time, leave it working: a new future still resolves. (The reactor thread once panicked when
+/// removals shrank its entries below where a round in flight had got to; every later future then
+/// hung.)
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn dropping_thousands_of_pending_event_futures_at_once_leaves_the_reactor_working() {
+    let _gpu = gpu_for(Duration::from_secs(30));
+    let held = Stream::new(0).unwrap();
+    gpu_sleep(&held, Duration::from_secs(2));
+    let events: Vec<Event> = (0..10_000).map(|_| held.record_event().unwrap()).collect();
+    for _ in 0..5 {
+        let mut pending: Vec<Completion> = events.iter().map(Event::completion).collect();
+        assert!(pending.iter_mut().all(|f| poll_once(f).is_pending()));
+        std::thread::sleep(Duration::from_millis(20));
+        drop(pending); // cancelled while pending, all at once
+    }
+    let quick = Stream::new(0).unwrap();
+    gpu_sleep(&quick, Duration::from_millis(10));
+    let event = quick.record_event().unwrap();
+    let start = Instant::now();
+    block_on(event.completion()).unwrap();
+    let took = start.elapsed();
+    println!("a new event future resolved after {took:?}");
+    assert!(took < Duration::from_secs(5), "it took {took:?}");
+    held.synchronize().unwrap();
+}
+
 /// After a kernel fault CUDA runs no host function; every pending future still resolves within a
 /// second: a stream's to the error, an event's to what CUDA's query of it says (which, for work the
 /// fault killed, is "complete" on driver 580).
