@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 const TRIALS: usize = 200;
 /// Trials of an event future among 10,000 pending ones (each waits for the reactor's pass over
-/// them, about 2.7 s): so that the phase ends before the held kernels do (120 s).
+/// them, about 3.4 s on an H200): so that the phase ends before the held kernels do (120 s).
 const SLOW_TRIALS: usize = 30;
 const IDLE_WINDOWS: usize = 5;
 const PENDING: usize = 10_000;

@@ -88,11 +88,12 @@ impl Stream {
             sys::cudaStreamDefault
         };
         let mut raw = std::ptr::null_mut();
-        // Made by the runtime, not the driver (`cuStreamCreateWithPriority`): on an H200 (driver
-        // 580), cuda-event's records from 2-8 threads ran at 0.60-0.80 of raw runtime calls on
-        // driver-made streams and at 0.95-1.07 on runtime-made ones, the same calls on both (the
-        // project's benchmark results, 2026-11-30-h200-timing). With the device's primary context current,
-        // the runtime uses it: no other context is made and the current device is left alone.
+        // Made by the runtime (since 254d354; the driver's cuStreamCreateWithPriority before) because
+        // records scaled better on a runtime-made stream in one benchmark; a later probe
+        // (tests/examples/stream_placement.rs, bench/results/2026-11-30-h200-timing-2) showed that
+        // where a stream falls in the order of creation decides that, not the API. Either is
+        // correct: with the device's primary context current, the runtime uses it, so no other
+        // context is made and the current device is left alone.
         // SAFETY: writes the new stream through a live local, in the device's context made current above.
         check_runtime("cudaStreamCreateWithPriority", unsafe {
             sys::cudaStreamCreateWithPriority(&mut raw, flags, options.priority)
