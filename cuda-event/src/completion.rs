@@ -627,3 +627,102 @@ fn thread_cpu_time() -> Duration {
     unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
     Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A polled or ringing entry on the CUDA event `raw` (never queried here: no CUDA needed).
+    fn add(id: u64, raw: usize, rings: bool) -> Command {
+        let entry = Entry {
+            target: QueryTarget {
+                raw: raw as sys::cudaEvent_t,
+                made_in: MadeIn {
+                    instance: None,
+                    device: 0,
+                },
+                exporter: None,
+            },
+            shared: Arc::new(Shared::default()),
+            finished: false,
+        };
+        Command::Add { id, entry, rings }
+    }
+
+    /// The reactor's bookkeeping agrees with its entries.
+    fn assert_consistent(entries: &Entries) {
+        for (at, (id, _)) in entries.polled.iter().enumerate() {
+            assert_eq!(entries.position.get(id), Some(&at), "position of entry {id}");
+        }
+        assert_eq!(entries.position.len(), entries.polled.len());
+        let mut per_event = HashMap::new();
+        for (_, entry) in &entries.polled {
+            *per_event.entry(entry.target.raw as usize).or_insert(0) += 1;
+        }
+        assert_eq!(per_event, entries.on_event);
+        let active = entries.polled.iter().filter(|(_, e)| !e.finished).count();
+        assert_eq!(active, entries.active_polled);
+    }
+
+    fn ids(entries: &Entries) -> Vec<u64> {
+        let mut ids: Vec<u64> = entries.polled.iter().map(|(id, _)| *id).collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    #[test]
+    fn removals_and_forgets_keep_the_reactors_bookkeeping_consistent() {
+        let mut entries = Entries::default();
+        let commands = vec![
+            add(0, 0x10, false),
+            add(1, 0x10, false),
+            add(2, 0x20, false),
+            add(3, 0x30, false),
+            add(4, 0x30, false),
+            add(5, 0x40, true),
+            add(6, 0x50, true),
+        ];
+        assert!(entries.apply(commands).is_empty());
+        assert_consistent(&entries);
+        assert_eq!((entries.polled.len(), entries.ringing.len()), (5, 2));
+
+        // The first entry goes: the last one is swapped into its place.
+        assert_eq!(entries.apply(vec![Command::Remove(0)]).len(), 1);
+        assert_consistent(&entries);
+        assert_eq!(ids(&entries), [1, 2, 3, 4]);
+
+        // A finished entry leaves the active count alone when removed.
+        let at = entries.position[&2];
+        entries.polled[at].1.finished = true;
+        entries.active_polled -= 1;
+        assert_eq!(entries.apply(vec![Command::Remove(2)]).len(), 1);
+        assert_consistent(&entries);
+
+        // An event's drop stops every entry on it, wherever they are; one with none costs nothing.
+        let removed = entries.apply(vec![Command::Forget(0x30 as sys::cudaEvent_t)]);
+        assert_eq!(removed.len(), 2);
+        assert_consistent(&entries);
+        assert_eq!(ids(&entries), [1]);
+        assert!(
+            entries
+                .apply(vec![Command::Forget(0x99 as sys::cudaEvent_t)])
+                .is_empty()
+        );
+
+        // Ringing entries go by id; an unknown id (already removed) is no error.
+        assert_eq!(
+            entries.apply(vec![Command::Remove(5), Command::Remove(0)]).len(),
+            1
+        );
+        assert_eq!(entries.ringing.len(), 1);
+        assert_consistent(&entries);
+
+        // An add and its removal in the same batch, as when a future drops before the reactor ran.
+        assert_eq!(
+            entries.apply(vec![add(7, 0x10, false), Command::Remove(7)]).len(),
+            1
+        );
+        assert_consistent(&entries);
+        assert_eq!(ids(&entries), [1]);
+    }
+}
