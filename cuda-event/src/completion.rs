@@ -318,8 +318,8 @@ const CHUNK: usize = 256;
 /// takes them to wait out a chunk of queries in flight.
 #[derive(Default)]
 struct Entries {
-    /// Futures on events, queried every round, in a vector that a round walks in chunks; removal
-    /// swaps the last one in.
+    /// Futures on events, queried once a pass, in a vector that a pass walks a chunk a step;
+    /// removal swaps the last one in.
     polled: Vec<(u64, Entry)>,
     /// Where each polled entry is in `polled`.
     position: HashMap<u64, usize>,
