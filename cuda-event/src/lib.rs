@@ -71,9 +71,8 @@
 //! handles are the runtime's `cudaEvent_t` / `cudaStream_t`, usable with any runtime API code.
 //! Where a context must be current (creating, IPC handles, timing, default streams), the device's
 //! primary context is pushed for the call and popped after. Streams are the one thing made by the
-//! runtime (`cudaStreamCreateWithPriority`, in the pushed context): records on runtime-made streams
-//! scale across threads, on driver-made ones they did not (measured on an H200, driver 580). Each driver function's type is the
-//! `PFN_*` declaration of `cudaTypedefs.h` at the ABI version the crate asks for, so a wrong
+//! runtime (`cudaStreamCreateWithPriority`, in the pushed context, so no other context is made).
+//! Each driver function's type is the `PFN_*` declaration of `cudaTypedefs.h` at the ABI version the crate asks for, so a wrong
 //! signature does not compile; [`driver_entry_point`] resolves others the same way.
 //!
 //! [`torch.cuda.Event`]: https://pytorch.org/docs/stable/generated/torch.cuda.Event.html
