@@ -637,10 +637,7 @@ mod tests {
         let entry = Entry {
             target: QueryTarget {
                 raw: raw as sys::cudaEvent_t,
-                made_in: MadeIn {
-                    instance: None,
-                    device: 0,
-                },
+                made_in: MadeIn::new(0, None),
                 exporter: None,
             },
             shared: Arc::new(Shared::default()),

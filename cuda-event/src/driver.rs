@@ -57,6 +57,11 @@ impl<F: Copy> Entry<F> {
         Ok(self.checked(code)?)
     }
 
+    /// The error `code` of this function, for a refusal made here on CUDA's behalf.
+    pub(crate) fn error(&self, code: CUresult) -> Error {
+        Error::Cuda(CudaError::new(self.symbol, code.0, driver_strings))
+    }
+
     fn checked(&self, code: CUresult) -> std::result::Result<(), CudaError> {
         check(self.symbol, code.0, driver_strings)
     }

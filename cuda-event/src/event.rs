@@ -227,16 +227,14 @@ impl Event {
         let Some(pooled) = pool::take(d, stream.device(), flags, stream_alive) else {
             return self.create_and_record(d, stream);
         };
-        if let Err(e) = self.record_handle(d, &pooled, stream, pooled.instance) {
+        if let Err(e) = self.record_handle(d, &pooled, stream, pooled.instance()) {
             pool::give_or_destroy(flags, pooled);
             return Err(e);
         }
-        match self.created.set(pooled) {
-            Ok(_) => Ok(()),
-            Err((pooled, winner)) => {
-                pool::give_or_destroy(flags, pooled);
-                self.record_handle(d, winner, stream, None)
-            }
+        let ours = pooled.raw;
+        match self.publish(pooled) {
+            published if published.raw == ours => Ok(()),
+            winner => self.record_handle(d, winner, stream, None),
         }
     }
 
@@ -250,7 +248,7 @@ impl Event {
         let flags = self.options.cuda_flags();
         let handle = EventHandle::create(d, stream.device(), flags)?;
         // Just made: only the stream is left to check.
-        if let Err(e) = self.record_handle(d, &handle, stream, handle.instance) {
+        if let Err(e) = self.record_handle(d, &handle, stream, handle.instance()) {
             pool::give_or_destroy(flags, handle);
             return Err(e);
         }
@@ -265,9 +263,9 @@ impl Event {
         stream: &Stream,
         known_alive: Option<ContextInstance>,
     ) -> Result<()> {
-        if handle.device != stream.device() {
+        if handle.device() != stream.device() {
             return Err(Error::DeviceMismatch {
-                event: handle.device,
+                event: handle.device(),
                 stream: stream.device(),
             });
         }
@@ -417,14 +415,14 @@ impl Event {
         let d = driver("Event::elapsed_time")?;
         let known_alive = start_event.made_in().ensure_alive(d, None)?;
         end_event.made_in().ensure_alive(d, known_alive)?;
-        if start_event.device != end_event.device {
+        if start_event.device() != end_event.device() {
             // torch's order: incomplete work is reported before the device mismatch.
             if !query_raw(d, start_event.raw)? || !query_raw(d, end_event.raw)? {
                 return Err(Error::NotComplete);
             }
             return Err(Error::ElapsedAcrossDevices {
-                start: start_event.device,
-                end: end_event.device,
+                start: start_event.device(),
+                end: end_event.device(),
             });
         }
         // On one device, CUDA's not-ready answer is exactly "not both complete": read it as the typed
@@ -517,7 +515,7 @@ impl Event {
         }
         let d = driver("Event::from_ipc_handle")?;
         let instance = ContextInstance::of_primary(d, device)?;
-        let _current = instance.context().enter(d)?;
+        let _current = instance.context()?.enter(d)?;
         let mut raw = std::ptr::null_mut();
         // SAFETY: writes the opened event through a live local, in the device's context made current.
         d.ipc_open_event_handle
@@ -532,7 +530,7 @@ impl Event {
 
     /// The device the CUDA event lives on; `None` before it is created.
     pub fn device(&self) -> Option<i32> {
-        self.created.get().map(|c| c.device)
+        self.created.get().map(|c| c.device())
     }
 
     /// The raw handle, for C or other CUDA libraries; `None` before it is created. It stays owned
@@ -607,9 +605,9 @@ enum Escape {
 
 /// The primary context an event lives in, for the calls that need one current.
 fn context_of(d: &Driver, event: &EventHandle) -> Result<Context> {
-    match event.instance {
-        Some(instance) => Ok(instance.context()),
-        None => Context::primary(d, event.device),
+    match event.instance() {
+        Some(instance) => instance.context(),
+        None => Context::primary(d, event.device()),
     }
 }
 
@@ -685,7 +683,7 @@ impl fmt::Debug for Event {
         let mut s = f.debug_struct("Event");
         match self.created.get() {
             None => s.field("cuda_event", &format_args!("not created")),
-            Some(c) => s.field("cuda_event", &c.raw).field("device", &c.device),
+            Some(c) => s.field("cuda_event", &c.raw).field("device", &c.device()),
         };
         s.field("options", &self.options)
             .field("recorded", &self.recorded.load(Ordering::Relaxed))

@@ -9,12 +9,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A CUDA event this crate owns, the device it lives on, and the context instance it was made in
 /// (`None` only for an event taken over with `from_raw` when its device's context could not be
-/// read).
+/// read). Two words, so that it moves in registers (see [`ContextInstance`]).
 pub(crate) struct EventHandle {
     pub(crate) raw: sys::cudaEvent_t,
-    pub(crate) device: i32,
-    pub(crate) instance: Option<ContextInstance>,
+    made_in: MadeIn,
 }
+
+// The reason for the handle's layout: keep it at two words.
+const _: () = assert!(std::mem::size_of::<EventHandle>() == 16);
 
 // SAFETY: a CUevent is an opaque handle that CUDA lets any thread use; the rest is plain data.
 unsafe impl Send for EventHandle {}
@@ -45,7 +47,7 @@ impl EventHandle {
     /// A new CUDA event with `flags` on `device`, made in its primary context.
     pub(crate) fn create(d: &Driver, device: i32, flags: u32) -> Result<EventHandle> {
         let instance = ContextInstance::of_primary(d, device)?;
-        let _current = instance.context().enter(d)?;
+        let _current = instance.context()?.enter(d)?;
         let mut raw = std::ptr::null_mut();
         // SAFETY: writes the new event through a live local, in the device's context made current.
         d.event_create.call(|f| unsafe { f(&mut raw, flags) })?;
@@ -56,10 +58,17 @@ impl EventHandle {
     /// Where it was made, for the check that no device reset has destroyed it.
     #[inline]
     pub(crate) fn made_in(&self) -> MadeIn {
-        MadeIn {
-            instance: self.instance,
-            device: self.device,
-        }
+        self.made_in
+    }
+
+    #[inline]
+    pub(crate) fn device(&self) -> i32 {
+        self.made_in.device
+    }
+
+    #[inline]
+    pub(crate) fn instance(&self) -> Option<ContextInstance> {
+        self.made_in.instance()
     }
 
     /// Takes ownership of a live CUDA event (imported or handed in).
@@ -71,8 +80,7 @@ impl EventHandle {
         ALIVE.fetch_add(1, Ordering::Relaxed);
         EventHandle {
             raw,
-            device,
-            instance,
+            made_in: MadeIn::new(device, instance),
         }
     }
 
@@ -83,7 +91,7 @@ impl EventHandle {
         let Some(d) = crate::driver::loaded_driver() else {
             return;
         };
-        if self.instance.is_some_and(|instance| !instance.still_alive(d)) {
+        if self.instance().is_some_and(|instance| !instance.still_alive(d)) {
             return;
         }
         // SAFETY: this crate owns the event and gives it up; a pending event may be destroyed (CUDA
@@ -100,10 +108,10 @@ impl EventHandle {
             // One liveness check per context instance, not per retired event.
             let mut checked: Vec<(ContextInstance, bool)> = Vec::new();
             retired.retain(|handle| {
-                let Some(instance) = handle.instance else {
+                let Some(instance) = handle.instance() else {
                     return true;
                 };
-                let alive = match checked.iter().find(|(i, _)| i.same_as(instance)) {
+                let alive = match checked.iter().find(|(i, _)| *i == instance) {
                     Some(&(_, alive)) => alive,
                     None => {
                         let alive = instance.still_alive(d);

@@ -230,7 +230,7 @@ where
         return Err(Error::StreamCapturing);
     }
     let instance = ContextInstance::of_primary(d, stream.device())?;
-    let _current = instance.context().enter(d)?;
+    let _current = instance.context()?.enter(d)?;
     let flush = match options.flush_l2 {
         true => Some(L2Flush::new(d, instance)?),
         false => None,
@@ -277,7 +277,7 @@ impl L2Flush {
     fn new(d: &Driver, instance: ContextInstance) -> Result<L2Flush> {
         let mut l2 = 0;
         let attribute = sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE;
-        let device = instance.context().cu_device();
+        let device = instance.context()?.cu_device();
         // SAFETY: a device the driver handed out; writes through a live local.
         d.device_get_attribute
             .call(|f| unsafe { f(&mut l2, attribute, device) })?;

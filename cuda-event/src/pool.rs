@@ -76,10 +76,7 @@ pub(crate) fn take(
             let mut pool = pool.borrow_mut();
             let (_, list) = pool.lists.iter_mut().find(|(key, _)| *key == (device, flags))?;
             let handle = list.pop()?;
-            let known = handle
-                .instance
-                .zip(known_alive)
-                .is_some_and(|(instance, known)| known.same_as(instance));
+            let known = known_alive.is_some() && handle.instance() == known_alive;
             Some((handle, known))
         })
         .ok()
@@ -94,7 +91,7 @@ pub(crate) fn take(
 /// old context: forgets them all (destroy finds them dead and makes no CUDA call).
 #[cold]
 fn checked(d: &Driver, handle: EventHandle, key: (i32, u32)) -> Option<EventHandle> {
-    if handle.instance.is_some_and(|instance| instance.still_alive(d)) {
+    if handle.instance().is_some_and(|instance| instance.still_alive(d)) {
         return Some(handle);
     }
     let stale = POOL
@@ -122,7 +119,7 @@ pub(crate) fn give(flags: u32, handle: EventHandle) -> Result<(), EventHandle> {
     let mut handle = Some(handle);
     let _ = POOL.try_with(|pool| {
         let mut pool = pool.borrow_mut();
-        let Some(key) = handle.as_ref().map(|h| (h.device, flags)) else {
+        let Some(key) = handle.as_ref().map(|h| (h.device(), flags)) else {
             return;
         };
         let index = match pool.lists.iter().position(|(k, _)| *k == key) {

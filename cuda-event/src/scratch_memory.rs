@@ -98,5 +98,10 @@ fn free_in(instance: ContextInstance, free: impl FnOnce(&Driver) -> Result<()>) 
     let Some(d) = loaded_driver().filter(|d| instance.still_alive(d)) else {
         return;
     };
-    crate::drop_errors::report(instance.context().enter(d).and_then(|_current| free(d)));
+    crate::drop_errors::report(
+        instance
+            .context()
+            .and_then(|context| context.enter(d))
+            .and_then(|_current| free(d)),
+    );
 }

@@ -81,7 +81,7 @@ impl Stream {
     fn create(operation: &'static str, device: i32, options: StreamOptions) -> Result<Stream> {
         let d = driver(operation)?;
         let instance = ContextInstance::of_primary(d, device)?;
-        let _current = instance.context().enter(d)?;
+        let _current = instance.context()?.enter(d)?;
         let flags = if options.non_blocking {
             sys::cudaStreamNonBlocking
         } else {
@@ -247,10 +247,7 @@ impl Stream {
             Kind::Owned(instance) => Some(instance),
             Kind::Default { .. } | Kind::Borrowed => None,
         };
-        MadeIn {
-            instance,
-            device: self.device,
-        }
+        MadeIn::new(self.device, instance)
     }
 
     /// Runs a driver call on this stream: default stream handles need their device's context
