@@ -27,7 +27,7 @@
 //! never does, because CUDA does not run the host function behind killed work.
 
 use crate::context::MadeIn;
-use crate::driver::{Driver, loaded_driver};
+use crate::driver::{Driver, driver, loaded_driver};
 use crate::error::{Error, Result};
 use crate::event::{Event, query_handle};
 use crate::ipc::Exporter;
@@ -194,7 +194,9 @@ impl Stream {
         let target = recorded.query_target().expect("a recorded event exists");
         let shared = Arc::new(Shared::default());
         let bell = shared.clone();
-        self.launch_host_fn(move || bell.ring())?;
+        // The record just checked that the stream is alive, and capture was checked before it.
+        let d = driver("Stream::completion")?;
+        self.in_context(d, || self.queue_host_fn(d, move || bell.ring()))?;
         Ok(reactor().wait_with(target, shared, Some(recorded)))
     }
 }

@@ -1,6 +1,6 @@
 //! A safe host callback: a Rust closure that CUDA runs on its own thread when a stream reaches it.
 
-use crate::driver::driver;
+use crate::driver::{Driver, driver};
 use crate::error::{Error, Result};
 use crate::stream::Stream;
 use std::ffi::c_void;
@@ -43,19 +43,25 @@ impl Stream {
             if self.is_capturing_with(d)? {
                 return Err(Error::StreamCapturing);
             }
-            let data = Box::into_raw(Box::new(Box::new(callback) as Callback)).cast::<c_void>();
-            // SAFETY: a live stream; CUDA calls `run_callback` exactly once with `data` (a leaked
-            // Box<Callback>), or never if the call fails, in which case it is reclaimed below.
-            let code = d
-                .launch_host_func
-                .code(|f| unsafe { f(self.as_raw(), Some(run_callback), data) });
-            if let Err(e) = d.launch_host_func.check(code) {
-                // SAFETY: CUDA refused it, so it will never call run_callback with `data`.
-                drop(unsafe { Box::from_raw(data.cast::<Callback>()) });
-                return Err(e);
-            }
-            Ok(())
+            self.queue_host_fn(d, callback)
         })
+    }
+
+    /// `cuLaunchHostFunc` of `callback` on a stream the caller has checked: alive, not capturing,
+    /// and run inside [`Stream::in_context`].
+    pub(crate) fn queue_host_fn<F: FnOnce() + Send + 'static>(&self, d: &Driver, callback: F) -> Result<()> {
+        let data = Box::into_raw(Box::new(Box::new(callback) as Callback)).cast::<c_void>();
+        // SAFETY: a live stream; CUDA calls `run_callback` exactly once with `data` (a leaked
+        // Box<Callback>), or never if the call fails, in which case it is reclaimed below.
+        let code = d
+            .launch_host_func
+            .code(|f| unsafe { f(self.as_raw(), Some(run_callback), data) });
+        if let Err(e) = d.launch_host_func.check(code) {
+            // SAFETY: CUDA refused it, so it will never call run_callback with `data`.
+            drop(unsafe { Box::from_raw(data.cast::<Callback>()) });
+            return Err(e);
+        }
+        Ok(())
     }
 }
 
