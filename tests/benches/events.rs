@@ -499,25 +499,42 @@ fn scaling() -> Vec<Scaling> {
     let ctx = cudarc::driver::CudaContext::new(0).unwrap();
     let mut rows = Vec::new();
     for threads in [1, 2, 4, 8] {
+        // Each thread's streams are made in an order rotated by thread: where a stream falls in
+        // the order of creation decides which hardware queue it shares (records from threads whose
+        // streams share a queue contend: tests/examples/stream_placement.rs), and a fixed order
+        // gave one implementation's streams the same few queues at every thread count.
         let objects: Vec<ThreadObjects> = (0..threads)
-            .map(|_| {
-                let s = Stream::with_options(0, StreamOptions::default().non_blocking(true)).unwrap();
-                let (e, done) = (Event::new(), Event::new());
-                e.record(&s).unwrap();
-                done.record(&s).unwrap();
-                done.synchronize().unwrap();
-                let cs = ctx.new_stream().unwrap();
-                let ce = cs.record_event(None).unwrap();
-                let cdone = cs.record_event(None).unwrap();
-                cdone.synchronize().unwrap();
-                let raw = Raw::new();
+            .map(|t| {
+                let (mut safe, mut cudarc, mut raw) = (None, None, None);
+                for maker in (0..3).map(|k| (k + t) % 3) {
+                    match maker {
+                        0 => {
+                            let s =
+                                Stream::with_options(0, StreamOptions::default().non_blocking(true)).unwrap();
+                            let (e, done) = (Event::new(), Event::new());
+                            e.record(&s).unwrap();
+                            done.record(&s).unwrap();
+                            done.synchronize().unwrap();
+                            safe = Some((s, e, done));
+                        }
+                        1 => {
+                            let cs = ctx.new_stream().unwrap();
+                            let ce = cs.record_event(None).unwrap();
+                            let cdone = cs.record_event(None).unwrap();
+                            cdone.synchronize().unwrap();
+                            cudarc = Some((cs, ce, cdone));
+                        }
+                        _ => raw = Some(Raw::new()),
+                    }
+                }
+                let (safe, cudarc, raw) = (safe.unwrap(), cudarc.unwrap(), raw.unwrap());
                 // SAFETY: a live stream of device 0 that outlives the borrowing Stream.
                 let runtime_stream = unsafe { Stream::from_raw_borrowed(raw.stream, 0) }.unwrap();
                 ThreadObjects {
                     raw,
                     runtime_stream,
-                    safe: (s, e, done),
-                    cudarc: (cs, ce, cdone),
+                    safe,
+                    cudarc,
                 }
             })
             .collect();
