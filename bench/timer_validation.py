@@ -1,19 +1,21 @@
 #!/usr/bin/env python3
 """Validates cuda-event's `measure` against triton.testing.do_bench on the same GPU, in one run.
 
-Runs the quickstart example (`quickstart --json`: cudaMemsetAsync of 1 MiB, 64 MiB, 4 GiB and a
-1 GiB device-to-device cudaMemcpyAsync, timed by `measure` on a stream it creates), once more with
-`--no-gate`, then times the same four CUDA calls with do_bench (or, without triton, a
+Rounds, interleaved: the quickstart example (`quickstart --json`: cudaMemsetAsync of 1 MiB, 64 MiB,
+4 GiB and a 1 GiB device-to-device cudaMemcpyAsync, timed by `measure` on a stream it creates), then
+the same four CUDA calls timed by do_bench on a created stream (or, without triton, by a
 torch.cuda.Event loop doing what do_bench does: a 256 MB zero_ to flush L2 before each repetition,
-one event pair per repetition, counts from a 5-call estimate) on a created stream and on torch's
-default (the legacy default stream, whose implicit synchronization with other streams is work of
-its own), then the quickstart again. Prints and writes a side-by-side table of medians.
+one event pair per repetition, counts from a 5-call estimate). Each round gives a ratio
+measure / do_bench per operation; the verdict is the median of the rounds' ratios, since both
+sides drift from one minute to the next (do_bench's own 1 MiB median moved 4.9-5.9 us over one
+day). Prints and writes a side-by-side table.
 
-usage: timer_validation.py QUICKSTART_BINARY OUT_DIR
+usage: timer_validation.py QUICKSTART_BINARY OUT_DIR [ROUNDS]
 """
 import ctypes
 import json
 import os
+import statistics
 import subprocess
 import sys
 
@@ -69,10 +71,8 @@ def torch_event_bench(fn, warmup=25, rep=100, flush=None):
     return times[len(times) // 2]
 
 
-def reference_medians():
-    """do_bench's medians (us) on torch's current stream, the legacy default stream, and on a created
-    stream as the quickstart uses; then do_bench's method in a torch.cuda.Event loop with both
-    flushes, on the legacy default stream."""
+def reference(rounds, quickstart):
+    """Per round, the quickstart's rows and do_bench's medians (us) on a created stream."""
     rt = cudart()
     rt.cudaMemsetAsync.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t, ctypes.c_void_p]
     rt.cudaMemcpyAsync.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
@@ -80,25 +80,22 @@ def reference_medians():
     big = torch.empty(4096 * MIB, dtype=torch.uint8, device="cuda")
     src = torch.empty(1024 * MIB, dtype=torch.uint8, device="cuda")
     dst = torch.empty(1024 * MIB, dtype=torch.uint8, device="cuda")
+    created = torch.cuda.Stream()
+    stream = created.cuda_stream
 
-    def fns():
-        """The four calls on the stream current when called."""
-        stream = torch.cuda.current_stream().cuda_stream
+    def memset(n):
+        def fn():
+            assert rt.cudaMemsetAsync(big.data_ptr(), 0x5A, n, stream) == 0
+        return fn
 
-        def memset(n):
-            def fn():
-                assert rt.cudaMemsetAsync(big.data_ptr(), 0x5A, n, stream) == 0
-            return fn
+    def copy():
+        assert rt.cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), 1024 * MIB, 3, stream) == 0
 
-        def copy():
-            assert rt.cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), 1024 * MIB, 3, stream) == 0
-
-        return [memset(MIB), memset(64 * MIB), memset(4096 * MIB), copy]
-
+    fns = [memset(MIB), memset(64 * MIB), memset(4096 * MIB), copy]
     try:
         from triton.testing import do_bench
         import triton
-        method = f"triton {triton.__version__} do_bench(rep=500, return_mode='median')"
+        method = f"triton {triton.__version__} do_bench(warmup=25, rep=500, return_mode='median')"
 
         def bench(fn):
             return do_bench(fn, warmup=25, rep=500, return_mode="median")
@@ -108,31 +105,12 @@ def reference_medians():
         def bench(fn):
             return torch_event_bench(fn, rep=500)
 
-    def medians(bench_fn):
-        return {name: bench_fn(fn) * 1e3 for (name, _), fn in zip(OPS, fns())}
-
-    # Three do_bench runs a stream, interleaved, to show do_bench's own run-to-run spread.
-    runs = {"default": [], "created": []}
-    created = torch.cuda.Stream()
-    for _ in range(REFERENCE_RUNS):
-        runs["default"].append(medians(bench))
+    measured, referenced = [], []
+    for _ in range(rounds):
+        measured.append(run_quickstart(quickstart))
         with torch.cuda.stream(created):
-            runs["created"].append(medians(bench))
-    default_stream, created_stream = ({name: sorted(run[name] for run in runs[kind]) for name, _ in OPS}
-                                      for kind in ("default", "created"))
-
-    # The same method with measure's flush instead (cudaMemsetAsync of twice L2, as nvbench's
-    # l2flush does with L2's size), to tell the flush's part from the timer's.
-    flush_bytes = 2 * torch.cuda.get_device_properties(0).L2_cache_size
-    flush_buffer = torch.empty(flush_bytes, dtype=torch.uint8, device="cuda")
-
-    def memset_flush():
-        stream = torch.cuda.current_stream().cuda_stream
-        assert rt.cudaMemsetAsync(flush_buffer.data_ptr(), 0, flush_bytes, stream) == 0
-
-    zero_flush = medians(lambda fn: torch_event_bench(fn, rep=500))
-    memset_flushed = medians(lambda fn: torch_event_bench(fn, rep=500, flush=memset_flush))
-    return method, default_stream, created_stream, zero_flush, memset_flushed
+            referenced.append({name: bench(fn) * 1e3 for (name, _), fn in zip(OPS, fns)})
+    return method, measured, referenced
 
 
 def run_quickstart(binary, *flags):
@@ -142,49 +120,36 @@ def run_quickstart(binary, *flags):
 
 def main():
     binary, out_dir = sys.argv[1], sys.argv[2]
+    rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 5
     os.makedirs(out_dir, exist_ok=True)
-    first = run_quickstart(binary)
-    ungated = run_quickstart(binary, "--no-gate")
-    method, on_default, on_created, zero_flush, memset_flushed = reference_medians()
-    second = run_quickstart(binary)
-    rows = []
+    method, measured, referenced = reference(rounds, binary)
+    median = statistics.median
     lines = [f"reference: {method}; torch {torch.__version__}, {torch.cuda.get_device_name(0)}",
-             "measure runs on a created stream (the quickstart's); do_bench on a created stream and on "
-             "torch's default, the legacy default stream", "",
-             f"| operation | measure median us (run 1 / run 2) | noise | do_bench median us, created "
-             f"stream (median of {REFERENCE_RUNS} runs, min-max) | **measure / do_bench, created stream "
-             "(run 1 / run 2)** | measure without the gate, us (/ do_bench, created stream) | do_bench "
-             f"median us, legacy default stream ({REFERENCE_RUNS} runs, min-max) | measure / do_bench, legacy "
-             "default stream (run 1) | GB/s (measure, run 1) | do_bench's method in a torch.cuda.Event "
-             "loop, legacy default stream, its zero_ flush / measure's memset flush, us |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             f"{rounds} rounds, each the quickstart's `measure` then do_bench, both on a created stream; "
+             "ratio = measure / do_bench within a round", "",
+             "| operation | measure median us, per round | do_bench median us, per round | ratio per round "
+             "| **median ratio** | within 3% | measure noise (round 1) | GB/s (measure, median) |",
+             "|---|---|---|---|---|---|---|---|"]
+    rows = []
     for name, _ in OPS:
-        a, b = first[name], second[name]
-        created_runs, legacy_runs = on_created[name], on_default[name]
-        ref, legacy = created_runs[len(created_runs) // 2], legacy_runs[len(legacy_runs) // 2]
-        moved = a["bytes"]
-        spread = lambda runs: f"{runs[0]:.2f}-{runs[-1]:.2f}"
+        ours = [m[name]["median_us"] for m in measured]
+        theirs = [r[name] for r in referenced]
+        ratios = [a / b for a, b in zip(ours, theirs)]
+        verdict = abs(median(ratios) - 1) <= 0.03
+        moved = measured[0][name]["bytes"]
         lines.append(
-            f"| {name} | {a['median_us']:.2f} / {b['median_us']:.2f} | {100 * a['noise']:.2f}% | "
-            f"{ref:.2f} ({spread(created_runs)}) | **{a['median_us'] / ref:.4f} / {b['median_us'] / ref:.4f}** | "
-            f"{ungated[name]['median_us']:.2f} ({ungated[name]['median_us'] / ref:.4f}) | "
-            f"{legacy:.2f} ({spread(legacy_runs)}) | {a['median_us'] / legacy:.4f} | "
-            f"{moved / a['median_us'] / 1e3:.0f} | {zero_flush[name]:.2f} / {memset_flushed[name]:.2f} |")
-        rows.append({"op": name, "measure_run1": a, "measure_run2": b, "measure_ungated": ungated[name],
-                     "do_bench_created_stream_us": ref, "do_bench_created_stream_runs_us": created_runs,
-                     "do_bench_legacy_default_stream_us": legacy,
-                     "do_bench_legacy_default_stream_runs_us": legacy_runs,
-                     "ratio_run1": a["median_us"] / ref, "ratio_run2": b["median_us"] / ref,
-                     "ratio_ungated": ungated[name]["median_us"] / ref,
-                     "ratio_legacy_default_run1": a["median_us"] / legacy,
-                     "torch_loop_zero_flush_us": zero_flush[name],
-                     "torch_loop_memset_flush_us": memset_flushed[name]})
+            f"| {name} | {' / '.join(f'{v:.2f}' for v in ours)} | {' / '.join(f'{v:.2f}' for v in theirs)} | "
+            f"{' / '.join(f'{v:.3f}' for v in ratios)} | **{median(ratios):.3f}** | {'yes' if verdict else 'NO'} | "
+            f"{100 * measured[0][name]['noise']:.2f}% | {moved / median(ours) / 1e3:.0f} |")
+        rows.append({"op": name, "measure_us": ours, "do_bench_us": theirs, "ratios": ratios,
+                     "median_ratio": median(ratios), "within_3_percent": verdict,
+                     "measure_rows": [m[name] for m in measured]})
     table = "\n".join(lines)
     print(table)
     with open(os.path.join(out_dir, "timer_validation.md"), "w") as f:
         f.write(table + "\n")
     with open(os.path.join(out_dir, "timer_validation.json"), "w") as f:
-        json.dump({"method": method, "torch": torch.__version__, "rows": rows}, f, indent=1)
+        json.dump({"method": method, "torch": torch.__version__, "rounds": rounds, "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":
