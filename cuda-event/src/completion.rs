@@ -9,8 +9,8 @@
 //!   imported, or recorded by other code), so the reactor thread polls it (`cuEventQuery`) with a
 //!   budget of about 0.5% of a core: it queries the pending events 256 at a time, and after each
 //!   such step waits 200 times as long as the step cost in CPU time, and at least [`MIN_POLL`].
-//!   Measured on an H200: a pending event is seen complete about 1.5 ms late (median) alone, and
-//!   about 3.4 s late among 10,000 (a query costs about 1.3 us; a step with one entry ~10-15 us,
+//!   Measured on an H200: a pending event is seen complete 1.5-2.2 ms late (median) alone, and
+//!   3.3-3.7 s late among 10,000 (a query costs about 1.3 us; a step with one entry ~10-15 us,
 //!   mostly the thread's sleep and wake-up);
 //! - futures and events never wait for the reactor's queries: they send it commands (add, remove,
 //!   forget an event) that it applies before each step; an awaited `Event`'s drop waits out at
@@ -139,7 +139,7 @@ impl Event {
     /// the same.
     ///
     /// The reactor thread polls a pending event, with a budget of about 0.5% of a core (so that
-    /// it sees it complete about 1.5 ms late alone, 3.4 s late among 10,000 pending, measured on
+    /// it sees it complete 1.5-2.2 ms late alone, 3.3-3.7 s late among 10,000 pending, measured on
     /// an H200): to be woken the moment a stream of yours gets there, with no polling, await
     /// [`Stream::completion`] instead. After a kernel fault CUDA reports the events of the work it killed as complete
     /// (driver 580), so this future, like [`query`](Self::query), may then resolve to `Ok`; a

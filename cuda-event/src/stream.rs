@@ -88,12 +88,12 @@ impl Stream {
             sys::cudaStreamDefault
         };
         let mut raw = std::ptr::null_mut();
-        // Made by the runtime (since 254d354; the driver's cuStreamCreateWithPriority before) because
-        // records scaled better on a runtime-made stream in one benchmark; a later probe
-        // (tests/examples/stream_placement.rs, bench/results/2026-11-30-h200-timing-2) showed that
-        // where a stream falls in the order of creation decides that, not the API. Either is
-        // correct: with the device's primary context current, the runtime uses it, so no other
-        // context is made and the current device is left alone.
+        // Made by the runtime (since 254d354; the driver's cuStreamCreateWithPriority before). Why
+        // records from many threads scale worse on these streams, and on cudarc's, than on the
+        // events bench's own runtime-made stream is open: not the creation call, nor the order of
+        // creation (bench/results/2026-11-30-h200-timing-3). Either API is correct here: with the
+        // device's primary context current, the runtime uses it, so no other context is made and
+        // the current device is left alone.
         // SAFETY: writes the new stream through a live local, in the device's context made current above.
         check_runtime("cudaStreamCreateWithPriority", unsafe {
             sys::cudaStreamCreateWithPriority(&mut raw, flags, options.priority)

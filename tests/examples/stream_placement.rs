@@ -4,9 +4,10 @@
 //! cuda-event's `Stream`, runtime with flags again as the last made of each thread), medians of 7
 //! interleaved rounds; `--reverse` makes each thread's streams in the opposite order.
 //!
-//! Found on an H200 (issue 10, 2026-11-30): where a stream falls in the order of creation moves its
-//! throughput by up to 1.3x, the API that made it does not; so the events benchmark compares
-//! implementations on the same stream.
+//! Found on an H200 (issue 10, 2026-11-30): the API that made a stream does not decide; the order
+//! of creation moved throughput by up to 1.3x here, but rotating it in the events benchmark did not
+//! change that benchmark's gap between its runtime-made stream and the crate's or cudarc's
+//! (bench/results/2026-11-30-h200-timing-3), so what sets streams apart is still open.
 //!
 //! Run on a GPU machine: `cargo run --release -p cuda-event-tests --example stream_placement`.
 use cuda_event::{Stream, StreamOptions, sys};
