@@ -90,8 +90,9 @@ impl Stream {
         let mut raw = std::ptr::null_mut();
         // Made by the runtime (since 254d354; the driver's cuStreamCreateWithPriority before). Why
         // records from many threads scale worse on these streams, and on cudarc's, than on the
-        // events bench's own runtime-made stream is open: not the creation call, nor the order of
-        // creation (bench/results/2026-11-30-h200-timing-3). Either API is correct here: with the
+        // events bench's own runtime-made stream is open: not the creation call, nor what was done on
+        // the stream first; where it falls among the streams made moves it, in a pattern not worked
+        // out (bench/results/2026-11-30-h200-timing-3). Either API is correct here: with the
         // device's primary context current, the runtime uses it, so no other context is made and
         // the current device is left alone.
         // SAFETY: writes the new stream through a live local, in the device's context made current above.
