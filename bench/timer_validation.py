@@ -41,11 +41,9 @@ def cudart():
     raise OSError("no libcudart found")
 
 
-def torch_event_bench(fn, warmup=25, rep=100, flush=None):
-    """do_bench's method with torch.cuda.Event: median in ms. `flush` replaces do_bench's L2 flush
-    (zero_ of a 256 MB buffer)."""
-    cache = torch.empty(256 * MIB, dtype=torch.int8, device="cuda")
-    flush = flush or cache.zero_
+def torch_event_bench(fn, warmup=25, rep=100):
+    """do_bench's method with torch.cuda.Event, its L2 flush a zero_ of a 256 MB buffer: median in ms."""
+    flush = torch.empty(256 * MIB, dtype=torch.int8, device="cuda").zero_
     fn()
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -113,8 +111,8 @@ def reference(rounds, quickstart):
     return method, measured, referenced
 
 
-def run_quickstart(binary, *flags):
-    out = subprocess.run([binary, "--json", *flags], check=True, capture_output=True, text=True).stdout
+def run_quickstart(binary):
+    out = subprocess.run([binary, "--json"], check=True, capture_output=True, text=True).stdout
     return {row["op"]: row for row in map(json.loads, out.splitlines())}
 
 

@@ -286,8 +286,9 @@ impl Event {
         })
     }
 
-    /// Makes `handle` this event's, under `creating`; returns the event's. A pooled event published
-    /// without the lock since the caller looked goes back to the pool.
+    /// Makes `handle` this event's unless another thread published first (a first record with a
+    /// pooled event publishes without the `creating` lock); then `handle` goes back to the pool.
+    /// Returns the event's handle, whichever it is.
     fn publish(&self, handle: EventHandle) -> &EventHandle {
         match self.created.set(handle) {
             Ok(handle) => handle,
