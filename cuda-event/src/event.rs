@@ -231,11 +231,7 @@ impl Event {
             pool::give_or_destroy(flags, pooled);
             return Err(e);
         }
-        let ours = pooled.raw;
-        match self.publish(pooled) {
-            published if published.raw == ours => Ok(()),
-            winner => self.record_handle(d, winner, stream, None),
-        }
+        self.publish_recorded(d, pooled, stream)
     }
 
     /// The first record with a new CUDA event, under the `creating` lock.
@@ -252,8 +248,21 @@ impl Event {
             pool::give_or_destroy(flags, handle);
             return Err(e);
         }
-        self.publish(handle);
-        Ok(())
+        #[cfg(test)]
+        tests::before_publish();
+        // A first record with a pooled event takes no lock: it may have published meanwhile.
+        self.publish_recorded(d, handle, stream)
+    }
+
+    /// Publishes `handle`, just recorded on `stream`. If another thread published first, `handle`
+    /// goes back to the pool and the record is made again on the winner's, as if it came just
+    /// after the winner's: a record that returns `Ok` is never lost.
+    fn publish_recorded(&self, d: &Driver, handle: EventHandle, stream: &Stream) -> Result<()> {
+        let ours = handle.raw;
+        match self.publish(handle) {
+            published if published.raw == ours => Ok(()),
+            winner => self.record_handle(d, winner, stream, None),
+        }
     }
 
     fn record_handle(
@@ -689,5 +698,68 @@ impl fmt::Debug for Event {
         s.field("options", &self.options)
             .field("recorded", &self.recorded.load(Ordering::Relaxed))
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Event;
+    use crate::stream::Stream;
+    use std::cell::Cell;
+    use std::sync::mpsc::channel;
+
+    thread_local! {
+        /// Run by this thread's next `create_and_record` between its record and its publish.
+        static BEFORE_PUBLISH: Cell<Option<Box<dyn FnOnce()>>> = const { Cell::new(None) };
+    }
+
+    pub(super) fn before_publish() {
+        if let Some(hook) = BEFORE_PUBLISH.take() {
+            hook();
+        }
+    }
+
+    /// Thread A finds its pool empty and creates a CUDA event; while it is between its record and
+    /// its publish, thread B first-records the same `Event` with a pooled one (no lock) and
+    /// publishes first. A's record must not be lost: it is made again on B's CUDA event, so the
+    /// event ends up capturing A's stream, which a host function holds.
+    #[test]
+    #[ignore = "needs a CUDA GPU"]
+    fn a_creating_first_record_that_loses_the_publish_race_is_recorded_on_the_winner() {
+        let event = Event::new();
+        let held = Stream::new(0).unwrap();
+        let free = Stream::new(0).unwrap();
+        let (release, hold) = channel::<()>();
+        held.launch_host_fn(move || {
+            let _ = hold.recv();
+        })
+        .unwrap();
+        let (go_b, b_goes) = channel::<()>();
+        let (b_done, b_finished) = channel::<()>();
+        let (event_ref, held_ref, free_ref) = (&event, &held, &free);
+        std::thread::scope(|s| {
+            s.spawn(move || {
+                // Primes this thread's pool with a CUDA event of the default flags on device 0.
+                drop(free_ref.record_event().unwrap());
+                b_goes.recv().unwrap();
+                event_ref.record(free_ref).unwrap();
+                b_done.send(()).unwrap();
+            });
+            s.spawn(move || {
+                // A new thread: its pool is empty, so its first record creates.
+                BEFORE_PUBLISH.set(Some(Box::new(move || {
+                    go_b.send(()).unwrap();
+                    b_finished.recv().unwrap();
+                })));
+                event_ref.record(held_ref).unwrap();
+            });
+        });
+        assert!(
+            !event.query().unwrap(),
+            "A's record came last and its stream is held: the event must be pending"
+        );
+        release.send(()).unwrap();
+        event.synchronize().unwrap();
+        assert!(event.query().unwrap());
     }
 }
