@@ -5,13 +5,18 @@
 //! - a stream's completion ([`Stream::completion`]) records an event and queues a host function
 //!   right after it, which wakes the future from CUDA's thread: no polling, and no head-of-line
 //!   blocking (each stream wakes its own futures, in its own order);
-//! - an event's completion ([`Event::completion`]) has no stream to queue on (the event may be
-//!   imported, or recorded by other code), so the reactor thread polls it (`cuEventQuery`) with a
-//!   budget of about 0.5% of a core: it queries the pending events 256 at a time, and after each
-//!   such step waits 200 times as long as the step cost in CPU time, and at least [`MIN_POLL`].
-//!   Measured on an H200: a pending event is seen complete 1.5-2.2 ms late (median) alone, and
-//!   3.3-3.7 s late among 10,000 (a query costs about 1.3 us; a step with one entry ~10-15 us,
-//!   mostly the thread's sleep and wake-up);
+//! - an event's completion ([`Event::completion`]) queues a host function on the stream the event
+//!   was last recorded on, when that is a [`Stream`] of this crate (owned or borrowed, not a default
+//!   stream) still alive, not capturing, and with fewer than 32 such wake-ups queued: it runs after
+//!   everything submitted to that stream so far, and prompts the future to query its event (which
+//!   may have been recorded again elsewhere since). The reactor thread also polls every pending
+//!   event (`cuEventQuery`), the only way for imported events, events recorded on default streams
+//!   or by other code, and the fallback for the rest, with a budget of about 0.5% of a core: it
+//!   queries the pending events 256 at a time, and after each such step waits 200 times as long as
+//!   the step cost in CPU time, and at least [`MIN_POLL`]. Measured on an H200 (polling alone): a
+//!   pending event is seen complete 1.5-2.2 ms late (median) alone, and 3.3-3.7 s late among 10,000
+//!   (a query costs about 1.3 us; a step with one entry ~10-15 us, mostly the thread's sleep and
+//!   wake-up);
 //! - futures and events never wait for the reactor's queries: they send it commands (add, remove,
 //!   forget an event) that it applies before each step; an awaited `Event`'s drop waits out at
 //!   most the step in flight;
@@ -31,6 +36,7 @@ use crate::driver::{Driver, driver, loaded_driver};
 use crate::error::{Error, Result};
 use crate::event::{Event, query_handle};
 use crate::ipc::Exporter;
+use crate::live_streams;
 use crate::stream::Stream;
 use cuda_event_sys as sys;
 use parking_lot::{Condvar, Mutex};
@@ -68,8 +74,11 @@ enum State {
     Waiting {
         id: u64,
         shared: Arc<Shared>,
-        /// The event a stream's completion recorded (None for an event's completion).
-        recorded: Option<Event>,
+        /// What a host function's ring is confirmed with.
+        target: QueryTarget,
+        /// The event a stream's completion recorded, kept alive for `target` (None for an event's
+        /// completion, whose event the future borrows).
+        _recorded: Option<Event>,
     },
 }
 
@@ -93,23 +102,25 @@ impl Future for Completion<'_> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
         let this = self.get_mut();
-        let (shared, recorded) = match &this.state {
+        let (shared, target) = match &this.state {
             State::Done(result) => return Poll::Ready(result.clone()),
-            State::Waiting { shared, recorded, .. } => (shared, recorded),
+            State::Waiting { shared, target, .. } => (shared, *target),
         };
         let mut wake = shared.wake.lock();
-        let result = match (wake.result.take(), recorded) {
-            (Some(result), _) => result,
-            // The host function runs after the recorded event's work: confirm, and read its error.
-            (None, Some(recorded)) if wake.rung => match recorded.query() {
+        let result = match wake.result.take() {
+            Some(result) => result,
+            // A host function ran after the event's record: confirm, and read its error. An event
+            // recorded again elsewhere since may still be pending: the reactor's polling has it.
+            None if wake.rung => match driver("Completion::poll").and_then(|d| query(d, target)) {
                 Ok(true) => Ok(()),
                 Ok(false) => {
+                    wake.rung = false;
                     wake.waker = Some(cx.waker().clone());
                     return Poll::Pending;
                 }
                 Err(e) => Err(e),
             },
-            (None, _) => {
+            None => {
                 match &mut wake.waker {
                     Some(waker) if waker.will_wake(cx.waker()) => {}
                     waker => *waker = Some(cx.waker().clone()),
@@ -126,7 +137,7 @@ impl Future for Completion<'_> {
 
 impl Drop for Completion<'_> {
     fn drop(&mut self) {
-        // Before `recorded` drops: the reactor never queries an event after its Event is gone.
+        // Before `_recorded` drops: the reactor never queries an event after its Event is gone.
         self.stop_waiting();
     }
 }
@@ -138,21 +149,36 @@ impl Event {
     /// event recorded during a graph capture, [`Error::ExporterGone`]...). `(&event).await` does
     /// the same.
     ///
-    /// The reactor thread polls a pending event, with a budget of about 0.5% of a core (so that
-    /// it sees it complete 1.5-2.2 ms late alone, 3.3-3.7 s late among 10,000 pending, measured on
-    /// an H200): to be woken the moment a stream of yours gets there, with no polling, await
-    /// [`Stream::completion`] instead. After a kernel fault CUDA reports the events of the work it killed as complete
-    /// (driver 580), so this future, like [`query`](Self::query), may then resolve to `Ok`; a
-    /// stream's future resolves to the error.
+    /// How it learns of completion:
+    /// - **a host function on the stream the event was last recorded on**, when that is a
+    ///   [`Stream`] of this crate ([`Stream::new`], [`Stream::with_options`] or
+    ///   [`Stream::from_raw_borrowed`] of a non-default stream) still alive and not being captured:
+    ///   as for [`Stream::completion`], it runs after *everything submitted to that stream so far*
+    ///   (work queued after the record delays the wake-up) and blocks the stream's later work for
+    ///   the moment it takes. At most 32 such host functions wait on one stream; futures beyond
+    ///   that rely on the polling below.
+    /// - **the reactor thread's polling**, for every pending event: the only way for imported
+    ///   events and events recorded on default streams or by other code, and the fallback for the
+    ///   rest (an event recorded again elsewhere, a dropped stream). Its budget is about 0.5% of a
+    ///   core, so it sees an event complete 1.5-2.2 ms late alone, 3.3-3.7 s late among 10,000
+    ///   pending (measured on an H200).
+    ///
+    /// After a kernel fault CUDA reports the events of the work it killed as complete (driver
+    /// 580), so this future, like [`query`](Self::query), may then resolve to `Ok`; a stream's
+    /// future resolves to the error.
     #[doc(alias = "synchronize_async")]
     pub fn completion(&self) -> Completion<'_> {
         let Some(target) = self.query_target() else {
             return Completion::done(Ok(()));
         };
-        match self.query() {
+        let d = match driver("Event::completion") {
+            Ok(d) => d,
+            Err(e) => return Completion::done(Err(e)),
+        };
+        match query(d, target) {
             Ok(true) => Completion::done(Ok(())),
             Err(e) => Completion::done(Err(e)),
-            Ok(false) => reactor().wait(self, target),
+            Ok(false) => reactor().wait(d, self, target),
         }
     }
 }
@@ -197,7 +223,7 @@ impl Stream {
         // The record just checked that the stream is alive, and capture was checked before it.
         let d = driver("Stream::completion")?;
         self.in_context(d, || self.queue_host_fn(d, move || bell.ring()))?;
-        Ok(reactor().wait_with(target, shared, Some(recorded)))
+        Ok(reactor().wait_with(target, shared, Some(recorded), true))
     }
 }
 
@@ -219,6 +245,13 @@ pub(crate) struct QueryTarget {
     pub(crate) made_in: MadeIn,
     pub(crate) exporter: Option<Exporter>,
 }
+
+// SAFETY: the raw event handle is an opaque CUDA handle any thread may use; it is only queried while
+// its `Event` lives: a future borrows it or owns it, and a reactor entry is stopped by the Event's
+// drop (see [`forget_event`]) before the handle goes away.
+unsafe impl Send for QueryTarget {}
+// SAFETY: as for Send; it is only read.
+unsafe impl Sync for QueryTarget {}
 
 /// Between a future, the host function that rings for it, and the reactor.
 #[derive(Default)]
@@ -265,10 +298,6 @@ struct Entry {
     /// Its result went to the future (which removes the entry when it sees it).
     finished: bool,
 }
-
-// SAFETY: the raw event handle is an opaque CUDA handle any thread may use; it is only queried while
-// the entry exists, and its Event stops that (see [`forget_event`]) before the handle goes away.
-unsafe impl Send for Entry {}
 
 /// Per device, a CUDA event of the reactor's that completed long ago: once its context has failed,
 /// querying it returns the error (unlike the events of the work a fault killed, which CUDA reports
@@ -501,22 +530,27 @@ pub(crate) fn forget_event(raw: sys::cudaEvent_t) {
 }
 
 impl Reactor {
-    /// A polled wait on `target`, an event of `event`'s, whose drop then stops it.
-    fn wait<'a>(&self, event: &Event, target: QueryTarget) -> Completion<'a> {
+    /// A polled wait on `target`, an event of `event`'s, whose drop then stops it; woken earlier
+    /// by a host function on the stream `event` was last recorded on, where one can be queued.
+    fn wait<'a>(&self, d: &Driver, event: &Event, target: QueryTarget) -> Completion<'a> {
         event.mark_awaited();
-        self.wait_with(target, Arc::new(Shared::default()), None)
+        let shared = Arc::new(Shared::default());
+        let bell = shared.clone();
+        live_streams::queue_wake(d, event.last_stream(), move || bell.ring());
+        self.wait_with(target, shared, None, false)
     }
 
-    /// A wait on `target`; `recorded` is set when a host function will ring `shared`.
+    /// A wait on `target`: polled, or (`rings`) only error-checked because a host function will
+    /// ring `shared` after `recorded`'s work.
     fn wait_with<'a>(
         &self,
         target: QueryTarget,
         shared: Arc<Shared>,
         recorded: Option<Event>,
+        rings: bool,
     ) -> Completion<'a> {
         // A ringing entry's event is never queried (only its device's canary is), so its drop
         // need not tell the reactor: only polled events are marked.
-        let rings = recorded.is_some();
         let entry = Entry {
             target,
             shared: shared.clone(),
@@ -529,7 +563,12 @@ impl Reactor {
             },
         );
         Completion {
-            state: State::Waiting { id, shared, recorded },
+            state: State::Waiting {
+                id,
+                shared,
+                target,
+                _recorded: recorded,
+            },
             _borrows: PhantomData,
         }
     }

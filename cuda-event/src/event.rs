@@ -15,7 +15,7 @@ use parking_lot::Mutex;
 use std::fmt;
 use std::mem::ManuallyDrop;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 
 /// A CUDA event, with the semantics of PyTorch's `torch.cuda.Event`.
 ///
@@ -66,6 +66,9 @@ pub struct Event {
     exporter: Option<Exporter>,
     /// A [`Completion`](crate::Completion) waited on it: Drop tells the reactor to stop.
     awaited: AtomicBool,
+    /// The id of the stream last recorded on, if owned or borrowed (0 otherwise): where a future
+    /// queues its wake-up (see `live_streams`).
+    last_stream: AtomicU64,
 }
 
 // SAFETY: the CUDA event handle may be used from any thread (CUDA's API is thread safe); the rest of
@@ -178,6 +181,7 @@ impl Event {
             ipc: OnceLock::new(),
             exporter: None,
             awaited: AtomicBool::new(false),
+            last_stream: AtomicU64::new(0),
         }
     }
 
@@ -204,6 +208,10 @@ impl Event {
         }
         if !self.recorded.load(Ordering::Relaxed) {
             self.recorded.store(true, Ordering::Relaxed);
+        }
+        // Written only when it changes: records from many threads on one stream share the line.
+        if self.last_stream.load(Ordering::Relaxed) != stream.id() {
+            self.last_stream.store(stream.id(), Ordering::Relaxed);
         }
         Ok(())
     }
@@ -377,6 +385,11 @@ impl Event {
             made_in: handle.made_in(),
             exporter: self.exporter,
         })
+    }
+
+    /// The id of the stream this event was last recorded on (0: none, or a default stream).
+    pub(crate) fn last_stream(&self) -> u64 {
+        self.last_stream.load(Ordering::Relaxed)
     }
 
     /// The reactor polls this event for a future: its drop must stop the queries first.

@@ -90,6 +90,7 @@ mod gate;
 mod handle;
 mod host_fn;
 mod ipc;
+mod live_streams;
 mod measure;
 mod pool;
 mod publish_once;

@@ -5,8 +5,10 @@ use crate::context::{Context, ContextInstance, MadeIn};
 use crate::driver::{CUresult, Driver, driver};
 use crate::error::{Error, Result, check_runtime};
 use crate::event::Event;
+use crate::live_streams;
 use cuda_event_sys as sys;
 use std::fmt;
+use std::mem::ManuallyDrop;
 use std::thread::ThreadId;
 
 /// A CUDA stream and the device it belongs to.
@@ -16,8 +18,12 @@ pub struct Stream {
     raw: sys::cudaStream_t,
     device: i32,
     kind: Kind,
+    /// Its id among the live streams that event futures may wake on (see `live_streams`); 0 for
+    /// default streams and aliases.
+    id: u64,
 }
 
+#[derive(Clone, Copy)]
 enum Kind {
     /// Created here, in this instance of the device's context; destroyed on drop.
     Owned(ContextInstance),
@@ -103,7 +109,9 @@ impl Stream {
             raw,
             device,
             kind: Kind::Owned(instance),
-        })
+            id: 0,
+        }
+        .registered())
     }
 
     /// The legacy default stream of `device` (`cudaStreamLegacy`, torch's default stream): it
@@ -135,11 +143,14 @@ impl Stream {
                 context: Context::primary(driver(operation)?, device)?,
                 thread,
             },
+            id: 0,
         })
     }
 
     /// Uses a stream that another library created (or one of the default stream handles), without
-    /// taking it over: dropping the `Stream` does not destroy it.
+    /// taking it over: dropping the `Stream` does not destroy it. Like an owned stream, a
+    /// non-default one may get a host function from [`Event::completion`] (for an event last
+    /// recorded on it) while this `Stream` lives.
     ///
     /// # Safety
     /// `raw` is a valid stream of `device` (null, `cudaStreamLegacy` and `cudaStreamPerThread` mean
@@ -153,7 +164,31 @@ impl Stream {
             raw,
             device,
             kind: Kind::Borrowed,
+            id: 0,
+        }
+        .registered())
+    }
+
+    fn registered(mut self) -> Stream {
+        self.id = live_streams::register(&self);
+        self
+    }
+
+    /// A copy of this stream's fields that never drops (so never destroys or unregisters it), for
+    /// the registry of live streams, which uses it only while the stream is registered.
+    pub(crate) fn alias(&self) -> ManuallyDrop<Stream> {
+        ManuallyDrop::new(Stream {
+            raw: self.raw,
+            device: self.device,
+            kind: self.kind,
+            id: 0,
         })
+    }
+
+    /// Its id among the live streams (0 for a default stream): what an event recorded on it
+    /// remembers, for its future to wake on.
+    pub(crate) fn id(&self) -> u64 {
+        self.id
     }
 
     /// The raw handle, for C or other CUDA libraries. It stays owned by this `Stream`.
@@ -272,6 +307,10 @@ impl Stream {
 
 impl Drop for Stream {
     fn drop(&mut self) {
+        if self.id != 0 {
+            // First: an event future may be queuing a host function on it right now.
+            live_streams::unregister(self.id);
+        }
         let Kind::Owned(instance) = self.kind else { return };
         // After a device reset the stream is already gone with its context.
         let Some(d) = crate::driver::loaded_driver() else {

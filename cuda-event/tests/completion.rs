@@ -102,6 +102,86 @@ fn awaiting_work_captured_into_a_graph_is_an_err_not_a_hang() {
     }
 }
 
+/// An event's future wakes by a host function on the owned stream the event was last recorded on,
+/// not by the reactor's polling: among 10,000 polled futures (a pass over them takes seconds; past
+/// 32 a stream, futures on one stream are polled) it still resolves within milliseconds.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn an_event_future_wakes_by_its_streams_host_function_among_thousands_polled() {
+    let _gpu = gpu_for(Duration::from_secs(60));
+    let held = Stream::new(0).unwrap();
+    gpu_sleep(&held, Duration::from_secs(3));
+    let events: Vec<Event> = (0..10_000).map(|_| held.record_event().unwrap()).collect();
+    let mut pending: Vec<Completion> = events.iter().map(Event::completion).collect();
+    assert!(pending.iter_mut().all(|f| poll_once(f).is_pending()));
+    let quick = Stream::new(0).unwrap();
+    for trial in 0..5 {
+        gpu_sleep(&quick, Duration::from_millis(5));
+        let event = quick.record_event().unwrap();
+        let start = Instant::now();
+        block_on(event.completion()).unwrap();
+        let took = start.elapsed();
+        println!("trial {trial}: an event future on 5 ms of work resolved after {took:?}");
+        assert!(took < Duration::from_millis(200), "trial {trial}: {took:?}");
+    }
+    drop(pending);
+    held.synchronize().unwrap();
+}
+
+/// The host function only prompts a check: an event recorded again elsewhere after its future was
+/// made is waited for on its new record, and one whose stream was dropped is still awaited (by
+/// polling).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn an_event_future_follows_a_new_record_and_outlives_its_stream() {
+    let _gpu = gpu();
+    let (quick, held) = (Stream::new(0).unwrap(), Stream::new(0).unwrap());
+    gpu_sleep(&quick, Duration::from_millis(20));
+    let event = quick.record_event().unwrap();
+    let mut done = event.completion();
+    assert!(poll_once(&mut done).is_pending());
+    gpu_sleep(&held, Duration::from_millis(500));
+    event.record(&held).unwrap();
+    quick.synchronize().unwrap();
+    std::thread::sleep(Duration::from_millis(50)); // the host function on `quick` has run
+    assert!(
+        poll_once(&mut done).is_pending(),
+        "ready while its new record is pending"
+    );
+    block_on(done).unwrap();
+    assert!(held.query().unwrap(), "ready before the held stream was");
+
+    let gone = Stream::new(0).unwrap();
+    gpu_sleep(&gone, Duration::from_millis(50));
+    let event = gone.record_event().unwrap();
+    drop(gone);
+    block_on(event.completion()).unwrap();
+    assert!(event.query().unwrap());
+}
+
+/// A future made while the stream its event was recorded on is being captured queues nothing on
+/// it: the graph stays empty (a host function queued then would be its one node).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn an_event_future_made_during_a_capture_adds_nothing_to_the_graph() {
+    let _gpu = gpu();
+    let stream = Stream::new(0).unwrap();
+    gpu_sleep(&stream, Duration::from_millis(50));
+    let event = stream.record_event().unwrap(); // before the capture
+    let graph = common::capture_graph(&stream, || {
+        // Another thread: on the capturing one, the future's query would end the capture.
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut done = event.completion();
+                let _ = poll_once(&mut done);
+                block_on(done).unwrap();
+            });
+        });
+    });
+    assert_eq!(graph.node_count(), 0, "the capture got a node");
+    stream.synchronize().unwrap();
+}
+
 /// 62 streams on two GPUs, each held for 5 s, with 2,048 futures pending on them; the work of a
 /// quick stream on each GPU, done in 20 ms, wakes its futures at once while every other one is still
 /// pending. In a child with 32 hardware queues a GPU (`CUDA_DEVICE_MAX_CONNECTIONS`; CUDA's default

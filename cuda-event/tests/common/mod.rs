@@ -466,6 +466,18 @@ pub struct Graph {
 }
 
 impl Graph {
+    /// How many nodes the captured graph has (`cuGraphGetNodes`).
+    pub fn node_count(&self) -> usize {
+        type GetNodes = unsafe extern "C" fn(sys::cudaGraph_t, *mut *mut c_void, *mut usize) -> sys::CUresult;
+        let get_nodes: GetNodes = driver_fn(c"cuGraphGetNodes", 10000);
+        let mut count = 0;
+        // SAFETY: a live graph; a null node array asks for the count only, written to a live local.
+        driver_ok("cuGraphGetNodes", unsafe {
+            get_nodes(self.graph, std::ptr::null_mut(), &mut count)
+        });
+        count
+    }
+
     pub fn launch(&self, stream: &Stream) {
         // SAFETY: a live graph instance and stream.
         ok(unsafe { sys::cudaGraphLaunch(self.exec, stream.as_raw()) });
