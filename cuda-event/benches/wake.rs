@@ -25,9 +25,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 const TRIALS: usize = 200;
-/// Trials of an event future among 10,000 pending ones (each waits for the reactor's pass over
-/// them, about 3.4 s on an H200): so that the phase ends before the held kernels do (120 s).
-const SLOW_TRIALS: usize = 30;
 const IDLE_WINDOWS: usize = 5;
 const PENDING: usize = 10_000;
 /// Held streams per device: one fewer than the hardware queues (CUDA_DEVICE_MAX_CONNECTIONS=32,
@@ -98,14 +95,8 @@ fn main() {
             "blocking synchronize",
             "spinning query",
         ] {
-            // Polled event futures with 10,000 more pending wake every ~100 ms or later: fewer
-            // trials, so that the phase ends well before the held kernels do.
-            let trials = match (waiter, pending_kind) {
-                ("Event::completion", "event futures") => SLOW_TRIALS,
-                _ => TRIALS,
-            };
-            let mut samples = Vec::with_capacity(trials);
-            for trial in 0..trials {
+            let mut samples = Vec::with_capacity(TRIALS);
+            for trial in 0..TRIALS {
                 let stream = &measured[trial % measured.len()];
                 samples.push(wake_once(&runtime, stream, waiter, epoch));
             }
@@ -155,8 +146,7 @@ fn main() {
     let report = format!(
         "# Wake latency, idle cost and throughput of the futures\n\n\
          {devices} GPU(s). Latency: from a host function's clock read just before the measured point \
-         of the stream to the waiter's return, {TRIALS} trials each ({SLOW_TRIALS} for event futures among \
-         10,000 pending event futures); pending futures wait on kernels \
+         of the stream to the waiter's return, {TRIALS} trials each; pending futures wait on kernels \
          that outlast the run, on {HELD_PER_DEVICE} streams per GPU.\n\n\
          | waiter | pending | p50 us | p99 us | max us |\n|---|---|---|---|---|\n{rows}\n\
          Idle cost (getrusage of the process, tokio runtime idle):\n\n{idle}\n\
