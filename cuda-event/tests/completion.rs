@@ -136,13 +136,21 @@ fn an_event_future_wakes_by_its_streams_host_function_among_thousands_polled() {
 fn an_event_future_follows_a_new_record_and_outlives_its_stream() {
     let _gpu = gpu();
     let (quick, held) = (Stream::new(0).unwrap(), Stream::new(0).unwrap());
-    gpu_sleep(&quick, Duration::from_millis(20));
+    // Long enough that the new record comes before the first one completes, also under
+    // compute-sanitizer (whose launches take milliseconds): else the future may rightly resolve
+    // on the first.
+    gpu_sleep(&quick, Duration::from_millis(300));
     let event = quick.record_event().unwrap();
+    let quick_done = quick.record_event().unwrap();
     let mut done = event.completion();
     assert!(poll_once(&mut done).is_pending());
-    gpu_sleep(&held, Duration::from_millis(500));
+    gpu_sleep(&held, Duration::from_millis(1500));
     event.record(&held).unwrap();
-    quick.synchronize().unwrap();
+    // Queried, not synchronized: under compute-sanitizer a stream's synchronize also waited for
+    // the held stream (this test failed there at the assert below, twice, and nowhere else).
+    while !quick_done.query().unwrap() {
+        std::thread::sleep(Duration::from_millis(1));
+    }
     std::thread::sleep(Duration::from_millis(50)); // the host function on `quick` has run
     assert!(
         poll_once(&mut done).is_pending(),
