@@ -156,7 +156,8 @@ impl Event {
     ///   as for [`Stream::completion`], it runs after *everything submitted to that stream so far*
     ///   (work queued after the record delays the wake-up) and blocks the stream's later work for
     ///   the moment it takes. At most 32 such host functions wait on one stream; futures beyond
-    ///   that rely on the polling below.
+    ///   that rely on the polling below. Measured on an H200: p50 39-55 us from the stream
+    ///   reaching the record to `Ready`, as for a stream's future.
     /// - **the reactor thread's polling**, for every pending event: the only way for imported
     ///   events and events recorded on default streams or by other code, and the fallback for the
     ///   rest (an event recorded again elsewhere, a dropped stream). Its budget is about 0.5% of a
