@@ -8,6 +8,7 @@ import math
 import sys
 
 COLORS = {"Stream::completion": "#e15759", "Event::completion": "#f28e2b",
+          "spinning on a host function": "#59a14f",
           "blocking synchronize": "#4e79a7", "spinning query": "#888888"}
 
 

@@ -8,11 +8,16 @@
 //!   trials, with 1 and with 10,000 futures pending on later work (held by kernels for the whole
 //!   run) across 62 streams on every GPU. Waiters: a `Stream::completion` future, an
 //!   `Event::completion` future (each awaited on a multi-thread tokio runtime), a thread blocked in
-//!   `synchronize` on a blocking event, and a thread spinning on `query` (the floors).
+//!   `synchronize` on a blocking event, a thread spinning on `query` (the floors), and a thread
+//!   spinning on a flag that a host function queued after a record sets (what CUDA's host-function
+//!   thread alone adds, the floor of any wake-up by host function).
 //! - Idle cost: CPU time of the whole process (getrusage) while 10,000 futures stay pending, in
 //!   five windows of 1 s in a row.
 //! - Throughput: 64 tasks, each with its own stream, submit a 20 us kernel and await its
 //!   completion, for 2 s; against the same loop with a blocking `synchronize` on `spawn_blocking`.
+//!
+//! `CUDA_EVENT_WAKE_QUICK=1`: only the latencies with none and with 10,000 stream futures pending
+//! (a probe of seconds; the full run waits minutes for held kernels before its throughput phase).
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -61,8 +66,14 @@ fn main() {
         runtime.block_on(event.completion()).unwrap();
     }
 
+    let quick = std::env::var_os("CUDA_EVENT_WAKE_QUICK").is_some();
+    let phases: &[&str] = if quick {
+        &["none", "stream futures"]
+    } else {
+        &["none", "stream futures", "event futures"]
+    };
     let mut held_streams = Vec::new();
-    for pending_kind in ["none", "stream futures", "event futures"] {
+    for &pending_kind in phases {
         // Futures pending on later work: kernels that outlast the run.
         let mut pending: Vec<Completion<'static>> = Vec::new();
         let mut events: Vec<&'static Event> = Vec::new();
@@ -94,6 +105,7 @@ fn main() {
             "Event::completion",
             "blocking synchronize",
             "spinning query",
+            "spinning on a host function",
         ] {
             let mut samples = Vec::with_capacity(TRIALS);
             for trial in 0..TRIALS {
@@ -112,7 +124,7 @@ fn main() {
             ));
             println!("{waiter:22} {count:5} {pending_kind:14} p50 {p50:8.1} us  p99 {p99:8.1} us");
         }
-        if count > 0 {
+        if count > 0 && !quick {
             // Five 1 s windows in a row: the reactor's CPU comes in steps, and one window can
             // catch more of them than another.
             let windows: Vec<f64> = (0..IDLE_WINDOWS)
@@ -142,22 +154,27 @@ fn main() {
         drop(pending); // cancelled while pending
     }
 
-    let (futures, blocking) = throughput(&runtime, devices);
-    let report = format!(
+    let mut report = format!(
         "# Wake latency, idle cost and throughput of the futures\n\n\
          {devices} GPU(s). Latency: from a host function's clock read just before the measured point \
          of the stream to the waiter's return, {TRIALS} trials each; pending futures wait on kernels \
          that outlast the run, on {HELD_PER_DEVICE} streams per GPU.\n\n\
-         | waiter | pending | p50 us | p99 us | max us |\n|---|---|---|---|---|\n{rows}\n\
-         Idle cost (getrusage of the process, tokio runtime idle):\n\n{idle}\n\
-         Throughput, 64 tasks each awaiting a 20 us kernel on its own stream for 2 s: futures \
-         {futures:.0}/s, blocking synchronize on spawn_blocking {blocking:.0}/s ({:.2}x).\n",
-        futures / blocking
+         | waiter | pending | p50 us | p99 us | max us |\n|---|---|---|---|---|\n{rows}\n"
     );
-    json.push(format!(
-        "{{\"throughput_futures_per_s\":{futures:.0},\"throughput_blocking_per_s\":{blocking:.0}}}"
-    ));
-    println!("throughput: futures {futures:.0}/s, spawn_blocking synchronize {blocking:.0}/s");
+    if !quick {
+        let (futures, blocking) = throughput(&runtime, devices);
+        let _ = write!(
+            report,
+            "Idle cost (getrusage of the process, tokio runtime idle):\n\n{idle}\n\
+             Throughput, 64 tasks each awaiting a 20 us kernel on its own stream for 2 s: futures \
+             {futures:.0}/s, blocking synchronize on spawn_blocking {blocking:.0}/s ({:.2}x).\n",
+            futures / blocking
+        );
+        json.push(format!(
+            "{{\"throughput_futures_per_s\":{futures:.0},\"throughput_blocking_per_s\":{blocking:.0}}}"
+        ));
+        println!("throughput: futures {futures:.0}/s, spawn_blocking synchronize {blocking:.0}/s");
+    }
 
     let out = std::path::PathBuf::from(std::env::var("CUDA_EVENT_BENCH_OUT").unwrap_or_else(|_| ".".into()));
     std::fs::create_dir_all(&out).unwrap();
@@ -188,6 +205,18 @@ fn wake_once(runtime: &tokio::runtime::Runtime, stream: &Stream, waiter: &str, e
                 event.completion().await.unwrap();
                 epoch.elapsed()
             })
+        }
+        "spinning on a host function" => {
+            let _event = stream.record_event().unwrap();
+            let ran = Arc::new(AtomicU64::new(0));
+            let flag = ran.clone();
+            stream
+                .launch_host_fn(move || flag.store(1, Ordering::Release))
+                .unwrap();
+            while ran.load(Ordering::Acquire) == 0 {
+                std::hint::spin_loop();
+            }
+            epoch.elapsed()
         }
         "blocking synchronize" => {
             let event = Event::builder().blocking(true).build().unwrap();
