@@ -9,7 +9,7 @@
 
 use crate::driver::Driver;
 use crate::stream::Stream;
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
 use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -23,10 +23,14 @@ const MAX_QUEUED_PER_STREAM: usize = 32;
 struct Live {
     /// The stream's fields, never dropped: the `Stream` itself destroys it, after unregistering.
     stream: ManuallyDrop<Stream>,
+    /// Read while a wake-up is queued on it; written (false) by the stream's drop, which so waits
+    /// for a launch in flight on this stream alone.
+    alive: RwLock<bool>,
     queued: Arc<AtomicUsize>,
 }
 
-static LIVE: LazyLock<Mutex<HashMap<u64, Live>>> = LazyLock::new(Default::default);
+/// The registry's lock is held only to find or change an entry, never across a CUDA call.
+static LIVE: LazyLock<Mutex<HashMap<u64, Arc<Live>>>> = LazyLock::new(Default::default);
 
 /// Ids start at 1: 0 means "no such stream" (a default stream, or an event never recorded).
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -35,17 +39,21 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 /// [`unregister`].
 pub(crate) fn register(stream: &Stream) -> u64 {
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-    let live = Live {
+    let live = Arc::new(Live {
         stream: stream.alias(),
+        alive: RwLock::new(true),
         queued: Arc::new(AtomicUsize::new(0)),
-    };
+    });
     LIVE.lock().insert(id, live);
     id
 }
 
 /// The stream `id` is being dropped: from now on nothing is queued on it.
 pub(crate) fn unregister(id: u64) {
-    drop(LIVE.lock().remove(&id));
+    let removed = LIVE.lock().remove(&id);
+    if let Some(live) = removed {
+        *live.alive.write() = false;
+    }
 }
 
 /// Queues `wake` on the stream `id` as a host function (it runs once everything submitted to the
@@ -56,11 +64,14 @@ pub(crate) fn queue_wake(d: &Driver, id: u64, wake: impl FnOnce() + Send + 'stat
     if id == 0 {
         return false;
     }
-    // Held while queuing: the stream's drop waits for it, so the stream outlives the launch.
-    let live = LIVE.lock();
-    let Some(entry) = live.get(&id) else {
+    let Some(entry) = LIVE.lock().get(&id).cloned() else {
         return false;
     };
+    // Held while queuing: the stream's drop waits for it, so the stream outlives the launch.
+    let alive = entry.alive.read();
+    if !*alive {
+        return false;
+    }
     if entry.queued.fetch_add(1, Ordering::Relaxed) >= MAX_QUEUED_PER_STREAM {
         entry.queued.fetch_sub(1, Ordering::Relaxed);
         return false;

@@ -167,6 +167,30 @@ fn an_event_future_follows_a_new_record_and_outlives_its_stream() {
     assert!(event.query().unwrap());
 }
 
+/// Streams dropped while another thread makes a future on an event last recorded on them: no
+/// wake-up is queued on a destroyed stream (compute-sanitizer would report that call), and every
+/// future resolves.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn streams_dropped_while_event_futures_are_made_on_them() {
+    let _gpu = gpu_for(Duration::from_secs(60));
+    for _ in 0..200 {
+        let stream = Stream::new(0).unwrap();
+        gpu_sleep(&stream, Duration::from_micros(200));
+        let event = stream.record_event().unwrap();
+        let barrier = std::sync::Barrier::new(2);
+        let barrier = &barrier;
+        std::thread::scope(|s| {
+            s.spawn(move || {
+                barrier.wait();
+                drop(stream);
+            });
+            barrier.wait();
+            block_on(event.completion()).unwrap();
+        });
+    }
+}
+
 /// A future made while the stream its event was recorded on is being captured queues nothing on
 /// it: the graph stays empty (a host function queued then would be its one node).
 #[test]
