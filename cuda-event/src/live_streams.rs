@@ -17,7 +17,7 @@ use std::sync::{Arc, LazyLock};
 
 /// Wake-ups queued on one stream and not run yet, beyond which futures fall back to polling:
 /// thousands of futures on a stream held by long work would otherwise queue thousands of host
-/// functions behind it (and CUDA blocks a launch once a stream's queue is full).
+/// functions behind it (and CUDA may block a launch once a stream's queue is full).
 const MAX_QUEUED_PER_STREAM: usize = 32;
 
 struct Live {
