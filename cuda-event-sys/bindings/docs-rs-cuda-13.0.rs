@@ -1192,6 +1192,17 @@ impl CUstreamCaptureStatus_enum {
 pub struct CUstreamCaptureStatus_enum(pub ::libc::c_uint);
 #[doc = " Possible stream capture statuses returned by ::cuStreamIsCapturing"]
 pub use self::CUstreamCaptureStatus_enum as CUstreamCaptureStatus;
+impl CUstreamCaptureMode_enum {
+    pub const CU_STREAM_CAPTURE_MODE_GLOBAL: CUstreamCaptureMode_enum = CUstreamCaptureMode_enum(0);
+    pub const CU_STREAM_CAPTURE_MODE_THREAD_LOCAL: CUstreamCaptureMode_enum = CUstreamCaptureMode_enum(1);
+    pub const CU_STREAM_CAPTURE_MODE_RELAXED: CUstreamCaptureMode_enum = CUstreamCaptureMode_enum(2);
+}
+#[repr(transparent)]
+#[doc = " Possible modes for stream capture thread interactions. For more details see\n ::cuStreamBeginCapture and ::cuThreadExchangeStreamCaptureMode"]
+#[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
+pub struct CUstreamCaptureMode_enum(pub ::libc::c_uint);
+#[doc = " Possible modes for stream capture thread interactions. For more details see\n ::cuStreamBeginCapture and ::cuThreadExchangeStreamCaptureMode"]
+pub use self::CUstreamCaptureMode_enum as CUstreamCaptureMode;
 impl cudaError_enum {
     #[doc = " The API call returned with no errors. In the case of query calls, this\n also means that the operation being queried is complete (see\n ::cuEventQuery() and ::cuStreamQuery())."]
     pub const CUDA_SUCCESS: cudaError_enum = cudaError_enum(0);
@@ -1466,6 +1477,8 @@ pub type PFN_cuIpcOpenEventHandle_v4010 = ::core::option::Option<
 pub type PFN_cuStreamCreateWithPriority_v5050 = ::core::option::Option<
     unsafe extern "C" fn(phStream: *mut CUstream, flags: ::libc::c_uint, priority: ::libc::c_int) -> CUresult,
 >;
+pub type PFN_cuThreadExchangeStreamCaptureMode_v10010 =
+    ::core::option::Option<unsafe extern "C" fn(mode: *mut CUstreamCaptureMode) -> CUresult>;
 pub type PFN_cuStreamDestroy_v4000 =
     ::core::option::Option<unsafe extern "C" fn(hStream: CUstream) -> CUresult>;
 pub type PFN_cuEventCreate_v2000 =

@@ -39,8 +39,11 @@ const TYPES: &[&str] = &[
     "PFN_cuIpc(GetEventHandle|OpenEventHandle)_v[0-9]+",
     // modules and launches: tests load PTX that faults, to poison a context on purpose
     "PFN_cu(ModuleLoadData|ModuleGetFunction|ModuleUnload|LaunchKernel)_v[0-9]+",
-    // host functions: the safe host callback and the futures' doorbell
+    // host functions: the safe host callback and the futures' wake-ups
     "PFN_cuLaunchHostFunc_v[0-9]+",
+    // the futures' own calls run in relaxed capture mode, so that they never invalidate another
+    // thread's global-mode capture
+    "PFN_cuThreadExchangeStreamCaptureMode_v[0-9]+",
     // timing: the gate that holds a stream while repetitions are queued (a wait on a flag in
     // mapped host memory), and the L2 flush (a memset of a buffer the size of L2)
     "PFN_cuStreamWaitValue32_v[0-9]+",
@@ -51,7 +54,7 @@ const TYPES: &[&str] = &[
     // the driver's error codes (CUresult), for the safe crate's one table of codes, and the
     // driver's names of the types those functions take
     "cudaError_enum",
-    "CU(result|device|deviceptr|context|event|stream|ipcEventHandle|streamCaptureStatus)",
+    "CU(result|device|deviceptr|context|event|stream|ipcEventHandle|streamCaptureStatus|streamCaptureMode)",
     "cudaError",
     "cudaDeviceAttr",
     "cudaIpcEventHandle_t",

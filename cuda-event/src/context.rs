@@ -23,10 +23,9 @@ static RESET_CHECKS: AtomicBool = AtomicBool::new(true);
 /// first: that no device reset (`cudaDeviceReset`) destroyed it, which would make the call a
 /// use-after-free inside the driver. On by default.
 ///
-/// The check is one `cuCtxGetId` (about 25 ns alone), but every thread asks about the same context,
-/// and on many threads those calls contend: on an H200 with 8 threads recording, the check cuts
-/// aggregate record throughput to about 0.56 of raw runtime calls (see the project's benchmark
-/// results). A program that never resets a device can turn it off and scale like raw driver calls.
+/// The check is one `cuCtxGetId`. A program that never resets a device can turn it off and save
+/// that call on every record, wait and query (the project's benchmark results measure it beside
+/// raw calls).
 ///
 /// # Safety
 /// While the checks are off, no device may be reset (`cudaDeviceReset`, `cuDevicePrimaryCtxReset`,
@@ -160,7 +159,7 @@ impl Context {
 /// words and moves in registers: a new event's first record moves it several times, and a larger
 /// handle cost ~10 ns there in store-forwarding stalls (measured on the development machine). The
 /// context is looked up by ordinal in the lock-free table of retained primary contexts.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub(crate) struct ContextInstance {
     device: i32,
     id: NonZeroU32,

@@ -155,9 +155,9 @@ driver_table! {
     ipc_get_event_handle: PFN_cuIpcGetEventHandle_v4010 = c"cuIpcGetEventHandle" @ 4010;
     ipc_open_event_handle: PFN_cuIpcOpenEventHandle_v4010 = c"cuIpcOpenEventHandle" @ 4010;
     launch_host_func: PFN_cuLaunchHostFunc_v10000 = c"cuLaunchHostFunc" @ 10000;
+    thread_exchange_capture_mode: PFN_cuThreadExchangeStreamCaptureMode_v10010 = c"cuThreadExchangeStreamCaptureMode" @ 10010;
     device_get_attribute: PFN_cuDeviceGetAttribute_v2000 = c"cuDeviceGetAttribute" @ 2000;
     mem_alloc: PFN_cuMemAlloc_v3020 = c"cuMemAlloc" @ 3020;
-    mem_free: PFN_cuMemFree_v3020 = c"cuMemFree" @ 3020;
     memset_d32_async: PFN_cuMemsetD32Async_v3020 = c"cuMemsetD32Async" @ 3020;
     mem_host_alloc: PFN_cuMemHostAlloc_v2020 = c"cuMemHostAlloc" @ 2020;
     mem_free_host: PFN_cuMemFreeHost_v2000 = c"cuMemFreeHost" @ 2000;

@@ -76,10 +76,19 @@ pub enum Error {
         /// Which option, and what it must be.
         reason: &'static str,
     },
-    /// [`measure`](crate::measure)'s work did not finish queueing one repetition within a second
-    /// while the stream was held: it waits on the host for its own GPU work (a synchronize, a
-    /// blocking copy), which the hold never lets complete.
+    /// No longer returned. [`measure`](crate::measure) returned it when the host had not finished
+    /// queueing one repetition behind its gate after a second. A repetition that waits on the host
+    /// causes that, but so do one with more stream operations than CUDA queues on a held stream and
+    /// a slow submission, and `measure` cannot tell them apart: it now times such work without the
+    /// gate and says so in [`Measurement::gated`](crate::Measurement::gated).
+    #[deprecated(note = "measure no longer returns it: see Measurement::gated")]
     WorkBlockedOnTheHost,
+    /// A future could not wait: the thread that watches pending GPU work could not be started
+    /// (the process's thread limit, say). Nothing was queued; awaiting again tries again.
+    ReactorUnavailable {
+        /// Why the thread did not start, as the operating system said it.
+        reason: String,
+    },
 }
 
 /// A failed CUDA call: which call, the code it returned, and CUDA's name and message for it.
@@ -289,9 +298,16 @@ impl fmt::Display for Error {
                  future or a measurement on it would be captured too, not run now",
             ),
             Error::InvalidMeasureOptions { reason } => write!(f, "invalid measure options: {reason}"),
+            #[allow(deprecated)] // still named here, not returned
             Error::WorkBlockedOnTheHost => f.write_str(
-                "the measured work waited on the host for its GPU work while measure held the \
-                 stream: it must only submit work (no synchronize, no blocking copy)",
+                "the host did not finish queueing one repetition of the measured work within a \
+                 second while measure held the stream (more stream operations than CUDA queues \
+                 on a held stream, or a wait on the host for the work's own GPU work)",
+            ),
+            Error::ReactorUnavailable { reason } => write!(
+                f,
+                "cuda-event's reactor thread, which watches pending GPU work for futures, could \
+                 not be started: {reason}"
             ),
             Error::PerThreadStreamOfAnotherThread => f.write_str(
                 "a per-thread default stream was used on another thread than the one that made it \

@@ -1,28 +1,30 @@
 //! The event: torch.cuda.Event's semantics, created lazily and exactly once, every flag real.
 
-use crate::completion::{self, QueryTarget};
-use crate::context::{Context, ContextInstance, MadeIn};
+use crate::context::{Context, ContextInstance};
 use crate::device::current_device;
 use crate::driver::{CUresult, Driver, driver};
 use crate::error::{Error, Result};
-use crate::handle::EventHandle;
+use crate::handle::{EventHandle, query_handle, query_raw};
 use crate::ipc::{self, Exporter, IpcEventHandle};
 use crate::pool;
 use crate::publish_once::PublishOnce;
-use crate::stream::Stream;
+use crate::reactor::{QueryTarget, WaitCell};
+use crate::stream::{Stream, StreamId};
 use cuda_event_sys as sys;
 use parking_lot::Mutex;
 use std::fmt;
 use std::mem::ManuallyDrop;
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
+use std::time::{Duration, Instant};
 
 /// A CUDA event, with the semantics of PyTorch's `torch.cuda.Event`.
 ///
 /// Building one makes no CUDA call: the CUDA event is created on the first [`record`](Self::record)
 /// (on the stream's device) or [`ipc_handle`](Self::ipc_handle) (on the current device), exactly
-/// once even when threads race, and after that no call takes a lock. A first record that fails
-/// leaves the event as if it had never been created.
+/// once even when threads race, and after that `record`, `wait`, `query`, `synchronize` and
+/// `elapsed_time` take no lock. A first record that fails leaves the event as if it had never been
+/// created.
 ///
 /// `Send + Sync`, every method `&self`: share it between threads by reference or in an `Arc`.
 ///
@@ -64,11 +66,15 @@ pub struct Event {
     ipc: OnceLock<IpcEventHandle>,
     /// For an imported event, the process that exported it, if it can be watched.
     exporter: Option<Exporter>,
-    /// A [`Completion`](crate::Completion) waited on it: Drop tells the reactor to stop.
-    awaited: AtomicBool,
-    /// The id of the stream last recorded on, if owned or borrowed (0 otherwise): where a future
-    /// queues its wake-up (see `live_streams`).
+    /// The wait cells of futures that waited on its CUDA event: abandoned before the CUDA event is
+    /// given up, so that nothing queries it after (a leaked future's included).
+    watchers: Mutex<Vec<Weak<WaitCell>>>,
+    /// The stream last recorded on, if owned or borrowed ([`StreamId::to_word`]): whose wake stream
+    /// a future's wake-up goes to (see `wake_streams`).
     last_stream: AtomicU64,
+    /// When it was last recorded ([`record_stamp`]), so that the wake-ups of events recorded on
+    /// one stream are queued in record order, whatever order their futures are polled in.
+    last_record: AtomicU64,
 }
 
 // SAFETY: the CUDA event handle may be used from any thread (CUDA's API is thread safe); the rest of
@@ -96,7 +102,8 @@ pub struct EventBuilder {
 
 impl EventBuilder {
     /// The event records time, for [`Event::elapsed_time`]. Off by default: timing makes a record
-    /// about 5 times dearer (no `cudaEventDisableTiming`).
+    /// several times dearer (no `cudaEventDisableTiming`; the project's benchmark results have the
+    /// figures).
     pub fn enable_timing(mut self, on: bool) -> Self {
         self.enable_timing = on;
         self
@@ -180,8 +187,9 @@ impl Event {
             escaped: AtomicU8::new(Escape::No as u8),
             ipc: OnceLock::new(),
             exporter: None,
-            awaited: AtomicBool::new(false),
+            watchers: Mutex::new(Vec::new()),
             last_stream: AtomicU64::new(0),
+            last_record: AtomicU64::new(0),
         }
     }
 
@@ -203,16 +211,18 @@ impl Event {
     pub fn record(&self, stream: &Stream) -> Result<()> {
         let d = driver("Event::record")?;
         match self.created.get() {
-            Some(handle) => self.record_handle(d, handle, stream, None)?,
+            Some(handle) => drop(self.record_handle(d, handle, stream, None)?),
             None => self.record_first(d, stream)?,
         }
         if !self.recorded.load(Ordering::Relaxed) {
             self.recorded.store(true, Ordering::Relaxed);
         }
         // Written only when it changes: records from many threads on one stream share the line.
-        if self.last_stream.load(Ordering::Relaxed) != stream.id() {
-            self.last_stream.store(stream.id(), Ordering::Relaxed);
+        let stream_id = StreamId::to_word(stream.id());
+        if self.last_stream.load(Ordering::Relaxed) != stream_id {
+            self.last_stream.store(stream_id, Ordering::Relaxed);
         }
+        self.last_record.store(record_stamp(), Ordering::Relaxed);
         Ok(())
     }
 
@@ -235,11 +245,13 @@ impl Event {
         let Some(pooled) = pool::take(d, stream.device(), flags, stream_alive) else {
             return self.create_and_record(d, stream);
         };
-        if let Err(e) = self.record_handle(d, &pooled, stream, pooled.instance()) {
-            pool::give_or_destroy(flags, pooled);
-            return Err(e);
+        match self.record_handle(d, &pooled, stream, pooled.instance()) {
+            Ok(recorded) => self.publish_recorded(d, pooled, recorded, stream),
+            Err(e) => {
+                pool::give_or_destroy(flags, pooled);
+                Err(e)
+            }
         }
-        self.publish_recorded(d, pooled, stream)
     }
 
     /// The first record with a new CUDA event, under the `creating` lock.
@@ -247,29 +259,45 @@ impl Event {
     fn create_and_record(&self, d: &Driver, stream: &Stream) -> Result<()> {
         let _creating = self.creating.lock();
         if let Some(handle) = self.created.get() {
-            return self.record_handle(d, handle, stream, None);
+            return self.record_handle(d, handle, stream, None).map(drop);
         }
         let flags = self.options.cuda_flags();
         let handle = EventHandle::create(d, stream.device(), flags)?;
         // Just made: only the stream is left to check.
-        if let Err(e) = self.record_handle(d, &handle, stream, handle.instance()) {
-            pool::give_or_destroy(flags, handle);
-            return Err(e);
-        }
+        let recorded = match self.record_handle(d, &handle, stream, handle.instance()) {
+            Ok(recorded) => recorded,
+            Err(e) => {
+                pool::give_or_destroy(flags, handle);
+                return Err(e);
+            }
+        };
         #[cfg(test)]
         tests::before_publish();
         // A first record with a pooled event takes no lock: it may have published meanwhile.
-        self.publish_recorded(d, handle, stream)
+        self.publish_recorded(d, handle, recorded, stream)
     }
 
-    /// Publishes `handle`, just recorded on `stream`. If another thread published first, `handle`
-    /// goes back to the pool and the record is made again on the winner's, as if it came just
-    /// after the winner's: a record that returns `Ok` is never lost.
-    fn publish_recorded(&self, d: &Driver, handle: EventHandle, stream: &Stream) -> Result<()> {
-        let ours = handle.raw;
-        match self.publish(handle) {
-            published if published.raw == ours => Ok(()),
-            winner => self.record_handle(d, winner, stream, None),
+    /// Publishes `handle`, just recorded on `stream` (`recorded` says how). If another thread
+    /// published first, the record is made again on the winner's, as if it came just after the
+    /// winner's, so that a record that returns `Ok` is never lost; `handle` goes back to the pool,
+    /// unless its record became a node of a graph being captured: every launch of that graph
+    /// records it again, so it is retired, as the event's own would be.
+    fn publish_recorded(
+        &self,
+        d: &Driver,
+        handle: EventHandle,
+        recorded: Recorded,
+        stream: &Stream,
+    ) -> Result<()> {
+        match self.created.set(handle) {
+            Ok(_) => Ok(()),
+            Err((ours, winner)) => {
+                match recorded {
+                    Recorded::IntoGraph => ours.retire(),
+                    Recorded::Now => pool::give_or_destroy(self.options.cuda_flags(), ours),
+                }
+                self.record_handle(d, winner, stream, None).map(drop)
+            }
         }
     }
 
@@ -279,7 +307,7 @@ impl Event {
         handle: &EventHandle,
         stream: &Stream,
         known_alive: Option<ContextInstance>,
-    ) -> Result<()> {
+    ) -> Result<Recorded> {
         if handle.device() != stream.device() {
             return Err(Error::DeviceMismatch {
                 event: handle.device(),
@@ -296,10 +324,11 @@ impl Event {
                     .call(|f| unsafe { f(raw, s, sys::cudaEventRecordExternal) })?;
                 // The graph records this handle at every launch.
                 self.escape(Escape::ToGraph);
-                return Ok(());
+                return Ok(Recorded::IntoGraph);
             }
             // SAFETY: a live event and stream of one device (checked above).
-            d.event_record.call(|f| unsafe { f(raw, s) })
+            d.event_record.call(|f| unsafe { f(raw, s) })?;
+            Ok(Recorded::Now)
         })
     }
 
@@ -377,7 +406,7 @@ impl Event {
         query_handle(d, handle.raw, handle.made_in(), self.exporter)
     }
 
-    /// What [`query`](Self::query) asks about, for the reactor; None before creation.
+    /// What [`query`](Self::query) asks about, for a future; None before creation.
     pub(crate) fn query_target(&self) -> Option<QueryTarget> {
         let handle = self.created.get()?;
         Some(QueryTarget {
@@ -387,15 +416,64 @@ impl Event {
         })
     }
 
-    /// The id of the stream this event was last recorded on (0: none, or a default stream).
-    pub(crate) fn last_stream(&self) -> u64 {
-        self.last_stream.load(Ordering::Relaxed)
+    /// The stream this event was last recorded on, if owned or borrowed.
+    pub(crate) fn last_stream(&self) -> Option<StreamId> {
+        StreamId::from_word(self.last_stream.load(Ordering::Relaxed))
     }
 
-    /// The reactor polls this event for a future: its drop must stop the queries first.
-    pub(crate) fn mark_awaited(&self) {
-        if !self.awaited.load(Ordering::Relaxed) {
-            self.awaited.store(true, Ordering::Relaxed);
+    /// When it was last recorded, as [`record_stamp`] counts.
+    pub(crate) fn last_record(&self) -> u64 {
+        self.last_record.load(Ordering::Relaxed)
+    }
+
+    /// `cell` may query this event's CUDA event until abandoned: it is abandoned before the CUDA
+    /// event is given up.
+    pub(crate) fn watch(&self, cell: &Arc<WaitCell>) {
+        let mut watchers = self.watchers.lock();
+        // Cells of futures already dropped go, so that a loop making futures stays bounded.
+        if watchers.len() >= 8 && watchers.len().is_power_of_two() {
+            watchers.retain(|cell| cell.strong_count() > 0);
+        }
+        watchers.push(Arc::downgrade(cell));
+    }
+
+    /// Its last record may have been swallowed by a graph capture: its CUDA event is never reused.
+    pub(crate) fn may_be_in_a_graph(&self) {
+        self.escape(Escape::ToGraph);
+    }
+
+    /// Abandons every cell that may query the CUDA event: after this, nothing does.
+    fn unwatch(&mut self) {
+        for cell in self.watchers.get_mut().drain(..) {
+            if let Some(cell) = cell.upgrade() {
+                cell.abandon();
+            }
+        }
+    }
+
+    /// [`synchronize`](Self::synchronize) for at most `timeout`: `Ok(true)` once the work the
+    /// event captured has completed (at once if never recorded), `Ok(false)` if it has not when
+    /// the time is up. A `blocking` event's wait sleeps (woken by a host function on a stream of
+    /// the crate's own, or within about 100 ms by a query); another event's spins, as its
+    /// `synchronize` would. For diagnosing hangs: work stuck behind a host function, an imported
+    /// event whose exporter stalled.
+    ///
+    /// # Errors
+    /// As [`query`](Self::query).
+    #[doc(alias = "cudaEventSynchronize")]
+    pub fn synchronize_timeout(&self, timeout: Duration) -> Result<bool> {
+        let deadline = Instant::now().checked_add(timeout);
+        if self.options.blocking {
+            return crate::completion::block_on_until(self.completion(), deadline);
+        }
+        loop {
+            if self.query()? {
+                return Ok(true);
+            }
+            if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+                return Ok(false);
+            }
+            std::hint::spin_loop();
         }
     }
 
@@ -589,6 +667,8 @@ impl Event {
     /// `None` if the CUDA event was never created.
     pub fn into_raw(self) -> Option<sys::cudaEvent_t> {
         let mut this = ManuallyDrop::new(self);
+        // A leaked future must not go on querying a handle its new owner may destroy.
+        this.unwatch();
         let raw = this.created.take().map(EventHandle::release);
         if let Some(handle) = this.ipc.get() {
             ipc::forget_exported(handle);
@@ -610,6 +690,52 @@ impl Event {
             .get()
             .filter(|_| self.recorded.load(Ordering::Relaxed))
     }
+}
+
+/// The event capabilities of a stream.
+impl Stream {
+    /// Records a new event (default options) on this stream and returns it.
+    pub fn record_event(&self) -> Result<Event> {
+        let event = Event::new();
+        event.record(self)?;
+        Ok(event)
+    }
+
+    /// Makes future work on this stream wait for `event` (see [`Event::wait`]).
+    #[doc(alias = "cudaStreamWaitEvent")]
+    pub fn wait_event(&self, event: &Event) -> Result<()> {
+        event.wait(self)
+    }
+
+    /// Makes future work on this stream wait for the work submitted to `other` so far.
+    pub fn wait_stream(&self, other: &Stream) -> Result<()> {
+        self.wait_event(&other.record_event()?)
+    }
+}
+
+/// A clock that orders records: the time-stamp counter where there is one (a few nanoseconds, no
+/// shared cache line), the monotonic clock elsewhere.
+#[inline]
+fn record_stamp() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: reads the time-stamp counter, which every x86-64 processor has.
+        unsafe { std::arch::x86_64::_rdtsc() }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        static START: std::sync::LazyLock<Instant> = std::sync::LazyLock::new(Instant::now);
+        START.elapsed().as_nanos() as u64
+    }
+}
+
+/// How a record was made.
+#[derive(Clone, Copy)]
+enum Recorded {
+    /// On the stream, now.
+    Now,
+    /// As an external record node of a graph being captured.
+    IntoGraph,
 }
 
 /// Who, besides this `Event`, may use its CUDA event after the `Event` drops.
@@ -655,39 +781,12 @@ fn synchronize_imported(d: &Driver, raw: sys::cudaEvent_t, exporter: Exporter) -
     }
 }
 
-/// [`Event::query`] of a created event: its context checked, then CUDA asked, then (pending and
-/// imported) its exporter watched.
-pub(crate) fn query_handle(
-    d: &Driver,
-    raw: sys::cudaEvent_t,
-    made_in: MadeIn,
-    exporter: Option<Exporter>,
-) -> Result<bool> {
-    made_in.ensure_alive(d, None)?;
-    let done = query_raw(d, raw)?;
-    match exporter {
-        Some(exporter) if !done && exporter.is_gone() => Err(Error::ExporterGone { pid: exporter.pid }),
-        _ => Ok(done),
-    }
-}
-
-/// `cuEventQuery` as torch reads it: complete, not ready, or an error.
-fn query_raw(d: &Driver, raw: sys::cudaEvent_t) -> Result<bool> {
-    // SAFETY: a live event.
-    match d.event_query.code(|f| unsafe { f(raw) }) {
-        CUresult::CUDA_ERROR_NOT_READY => Ok(false),
-        code => d.event_query.check(code).map(|()| true),
-    }
-}
-
 impl Drop for Event {
     fn drop(&mut self) {
         let Some(handle) = self.created.take() else {
             return;
         };
-        if *self.awaited.get_mut() {
-            completion::forget_event(handle.raw);
-        }
+        self.unwatch();
         if let Some(exported) = self.ipc.get() {
             ipc::forget_exported(exported);
         }
@@ -720,6 +819,42 @@ mod tests {
     use crate::stream::Stream;
     use std::cell::Cell;
     use std::sync::mpsc::channel;
+
+    /// The handles this process exported are remembered (to refuse importing them here) only
+    /// while their events live; `into_raw` gives the event up and forgets its handle too.
+    #[test]
+    #[ignore = "needs a CUDA GPU"]
+    fn an_exported_ipc_handle_is_forgotten_when_its_event_drops() {
+        use crate::ipc::exported_handles_remembered;
+        let stream = Stream::new(0).unwrap();
+        let before = exported_handles_remembered();
+        let events: Vec<Event> = (0..16)
+            .map(|_| Event::builder().interprocess(true).build().unwrap())
+            .collect();
+        let handles: Vec<_> = events
+            .iter()
+            .map(|e| {
+                e.record(&stream).unwrap();
+                e.ipc_handle().unwrap()
+            })
+            .collect();
+        assert_eq!(exported_handles_remembered(), before + 16);
+        assert_eq!(
+            Event::from_ipc_handle(0, handles[0]).map(drop),
+            Err(crate::Error::IpcHandleFromThisProcess)
+        );
+        drop(events);
+        assert_eq!(exported_handles_remembered(), before);
+        let given_up = Event::builder().interprocess(true).build().unwrap();
+        given_up.record(&stream).unwrap();
+        given_up.ipc_handle().unwrap();
+        let raw = given_up.into_raw().unwrap();
+        assert_eq!(exported_handles_remembered(), before);
+        stream.synchronize().unwrap();
+        // SAFETY: into_raw gave the event up; destroyed once here.
+        let code = unsafe { crate::sys::cudaEventDestroy(raw) };
+        assert_eq!(code, crate::sys::cudaError::cudaSuccess);
+    }
 
     thread_local! {
         /// Run by this thread's next `create_and_record` between its record and its publish.

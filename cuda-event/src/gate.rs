@@ -4,10 +4,10 @@
 //! generation, and the host writes it once everything is queued.
 //!
 //! If the host blocks while queueing (CUDA's queue of a stream is finite, and the GPU does not drain
-//! it while the gate holds), nothing would ever release the gate: a [`Watchdog`] thread releases it
-//! after [`Watchdog::TIMEOUT`] and counts that, so the caller can drop what it timed.
+//! it while the gate holds; or the queued work itself waits on the host), nothing would ever release
+//! the gate: a [`Watchdog`] thread releases it after a timeout and says so, so the caller can drop
+//! what it timed.
 
-use crate::context::ContextInstance;
 use crate::driver::Driver;
 use crate::error::Result;
 use crate::scratch_memory::MappedWord;
@@ -17,8 +17,11 @@ use parking_lot::{Condvar, Mutex};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-pub(crate) struct Gate {
-    word: MappedWord,
+/// A gate on a word that outlives it: the word is kept across measurements (see the
+/// `scratch_memory` module), so each gate continues the generations where the last one on the word
+/// stopped.
+pub(crate) struct Gate<'w> {
+    word: &'w MappedWord,
     generation: AtomicU32,
 }
 
@@ -28,24 +31,26 @@ pub(crate) struct Held<'g> {
     generation: u32,
 }
 
-impl Gate {
-    /// A gate in `instance`, which is current on this thread.
-    pub(crate) fn new(d: &Driver, instance: ContextInstance) -> Result<Gate> {
-        Ok(Gate {
-            word: MappedWord::new(d, instance)?,
-            generation: AtomicU32::new(0),
-        })
+impl<'w> Gate<'w> {
+    /// A gate on `word`, open. Nothing may wait on the word any more (whoever used it last drained
+    /// its stream), so its value is the last generation written, which every later hold exceeds.
+    pub(crate) fn new(word: &'w MappedWord) -> Gate<'w> {
+        Gate {
+            word,
+            generation: AtomicU32::new(word.value().load(Ordering::Acquire)),
+        }
     }
 
     /// Closes the gate on `stream`: the work queued on it from now on waits until the returned
     /// guard drops.
-    pub(crate) fn hold(&self, d: &Driver, stream: &Stream) -> Result<Held<'_>> {
+    pub(crate) fn hold(&self, d: &Driver, stream: &Stream) -> Result<Held<'w>> {
         let generation = self.generation.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
         let (raw, address) = (stream.as_raw(), self.word.device_ptr);
         let flag = sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_GEQ.0;
         stream.in_context(d, || {
             // SAFETY: a live stream, and the device address of mapped memory that outlives every
-            // wait on it (the owner synchronizes the stream before dropping the gate).
+            // wait on it (it is never freed while its context lives, and the owner synchronizes the
+            // stream before another gate uses it).
             d.stream_wait_value32
                 .call(|f| unsafe { f(raw, address, generation, flag) })
         })?;
@@ -56,7 +61,7 @@ impl Gate {
     }
 
     /// The flag the watchdog writes.
-    pub(crate) fn flag(&self) -> &AtomicU32 {
+    pub(crate) fn flag(&self) -> &'w AtomicU32 {
         self.word.value()
     }
 }
@@ -78,6 +83,7 @@ impl Drop for Held<'_> {
 /// Opens a held gate that its holder did not open in time.
 pub(crate) struct Watchdog<'g> {
     flag: &'g AtomicU32,
+    timeout: Duration,
     state: Mutex<WatchState>,
     changed: Condvar,
 }
@@ -90,13 +96,15 @@ struct WatchState {
 }
 
 impl<'g> Watchdog<'g> {
-    /// How long a hold may last before the watchdog opens it.
+    /// How long a hold may last before the watchdog opens it: far longer than queueing a batch
+    /// takes a host that is not blocked, short enough that a blocked measurement moves on soon.
     pub(crate) const TIMEOUT: Duration = Duration::from_secs(1);
 
-    /// A watchdog that opens holds by writing `flag` (a gate's, [`Gate::flag`]).
-    pub(crate) fn new(flag: &'g AtomicU32) -> Self {
+    /// A watchdog that opens holds older than `timeout` by writing `flag` (a gate's, [`Gate::flag`]).
+    pub(crate) fn new(flag: &'g AtomicU32, timeout: Duration) -> Self {
         Watchdog {
             flag,
+            timeout,
             state: Mutex::new(WatchState::default()),
             changed: Condvar::new(),
         }
@@ -131,8 +139,14 @@ impl<'g> Watchdog<'g> {
     }
 
     pub(crate) fn arm(&self, held: &Held<'_>) {
-        self.state.lock().armed = Some((held.generation(), Instant::now() + Self::TIMEOUT));
+        self.state.lock().armed = Some((held.generation(), Instant::now() + self.timeout));
         self.changed.notify_one();
+    }
+
+    /// Whether it has opened the gate since it was last armed (asked between [`arm`](Self::arm)
+    /// and [`disarm`](Self::disarm)).
+    pub(crate) fn opened(&self) -> bool {
+        self.state.lock().armed.is_none()
     }
 
     /// Disarms it; returns whether it opened the gate since it was armed.
@@ -160,13 +174,14 @@ impl Drop for Running<'_, '_> {
 
 #[cfg(test)]
 mod tests {
-    use super::Watchdog;
-    use std::sync::atomic::AtomicU32;
+    use super::{Held, Watchdog};
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::time::Duration;
 
     #[test]
     fn a_panic_in_the_scope_stops_the_watchdog_instead_of_hanging() {
         let flag = AtomicU32::new(0);
-        let watchdog = Watchdog::new(&flag);
+        let watchdog = Watchdog::new(&flag, Watchdog::TIMEOUT);
         let ended = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             std::thread::scope(|scope| {
                 let _running = watchdog.run_in(scope);
@@ -174,5 +189,42 @@ mod tests {
             })
         }));
         assert!(ended.is_err());
+    }
+
+    #[test]
+    fn a_hold_past_the_timeout_is_opened_and_reported_and_a_short_one_is_not() {
+        let flag = AtomicU32::new(0);
+        let watchdog = Watchdog::new(&flag, Duration::from_millis(20));
+        std::thread::scope(|scope| {
+            let _running = watchdog.run_in(scope);
+            // The host blocks while queueing: the watchdog opens the gate.
+            let held = Held {
+                flag: &flag,
+                generation: 1,
+            };
+            watchdog.arm(&held);
+            std::thread::sleep(Duration::from_millis(200));
+            assert!(watchdog.opened());
+            assert_eq!(
+                flag.load(Ordering::Acquire),
+                1,
+                "the watchdog wrote the generation"
+            );
+            assert!(watchdog.disarm());
+            drop(held);
+            // The host queues in time: the holder opens it, the watchdog reports nothing.
+            let held = Held {
+                flag: &flag,
+                generation: 2,
+            };
+            watchdog.arm(&held);
+            assert!(!watchdog.opened());
+            assert!(!watchdog.disarm());
+            drop(held);
+            assert_eq!(flag.load(Ordering::Acquire), 2);
+            // Disarmed: it never writes an old generation later.
+            std::thread::sleep(Duration::from_millis(60));
+            assert_eq!(flag.load(Ordering::Acquire), 2);
+        });
     }
 }

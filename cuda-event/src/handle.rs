@@ -1,8 +1,9 @@
 //! The CUDA event behind an [`Event`](crate::Event): made, kept in a pool, and destroyed here.
 
 use crate::context::{ContextInstance, MadeIn};
-use crate::driver::Driver;
-use crate::error::Result;
+use crate::driver::{CUresult, Driver};
+use crate::error::{Error, Result};
+use crate::ipc::Exporter;
 use cuda_event_sys as sys;
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -132,5 +133,30 @@ impl EventHandle {
     pub(crate) fn release(self) -> sys::cudaEvent_t {
         ALIVE.fetch_sub(1, Ordering::Relaxed);
         self.raw
+    }
+}
+
+/// [`Event::query`](crate::Event::query) of a created event: its context checked, then CUDA asked, then (pending and
+/// imported) its exporter watched.
+pub(crate) fn query_handle(
+    d: &Driver,
+    raw: sys::cudaEvent_t,
+    made_in: MadeIn,
+    exporter: Option<Exporter>,
+) -> Result<bool> {
+    made_in.ensure_alive(d, None)?;
+    let done = query_raw(d, raw)?;
+    match exporter {
+        Some(exporter) if !done && exporter.is_gone() => Err(Error::ExporterGone { pid: exporter.pid }),
+        _ => Ok(done),
+    }
+}
+
+/// `cuEventQuery` as torch reads it: complete, not ready, or an error.
+pub(crate) fn query_raw(d: &Driver, raw: sys::cudaEvent_t) -> Result<bool> {
+    // SAFETY: a live event.
+    match d.event_query.code(|f| unsafe { f(raw) }) {
+        CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+        code => d.event_query.check(code).map(|()| true),
     }
 }

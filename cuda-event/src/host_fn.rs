@@ -1,13 +1,32 @@
 //! A safe host callback: a Rust closure that CUDA runs on its own thread when a stream reaches it.
+//!
+//! CUDA is handed a key, not a pointer to the closure. A host function that a capture begun by
+//! another thread swallowed becomes a node of that graph and is called once per launch of the
+//! graph: with a pointer, the first call would free the closure and the second would run freed
+//! memory. With a key, the first call takes the closure out of the table and every later call finds
+//! nothing to run.
 
 use crate::driver::{Driver, driver};
 use crate::error::{Error, Result};
 use crate::stream::Stream;
+use parking_lot::Mutex;
+use std::collections::BTreeMap;
 use std::ffi::c_void;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// The closure's box, as CUDA's `void *userData`.
 type Callback = Box<dyn FnOnce() + Send + 'static>;
+
+/// Closures queued and not yet run, by key, in shards so that threads queueing and CUDA's thread
+/// running rarely meet on one lock.
+static QUEUED: [Mutex<BTreeMap<usize, Callback>>; SHARDS] = [const { Mutex::new(BTreeMap::new()) }; SHARDS];
+const SHARDS: usize = 16;
+/// Keys start at 1, so that no key is the null pointer.
+static NEXT_KEY: AtomicUsize = AtomicUsize::new(1);
+
+fn shard(key: usize) -> &'static Mutex<BTreeMap<usize, Callback>> {
+    &QUEUED[key % SHARDS]
+}
 
 impl Stream {
     /// Runs `callback` once, on a thread of CUDA's, when the stream reaches this point: after all
@@ -15,13 +34,23 @@ impl Stream {
     ///
     /// Rules CUDA sets, which the closure must keep:
     /// - **it must not call CUDA** (no event, stream or memory call, of this crate or any other):
-    ///   that may deadlock or fail. Hand work to another thread (a channel, a waker) instead.
-    /// - it **blocks later work on this stream** until it returns: keep it short.
+    ///   that may deadlock or fail. Hand work to another thread (a channel, a waker) instead. This
+    ///   includes dropping what it captured: the closure's captures are dropped on CUDA's thread
+    ///   too, so a closure must not own an [`Event`](crate::Event), a `Stream` or device memory
+    ///   whose drop would call CUDA.
+    /// - it **blocks later work on this stream** until it returns, and CUDA runs the host functions
+    ///   of a context one at a time on one thread: a closure that waits delays every other host
+    ///   function of the context. Keep it short.
     /// - CUDA never runs it after the stream's context has failed (a kernel fault): what it owns is
     ///   then leaked, not dropped.
     ///
     /// A panic inside it is contained: it is reported by the panic hook and goes no further; the
     /// stream goes on.
+    ///
+    /// Capture: while the stream is being captured into a graph this returns
+    /// [`Error::StreamCapturing`]. A capture that another thread begins on the stream between that
+    /// check and the launch is the caller's race: the closure then becomes a node of that graph,
+    /// runs at the graph's first launch (not now), and later launches run nothing.
     ///
     /// ```no_run
     /// let stream = cuda_event::Stream::new(0)?;
@@ -50,25 +79,30 @@ impl Stream {
     /// `cuLaunchHostFunc` of `callback` on a stream the caller has checked: alive, not capturing,
     /// and run inside [`Stream::in_context`].
     pub(crate) fn queue_host_fn<F: FnOnce() + Send + 'static>(&self, d: &Driver, callback: F) -> Result<()> {
-        let data = Box::into_raw(Box::new(Box::new(callback) as Callback)).cast::<c_void>();
-        // SAFETY: a live stream; CUDA calls `run_callback` exactly once with `data` (a leaked
-        // Box<Callback>), or never if the call fails, in which case it is reclaimed below.
+        let key = NEXT_KEY.fetch_add(1, Ordering::Relaxed);
+        shard(key).lock().insert(key, Box::new(callback));
+        // SAFETY: a live stream; `run_callback` takes a key, which stays meaningful however many
+        // times CUDA calls it (see the module docs).
         let code = d
             .launch_host_func
-            .code(|f| unsafe { f(self.as_raw(), Some(run_callback), data) });
+            .code(|f| unsafe { f(self.as_raw(), Some(run_callback), key as *mut c_void) });
         if let Err(e) = d.launch_host_func.check(code) {
-            // SAFETY: CUDA refused it, so it will never call run_callback with `data`.
-            drop(unsafe { Box::from_raw(data.cast::<Callback>()) });
+            // CUDA refused it, so it will never call run_callback with this key.
+            let callback = shard(key).lock().remove(&key);
+            drop(callback);
             return Err(e);
         }
         Ok(())
     }
 }
 
-/// What CUDA calls: takes the closure back and runs it, containing a panic (unwinding into C
-/// would abort the process).
-unsafe extern "C" fn run_callback(data: *mut c_void) {
-    // SAFETY: `data` is the Box<Callback> that launch_host_fn leaked for this one call.
-    let callback = unsafe { Box::from_raw(data.cast::<Callback>()) };
-    let _ = catch_unwind(AssertUnwindSafe(callback));
+/// What CUDA calls: takes the closure of `key` out of the table and runs it, containing a panic
+/// (unwinding into C would abort the process). A key whose closure already ran finds nothing, so
+/// any value of `key` is sound.
+extern "C" fn run_callback(key: *mut c_void) {
+    let key = key as usize;
+    let callback = shard(key).lock().remove(&key);
+    if let Some(callback) = callback {
+        let _ = catch_unwind(AssertUnwindSafe(callback));
+    }
 }

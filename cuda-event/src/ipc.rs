@@ -130,9 +130,9 @@ pub(crate) fn forget_exported(handle: &IpcEventHandle) {
     }
 }
 
-/// How many exported handles this process remembers (for tests: it shrinks as events drop).
-#[doc(hidden)]
-pub fn exported_handles_remembered() -> usize {
+/// How many exported handles this process remembers (it shrinks as events drop).
+#[cfg(test)]
+pub(crate) fn exported_handles_remembered() -> usize {
     EXPORTED.lock().as_ref().map_or(0, HashSet::len)
 }
 

@@ -39,8 +39,8 @@
 //! - [`Event`] is built with torch's options ([`EventBuilder`]); building makes no CUDA call, and
 //!   an interprocess timing event is rejected there. The CUDA event is created on the first
 //!   [`Event::record`] (on the stream's device) or [`Event::ipc_handle`] (on the current device),
-//!   exactly once when threads race; after that no call takes a lock (nor does a first record
-//!   that reuses a pooled CUDA event).
+//!   exactly once when threads race; after that record, wait, query, synchronize and
+//!   elapsed_time take no lock (nor does a first record that reuses a pooled CUDA event).
 //! - [`Stream`]: owned streams, a device's default streams, and streams borrowed from other
 //!   libraries; [`device_count`], [`current_device`], [`set_device`] and [`DeviceGuard`].
 //! - [`Error`] says what went wrong: a CUDA call's code, name and message, or one of the misuses
@@ -55,8 +55,15 @@
 //!   blocking; [`measure`] times a closure's GPU work the way `triton.testing.do_bench` and nvbench
 //!   do (warm-up, repetitions queued behind a host-held gate so that host launch gaps stay out, an
 //!   L2 flush, a stop on noise) and returns samples and statistics ([`Measurement`]).
-//! - Faults are answers, not hangs or crashes: after a kernel fault every call returns the CUDA
-//!   error; events and streams that a device reset destroyed return [`Error::DeviceWasReset`]; an
+//! - Awaiting: [`Event::completion`] and [`Stream::completion`] are futures for any async runtime
+//!   (`(&event).await`, `tokio::spawn(stream.completion())`), woken by a host function on a
+//!   stream of the crate's own and backed by a query of their own event at least every 100 ms;
+//!   they never queue anything on your streams, never block, and never break another thread's
+//!   graph capture ([`Completion`] has the details). [`Event::synchronize_timeout`] and
+//!   [`Stream::synchronize_timeout`] are the bounded blocking waits.
+//! - Faults are answers, not hangs or crashes: after a kernel fault, calls on the failed context
+//!   return the CUDA error (CUDA reports the events of the work the fault killed as complete, so
+//!   an event's `query` may still say `true`); events and streams that a device reset destroyed return [`Error::DeviceWasReset`]; an
 //!   imported IPC event whose exporter died returns [`Error::ExporterGone`].
 //!
 //! # Threads
@@ -79,6 +86,7 @@
 
 #![deny(missing_docs)]
 
+mod capture_mode;
 mod completion;
 mod context;
 mod device;
@@ -90,13 +98,14 @@ mod gate;
 mod handle;
 mod host_fn;
 mod ipc;
-mod live_streams;
 mod measure;
 mod pool;
 mod publish_once;
+mod reactor;
 mod scratch_memory;
 mod stream;
 mod timer;
+mod wake_streams;
 
 pub use completion::Completion;
 pub use context::set_device_reset_checks;
@@ -107,7 +116,7 @@ pub use drop_errors::{DropErrors, print_drop_errors, take_drop_errors};
 pub use error::{CudaError, Error, Result, check_runtime};
 pub use event::{Event, EventBuilder};
 pub use handle::{cuda_events_alive, cuda_events_created};
-pub use ipc::{IpcEventHandle, exported_handles_remembered};
+pub use ipc::IpcEventHandle;
 pub use measure::{MeasureOptions, Measurement, StopReason, measure};
 pub use pool::{POOL_PER_THREAD, empty_event_pool, set_event_pool};
 pub use stream::{Stream, StreamOptions};

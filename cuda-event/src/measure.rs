@@ -7,7 +7,7 @@ use crate::driver::{Driver, driver};
 use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::gate::{Gate, Watchdog};
-use crate::scratch_memory::DeviceBuffer;
+use crate::scratch_memory::{DeviceBuffer, ScratchLease};
 use crate::stream::Stream;
 use crate::timer::{Timer, from_ms, timing_event};
 use cuda_event_sys as sys;
@@ -33,10 +33,19 @@ pub struct MeasureOptions {
     pub flush_l2: bool,
     /// Hold the stream while a batch of repetitions is queued, so that they run back to back and
     /// no interval contains time the GPU waited for the host.
+    ///
+    /// The hold is a `cuStreamWaitValue32` at the head of the stream. While it holds, work of
+    /// other streams that CUDA put on the same hardware queue waits too (a device has a few such
+    /// queues, `CUDA_DEVICE_MAX_CONNECTIONS`, shared by all its streams), and on the legacy
+    /// default stream ([`Stream::legacy`](crate::Stream::legacy)) every blocking stream of the
+    /// device waits for it. A hold lasts as long as the host takes to queue one batch (at most
+    /// about a second: see [`Measurement::gated`] for what happens when a repetition does not fit).
     pub gate: bool,
     /// Most repetitions queued behind one hold. CUDA's queue of a stream is finite and the held
-    /// GPU does not drain it: at 256 repetitions of a copy with an L2 flush, the host blocked while
-    /// queueing (on an H200, until the watchdog opened the gate), so the default is 64.
+    /// GPU does not drain it: a batch of more stream operations than it holds blocks the host until
+    /// the gate's watchdog opens the gate (the batch is dropped, and the next is 16 times smaller).
+    /// The default leaves room for a few stream operations per repetition, the flush and the two
+    /// timing events included.
     pub max_batch: usize,
 }
 
@@ -104,8 +113,9 @@ impl MeasureOptions {
     }
 }
 
-/// Why [`measure`] stopped.
+/// Why [`measure`] stopped. New reasons may be added, so a `match` needs a wildcard arm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum StopReason {
     /// The noise fell to [`MeasureOptions::max_noise`] (after the minimum samples and time).
     NoiseBelowMax,
@@ -159,7 +169,8 @@ impl Measurement {
         let (a, b) = (self.sorted[low].as_secs_f64(), self.sorted[high].as_secs_f64());
         Duration::from_secs_f64(a + (b - a) * (rank - low as f64))
     }
-    /// The samples' relative standard deviation (standard deviation / mean).
+    /// The samples' relative standard deviation (standard deviation / mean); 0 when every sample
+    /// is 0 (work shorter than the timing events' resolution, such as an empty closure).
     pub fn noise(&self) -> f64 {
         self.noise
     }
@@ -171,12 +182,26 @@ impl Measurement {
     pub fn l2_flushed(&self) -> bool {
         self.l2_flushed
     }
-    /// Whether the repetitions ran behind the host-held gate.
+    /// Whether the samples were taken behind the host-held gate, so that no interval contains time
+    /// the GPU waited for the host.
+    ///
+    /// `false` when [`MeasureOptions::gate`] is off, and when not even one repetition could be
+    /// queued behind the gate: the host was still queueing the first repetition of a batch (or the
+    /// only one) when the gate's watchdog had to open the gate, after about a second. That happens
+    /// when a repetition has more stream operations (kernels, copies, memsets) than CUDA queues on
+    /// a held stream, as a model's forward pass can; when it waits on the host for its own GPU
+    /// work (a synchronize, a blocking copy: the hold never lets that complete); or when
+    /// submitting it takes the host that long. `measure` cannot tell these apart. It then drops
+    /// the samples taken so far and times every repetition without the gate, as
+    /// `triton.testing.do_bench` does: each interval includes the gaps in which the GPU waited for
+    /// the host to submit the repetition's work. [`gate_timeouts`](Self::gate_timeouts) is then
+    /// at least 1.
     pub fn gated(&self) -> bool {
         self.gated
     }
     /// Batches dropped because the host blocked while queueing them (the gate was opened by its
-    /// watchdog, so their intervals could contain host time); each cuts the batch by 16.
+    /// watchdog, so their intervals could contain host time); each cuts the batch by 16, and one
+    /// that blocked in its first repetition ends the gating (see [`gated`](Self::gated)).
     pub fn gate_timeouts(&self) -> usize {
         self.gate_timeouts
     }
@@ -184,9 +209,33 @@ impl Measurement {
     pub fn wall_time(&self) -> Duration {
         self.wall_time
     }
-    /// `bytes` per median sample, in GB/s (10^9 bytes per second).
+    /// `bytes` per median sample, in GB/s (10^9 bytes per second); 0.0 when the median is 0 (the
+    /// work took less than the timing events' resolution, about half a microsecond: its bandwidth
+    /// cannot be read from these samples).
     pub fn bandwidth_gb_per_s(&self, bytes: u64) -> f64 {
-        bytes as f64 / self.median().as_secs_f64() / 1e9
+        let seconds = self.median().as_secs_f64();
+        if seconds == 0.0 {
+            return 0.0;
+        }
+        bytes as f64 / seconds / 1e9
+    }
+
+    /// The statistics of `samples` (at least one), measured neither flushed nor gated.
+    fn new(samples: Vec<Duration>, noise: f64, stop: StopReason, wall_time: Duration) -> Measurement {
+        let mut sorted = samples.clone();
+        sorted.sort_unstable();
+        let mean = samples.iter().sum::<Duration>() / samples.len() as u32;
+        Measurement {
+            samples,
+            sorted,
+            mean,
+            noise,
+            stop,
+            l2_flushed: false,
+            gated: false,
+            gate_timeouts: 0,
+            wall_time,
+        }
     }
 }
 
@@ -195,51 +244,66 @@ impl Measurement {
 ///
 /// ```no_run
 /// # fn main() -> cuda_event::Result<()> {
-/// use cuda_event::{MeasureOptions, Stream, measure};
+/// use cuda_event::{MeasureOptions, Stream, check_runtime, measure, sys};
 /// let stream = Stream::new(0)?;
+/// # let buffer: *mut std::ffi::c_void = std::ptr::null_mut();
 /// let m = measure(&stream, &MeasureOptions::default(), |stream| {
-///     // submit the work to stream.as_raw() here
-///     # let _ = stream;
-///     Ok(())
+///     // SAFETY: `buffer` is 1 MiB of device memory of the stream's device.
+///     check_runtime("cudaMemsetAsync", unsafe {
+///         sys::cudaMemsetAsync(buffer, 0, 1 << 20, stream.as_raw())
+///     })
 /// })?;
 /// println!("median {:?}, p10 {:?}, p90 {:?}, noise {:.2}%", m.median(), m.percentile(10.0),
 ///          m.percentile(90.0), 100.0 * m.noise());
 /// # Ok(()) }
 /// ```
 ///
+/// `work` returns the caller's own error type `E`, into which this crate's errors convert (an
+/// enum with a `From` for [`Error`] and one for each other library's error, say); a closure whose
+/// only return is `Ok(())` names it: `Ok::<(), cuda_event::Error>(())`.
+///
 /// `work` must submit all its work to `stream` (work on other streams is not inside the intervals)
-/// and must not wait for it on the host: behind the gate it would wait forever, until the gate's
-/// watchdog opens it after a second ([`Error::WorkBlockedOnTheHost`]). It runs with the stream's device
-/// current (its primary context pushed), as it would inside torch's device guard.
+/// and should not wait for it on the host: behind the gate such a wait lasts until the gate's
+/// watchdog opens the gate, after about a second, and the measurement then goes on without the
+/// gate (see [`Measurement::gated`]). It runs with the stream's device current (its primary context
+/// pushed), as it would inside torch's device guard.
 ///
 /// Each repetition is: the L2 flush (optional, untimed), a timing event, `work`, a timing event.
 /// Repetitions are queued in batches of up to [`MeasureOptions::max_batch`] behind a hold on the
 /// stream (a wait on a flag in mapped host memory, `cuStreamWaitValue32`), released once the batch
 /// is queued. The timing events come from this thread's event pool and are reused across batches.
 ///
+/// It never waits for other streams of the device: the flush buffer and the gate's flag are made
+/// once per device (per instance of its primary context: again after a device reset) and kept for
+/// later measurements, never freed (CUDA's frees wait for every stream of the device). Measurements
+/// on one device at the same time each get their own.
+///
 /// # Errors
-/// [`Error::InvalidMeasureOptions`], [`Error::StreamCapturing`], [`Error::WorkBlockedOnTheHost`],
-/// the error `work` returns (after the work queued so far completes), CUDA's errors.
-pub fn measure<F>(stream: &Stream, options: &MeasureOptions, mut work: F) -> Result<Measurement>
+/// [`Error::InvalidMeasureOptions`], [`Error::StreamCapturing`], the error `work` returns (after
+/// the work queued so far completes), CUDA's errors; this crate's errors as `E::from`.
+pub fn measure<F, E>(stream: &Stream, options: &MeasureOptions, mut work: F) -> Result<Measurement, E>
 where
-    F: FnMut(&Stream) -> Result<()>,
+    F: FnMut(&Stream) -> Result<(), E>,
+    E: From<Error>,
 {
     options.check()?;
     let d = driver("measure")?;
     if stream.is_capturing()? {
-        return Err(Error::StreamCapturing);
+        return Err(Error::StreamCapturing.into());
     }
     let instance = ContextInstance::of_primary(d, stream.device())?;
     let _current = instance.context()?.enter(d)?;
-    let flush = match options.flush_l2 {
-        true => Some(L2Flush::new(d, instance)?),
+    let flush_bytes = match options.flush_l2 {
+        true => Some(L2Flush::bytes(d, instance)?),
         false => None,
     };
-    let gate = match options.gate {
-        true => Some(Gate::new(d, instance)?),
-        false => None,
-    };
-    let watchdog = gate.as_ref().map(|gate| Watchdog::new(gate.flag()));
+    let mut scratch = ScratchLease::take(stream.device(), instance);
+    scratch.prepare(d, flush_bytes, options.gate)?;
+    let flush = flush_bytes.and(scratch.flush()).map(|buffer| L2Flush { buffer });
+    let gate = scratch.word().filter(|_| options.gate).map(Gate::new);
+    let watchdog = gate
+        .as_ref()
+        .map(|gate| Watchdog::new(gate.flag(), Watchdog::TIMEOUT));
     let mut run = Run {
         d,
         stream,
@@ -248,43 +312,53 @@ where
         gate: gate.as_ref(),
         watchdog: watchdog.as_ref(),
         work: &mut work,
+        gated: gate.is_some(),
     };
+    // From the first flush on, the GPU may use the scratch memory until the stream is drained.
+    scratch.in_use(true);
     std::thread::scope(|scope| {
         let _watchdog = watchdog.as_ref().map(|watchdog| watchdog.run_in(scope));
-        let _drained = Drained(stream);
+        let _drained = Drained {
+            stream,
+            scratch: &scratch,
+        };
         run.measure()
     })
 }
 
 /// Waits for the stream on drop, however the measurement ends (done, an error, a panic in the work),
-/// so that nothing still waits on the gate's word or writes the flush buffer when they are freed.
-/// After a complete measurement nothing is left to wait for.
-struct Drained<'s>(&'s Stream);
+/// so that nothing still waits on the gate's word or writes the flush buffer when another
+/// measurement takes them; if the wait fails, the scratch memory is not used again. After a
+/// complete measurement nothing is left to wait for.
+struct Drained<'s> {
+    stream: &'s Stream,
+    scratch: &'s ScratchLease,
+}
 
 impl Drop for Drained<'_> {
     fn drop(&mut self) {
         // Its error, if any, is the one the measurement already returned (or the panic's cause).
-        let _ = self.0.synchronize();
+        if self.stream.synchronize().is_ok() {
+            self.scratch.in_use(false);
+        }
     }
 }
 
 /// A buffer twice the size of the device's L2, overwritten to evict what the work left there.
-struct L2Flush {
-    buffer: DeviceBuffer,
+struct L2Flush<'b> {
+    buffer: &'b DeviceBuffer,
 }
 
-impl L2Flush {
-    fn new(d: &Driver, instance: ContextInstance) -> Result<L2Flush> {
+impl L2Flush<'_> {
+    /// The size of the buffer for the device of `instance`.
+    fn bytes(d: &Driver, instance: ContextInstance) -> Result<usize> {
         let mut l2 = 0;
         let attribute = sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE;
         let device = instance.context()?.cu_device();
         // SAFETY: a device the driver handed out; writes through a live local.
         d.device_get_attribute
             .call(|f| unsafe { f(&mut l2, attribute, device) })?;
-        let bytes = 2 * usize::try_from(l2).unwrap_or(0).max(1 << 20);
-        Ok(L2Flush {
-            buffer: DeviceBuffer::new(d, instance, bytes)?,
-        })
+        Ok(2 * usize::try_from(l2).unwrap_or(0).max(1 << 20))
     }
 
     fn queue(&self, d: &Driver, stream: &Stream) -> Result<()> {
@@ -301,18 +375,55 @@ struct Run<'r, F> {
     d: &'static Driver,
     stream: &'r Stream,
     options: &'r MeasureOptions,
-    flush: Option<&'r L2Flush>,
-    gate: Option<&'r Gate>,
+    flush: Option<&'r L2Flush<'r>>,
+    gate: Option<&'r Gate<'r>>,
     watchdog: Option<&'r Watchdog<'r>>,
     work: &'r mut F,
+    /// Whether repetitions are queued behind the gate: while there is one, until a repetition
+    /// could not be.
+    gated: bool,
 }
 
 /// GPU time a batch aims at: long enough that the host's queueing of the next one is hidden, short
 /// enough that the stop criterion is checked often.
 const BATCH_TIME: Duration = Duration::from_millis(20);
 
-impl<F: FnMut(&Stream) -> Result<()>> Run<'_, F> {
-    fn measure(&mut self) -> Result<Measurement> {
+/// How a batch of timed repetitions went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Batch {
+    /// Its samples are good.
+    Timed,
+    /// The host blocked while queueing it behind the gate, and the gate's watchdog opened the gate:
+    /// its samples may contain host time. `first_blocked`: the first repetition was not queued yet
+    /// when the watchdog opened the gate.
+    Opened { first_blocked: bool },
+}
+
+/// What follows a batch of `n` repetitions that the gate's watchdog opened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum AfterOpened {
+    /// Batches of at most this many: the batch did not fit in CUDA's queue of a held stream.
+    Smaller(usize),
+    /// No more gate: not even one repetition could be queued behind it.
+    Ungated,
+}
+
+fn after_opened(n: usize, first_blocked: bool) -> AfterOpened {
+    // A batch of one that the watchdog opened took about the whole timeout to queue, even if its
+    // last call returned just before the watchdog fired: no smaller batch exists to try.
+    if first_blocked || n == 1 {
+        AfterOpened::Ungated
+    } else {
+        AfterOpened::Smaller((n / 16).max(1))
+    }
+}
+
+impl<F, E> Run<'_, F>
+where
+    F: FnMut(&Stream) -> Result<(), E>,
+    E: From<Error>,
+{
+    fn measure(&mut self) -> Result<Measurement, E> {
         // One call: its errors and first-call costs (module loads, lazy allocations) come first.
         self.repeat_untimed(1)?;
         // The cost of one repetition, on the GPU and on the host, from five.
@@ -336,55 +447,45 @@ impl<F: FnMut(&Stream) -> Result<()>> Run<'_, F> {
             while events.len() < n {
                 events.push((timing_event(), timing_event()));
             }
-            let opened_by_watchdog = self.timed_batch(&events[..n])?;
-            if opened_by_watchdog {
-                // The host blocked while queueing: CUDA's queue was full (try a smaller batch), or the
-                // work itself waits on the host (then even one repetition blocks).
-                if n == 1 {
-                    return Err(Error::WorkBlockedOnTheHost);
+            match self.timed_batch(&events[..n])? {
+                Batch::Timed => {
+                    for (start, end) in &events[..n] {
+                        samples.push(from_ms(start.elapsed_time(end)?));
+                    }
                 }
-                gate_timeouts += 1;
-                max_batch = (n / 16).max(1);
-            } else {
-                for (start, end) in &events[..n] {
-                    samples.push(from_ms(start.elapsed_time(end)?));
+                Batch::Opened { first_blocked } => {
+                    gate_timeouts += 1;
+                    match after_opened(n, first_blocked) {
+                        AfterOpened::Smaller(batch) => max_batch = batch,
+                        AfterOpened::Ungated => {
+                            // Every sample is taken one way: the gated ones so far go.
+                            self.gated = false;
+                            samples.clear();
+                            noises.clear();
+                        }
+                    }
                 }
             }
             let wall_time = started.elapsed();
             let noise = relative_deviation(&samples);
-            let enough = samples.len() >= options.min_samples && wall_time >= options.min_time;
-            if enough {
-                noises.push(noise);
-            }
-            let stop = if enough && noise <= options.max_noise {
-                Some(StopReason::NoiseBelowMax)
-            } else if enough && settled(&noises) {
-                Some(StopReason::NoiseSettled)
-            } else if wall_time >= options.timeout && samples.len() >= 2 {
-                Some(StopReason::Timeout)
-            } else {
-                None
-            };
-            if let Some(stop) = stop {
-                return Ok(Measurement::new(
-                    samples,
-                    noise,
-                    stop,
-                    self,
+            if let Some(stop) = stop_reason(options, samples.len(), noise, &mut noises, wall_time) {
+                return Ok(Measurement {
+                    l2_flushed: self.flush.is_some(),
+                    gated: self.gated,
                     gate_timeouts,
-                    wall_time,
-                ));
+                    ..Measurement::new(samples, noise, stop, wall_time)
+                });
             }
         }
     }
 
     /// Queues the flush (if any) and the work `n` times, and waits for them.
-    fn repeat_untimed(&mut self, n: usize) -> Result<()> {
+    fn repeat_untimed(&mut self, n: usize) -> Result<(), E> {
         for _ in 0..n {
             self.flush()?;
             (self.work)(self.stream)?;
         }
-        self.stream.synchronize()
+        Ok(self.stream.synchronize()?)
     }
 
     fn flush(&self) -> Result<()> {
@@ -394,60 +495,71 @@ impl<F: FnMut(&Stream) -> Result<()>> Run<'_, F> {
         }
     }
 
-    /// One batch of timed repetitions, queued behind the gate and waited for. Returns whether the
-    /// gate's watchdog had to open it.
-    fn timed_batch(&mut self, events: &[(Event, Event)]) -> Result<bool> {
-        let held = self.gate.map(|gate| gate.hold(self.d, self.stream)).transpose()?;
-        if let (Some(watchdog), Some(held)) = (self.watchdog, &held) {
+    /// One batch of timed repetitions, queued behind the gate (while gated) and waited for.
+    fn timed_batch(&mut self, events: &[(Event, Event)]) -> Result<Batch, E> {
+        let gate = self.gate.filter(|_| self.gated);
+        let held = gate.map(|gate| gate.hold(self.d, self.stream)).transpose()?;
+        let watchdog = self.watchdog.filter(|_| held.is_some());
+        if let (Some(watchdog), Some(held)) = (watchdog, &held) {
             watchdog.arm(held);
         }
-        let queued = events.iter().try_for_each(|(start, end)| {
+        let mut first_blocked = false;
+        let queued = events.iter().enumerate().try_for_each(|(i, (start, end))| {
             self.flush()?;
             start.record(self.stream)?;
             (self.work)(self.stream)?;
-            end.record(self.stream)
+            end.record(self.stream)?;
+            if i == 0 {
+                first_blocked = watchdog.is_some_and(Watchdog::opened);
+            }
+            Ok::<(), E>(())
         });
-        let opened_by_watchdog = self.watchdog.is_some_and(|watchdog| watchdog.disarm());
+        let opened = watchdog.is_some_and(Watchdog::disarm);
         drop(held);
         queued?;
         events.last().map_or(Ok(()), |(_, end)| end.synchronize())?;
-        Ok(opened_by_watchdog)
+        Ok(match opened {
+            true => Batch::Opened { first_blocked },
+            false => Batch::Timed,
+        })
     }
 }
 
-impl Measurement {
-    fn new<F>(
-        samples: Vec<Duration>,
-        noise: f64,
-        stop: StopReason,
-        run: &Run<'_, F>,
-        gate_timeouts: usize,
-        wall_time: Duration,
-    ) -> Measurement {
-        let mut sorted = samples.clone();
-        sorted.sort_unstable();
-        let mean = samples.iter().sum::<Duration>() / samples.len() as u32;
-        Measurement {
-            samples,
-            sorted,
-            mean,
-            noise,
-            stop,
-            l2_flushed: run.flush.is_some(),
-            gated: run.gate.is_some(),
-            gate_timeouts,
-            wall_time,
-        }
+/// Whether to stop after a batch, with `samples` samples of relative deviation `noise` taken in
+/// `wall_time`; keeps the noise of every batch after the minimum samples and time in `noises`.
+fn stop_reason(
+    options: &MeasureOptions,
+    samples: usize,
+    noise: f64,
+    noises: &mut Vec<f64>,
+    wall_time: Duration,
+) -> Option<StopReason> {
+    let enough = samples >= options.min_samples && wall_time >= options.min_time;
+    if enough {
+        noises.push(noise);
+    }
+    if enough && noise <= options.max_noise {
+        Some(StopReason::NoiseBelowMax)
+    } else if enough && settled(noises) {
+        Some(StopReason::NoiseSettled)
+    } else if wall_time >= options.timeout && samples >= 2 {
+        Some(StopReason::Timeout)
+    } else {
+        None
     }
 }
 
-/// Standard deviation (of a sample, n - 1) over mean; infinite for fewer than two samples.
+/// Standard deviation (of a sample, n - 1) over mean; infinite for fewer than two samples, 0 when
+/// every sample is 0 (they do not deviate; the ratio would be 0/0).
 fn relative_deviation(samples: &[Duration]) -> f64 {
     if samples.len() < 2 {
         return f64::INFINITY;
     }
     let n = samples.len() as f64;
     let mean = samples.iter().map(Duration::as_secs_f64).sum::<f64>() / n;
+    if mean == 0.0 {
+        return 0.0;
+    }
     let variance = samples
         .iter()
         .map(|s| (s.as_secs_f64() - mean).powi(2))
@@ -456,11 +568,15 @@ fn relative_deviation(samples: &[Duration]) -> f64 {
     variance.sqrt() / mean
 }
 
-/// Whether the last four noise figures lie within 1% of each other.
+/// Whether the last four noise figures lie within 1% of each other (never for a figure that is not
+/// a finite number: `min` and `max` would skip it).
 fn settled(noises: &[f64]) -> bool {
     let Some(last) = noises.len().checked_sub(4).map(|from| &noises[from..]) else {
         return false;
     };
+    if !last.iter().all(|n| n.is_finite()) {
+        return false;
+    }
     let (low, high) = last.iter().fold((f64::INFINITY, 0.0f64), |(low, high), &n| {
         (low.min(n), high.max(n))
     });
@@ -471,12 +587,13 @@ fn settled(noises: &[f64]) -> bool {
 mod tests {
     use super::*;
 
+    fn secs(samples: &[f64]) -> Vec<Duration> {
+        samples.iter().map(|&s| Duration::from_secs_f64(s)).collect()
+    }
+
     #[test]
     fn relative_deviation_of_known_samples() {
-        let samples: Vec<_> = [1.0, 2.0, 3.0]
-            .iter()
-            .map(|&s| Duration::from_secs_f64(s))
-            .collect();
+        let samples = secs(&[1.0, 2.0, 3.0]);
         assert!((relative_deviation(&samples) - 0.5).abs() < 1e-12);
         assert!(relative_deviation(&samples[..1]).is_infinite());
     }
@@ -486,5 +603,84 @@ mod tests {
         assert!(!settled(&[0.1, 0.1, 0.1]));
         assert!(settled(&[0.5, 0.1, 0.1005, 0.1, 0.1009]));
         assert!(!settled(&[0.1, 0.1, 0.1, 0.102]));
+        assert!(!settled(&[f64::NAN, f64::NAN, f64::NAN, f64::NAN]));
+        assert!(!settled(&[0.1, f64::NAN, 0.1, 0.1]));
+    }
+
+    #[test]
+    fn all_zero_samples_have_noise_zero_and_stop_below_the_maximum() {
+        let zeros = vec![Duration::ZERO; 20];
+        assert_eq!(relative_deviation(&zeros), 0.0);
+        let options = MeasureOptions::default();
+        let mut noises = Vec::new();
+        let stop = stop_reason(&options, zeros.len(), 0.0, &mut noises, options.min_time);
+        assert_eq!(stop, Some(StopReason::NoiseBelowMax));
+        let m = Measurement::new(zeros, 0.0, StopReason::NoiseBelowMax, options.min_time);
+        assert_eq!(
+            (m.noise(), m.median(), m.mean()),
+            (0.0, Duration::ZERO, Duration::ZERO)
+        );
+        assert_eq!(m.bandwidth_gb_per_s(1 << 20), 0.0);
+    }
+
+    #[test]
+    fn bandwidth_is_bytes_per_median_second() {
+        let m = Measurement::new(
+            secs(&[2e-3, 1e-3, 3e-3]),
+            0.5,
+            StopReason::Timeout,
+            Duration::from_secs(1),
+        );
+        assert_eq!(m.median(), Duration::from_millis(2));
+        assert!((m.bandwidth_gb_per_s(4_000_000_000) - 2000.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn stop_waits_for_enough_samples_and_time_then_for_noise_or_the_timeout() {
+        let options = MeasureOptions::default();
+        let (quiet, noisy) = (options.max_noise / 2.0, 10.0 * options.max_noise);
+        let mut noises = Vec::new();
+        let early = options.min_time / 2;
+        assert_eq!(stop_reason(&options, 100, quiet, &mut noises, early), None);
+        assert_eq!(
+            stop_reason(&options, 2, quiet, &mut noises, options.min_time),
+            None
+        );
+        assert!(noises.is_empty(), "noise counts only once enough is measured");
+        let at = options.min_time;
+        for _ in 0..3 {
+            assert_eq!(stop_reason(&options, 100, noisy, &mut noises, at), None);
+        }
+        assert_eq!(
+            stop_reason(&options, 100, noisy, &mut noises, at),
+            Some(StopReason::NoiseSettled)
+        );
+        assert_eq!(
+            stop_reason(&options, 100, quiet, &mut Vec::new(), at),
+            Some(StopReason::NoiseBelowMax)
+        );
+        let late = options.timeout;
+        assert_eq!(
+            stop_reason(&options, 1, noisy, &mut Vec::new(), late),
+            None,
+            "a timeout needs two samples"
+        );
+        assert_eq!(
+            stop_reason(&options, 2, f64::INFINITY, &mut Vec::new(), late),
+            Some(StopReason::Timeout)
+        );
+    }
+
+    #[test]
+    fn a_repetition_that_cannot_be_queued_behind_the_gate_ends_gating_and_a_batch_shrinks() {
+        // The first repetition was still being queued when the watchdog opened the gate: no batch
+        // fits, whatever its size (thousands of launches per repetition, or a wait on the host).
+        assert_eq!(after_opened(64, true), AfterOpened::Ungated);
+        assert_eq!(after_opened(1, true), AfterOpened::Ungated);
+        // A batch of one opened by the watchdog: nothing smaller to try.
+        assert_eq!(after_opened(1, false), AfterOpened::Ungated);
+        // Repetitions fit, the batch did not: smaller batches.
+        assert_eq!(after_opened(64, false), AfterOpened::Smaller(4));
+        assert_eq!(after_opened(3, false), AfterOpened::Smaller(1));
     }
 }

@@ -1,48 +1,51 @@
 //! Memory the timing code needs of its own: a device buffer (the L2 flush) and a word of mapped
-//! host memory (the gate's flag). Each is made in its device's primary context, which the caller
-//! has made current, and freed on drop unless a device reset already freed it.
+//! host memory (the gate's flag), made in a device's primary context and kept for the next
+//! measurement instead of freed.
+//!
+//! Why kept: `cuMemFree` (and possibly `cuMemFreeHost`) waits for the work of every stream of the
+//! device, so a measurement that freed its buffers would not return while another stream of the
+//! device is held (by a `cuStreamWaitValue32`, a host function, a long kernel) however idle the
+//! measured stream is. Allocating does not wait, so the first measurement in a context instance
+//! allocates, later ones reuse, and nothing on the measuring path frees.
+//!
+//! Kept per context instance: a device reset destroys the instance and, with it, everything
+//! allocated in it, so the memory of an earlier instance is forgotten (never freed, never touched)
+//! and the next measurement on that device allocates anew. A set is taken out of the cache for one
+//! measurement and put back after it, so two measurements on one device at once each have their
+//! own (the cache then keeps both).
 
 use crate::context::ContextInstance;
-use crate::driver::{Driver, loaded_driver};
+use crate::driver::Driver;
 use crate::error::Result;
 use cuda_event_sys as sys;
+use parking_lot::Mutex;
+use std::cell::Cell;
 use std::ffi::c_void;
-use std::sync::atomic::AtomicU32;
+use std::sync::atomic::{AtomicU32, Ordering};
 
-/// Device memory (`cuMemAlloc`).
+/// Device memory (`cuMemAlloc`). Never freed (see the module's docs).
 pub(crate) struct DeviceBuffer {
     pub(crate) ptr: sys::CUdeviceptr,
     pub(crate) bytes: usize,
-    instance: ContextInstance,
 }
 
 impl DeviceBuffer {
-    /// `bytes` of device memory in `instance`, which is current on this thread.
-    pub(crate) fn new(d: &Driver, instance: ContextInstance, bytes: usize) -> Result<DeviceBuffer> {
+    /// `bytes` of device memory in the context current on this thread.
+    fn new(d: &Driver, bytes: usize) -> Result<DeviceBuffer> {
         let mut ptr = 0;
         // SAFETY: writes the allocation through a live local; a context is current.
         d.mem_alloc.call(|f| unsafe { f(&mut ptr, bytes) })?;
-        Ok(DeviceBuffer { ptr, bytes, instance })
-    }
-}
-
-impl Drop for DeviceBuffer {
-    fn drop(&mut self) {
-        let ptr = self.ptr;
-        free_in(self.instance, |d| {
-            // SAFETY: frees this allocation once, in its context; cuMemFree waits for work still
-            // using it.
-            d.mem_free.call(|f| unsafe { f(ptr) })
-        });
+        Ok(DeviceBuffer { ptr, bytes })
     }
 }
 
 /// One 32-bit word of page-locked host memory mapped into the device's address space
 /// (`cuMemHostAlloc` with `CU_MEMHOSTALLOC_DEVICEMAP`): the host writes it, the GPU reads it.
+/// Never freed (see the module's docs); it keeps the last value written, which the next gate on it
+/// starts from.
 pub(crate) struct MappedWord {
     host: *mut c_void,
     pub(crate) device_ptr: sys::CUdeviceptr,
-    instance: ContextInstance,
 }
 
 // SAFETY: the pointer is to page-locked memory owned by this struct; it is only read and written as
@@ -52,56 +55,125 @@ unsafe impl Send for MappedWord {}
 unsafe impl Sync for MappedWord {}
 
 impl MappedWord {
-    /// A word set to 0, in `instance`, which is current on this thread.
-    pub(crate) fn new(d: &Driver, instance: ContextInstance) -> Result<MappedWord> {
+    /// A word set to 0, in the context current on this thread.
+    fn new(d: &Driver) -> Result<MappedWord> {
         let mut host = std::ptr::null_mut();
         let bytes = std::mem::size_of::<u32>();
         // SAFETY: writes the allocation through a live local; a context is current.
         d.mem_host_alloc
             .call(|f| unsafe { f(&mut host, bytes, sys::CU_MEMHOSTALLOC_DEVICEMAP) })?;
-        let mut word = MappedWord {
-            host,
-            device_ptr: 0,
-            instance,
-        };
-        word.value().store(0, std::sync::atomic::Ordering::Release);
         let mut device_ptr = 0;
         // SAFETY: `host` is mapped memory just allocated in the current context; flags must be 0.
-        d.mem_host_get_device_pointer
-            .call(|f| unsafe { f(&mut device_ptr, host, 0) })?;
-        word.device_ptr = device_ptr;
+        let mapped = d
+            .mem_host_get_device_pointer
+            .call(|f| unsafe { f(&mut device_ptr, host, 0) });
+        if let Err(e) = mapped {
+            // Only on this failure, never on the measuring path: nothing has used the word yet.
+            // SAFETY: frees the allocation just made, once, in the current context.
+            let _ = d.mem_free_host.call(|f| unsafe { f(host) });
+            return Err(e);
+        }
+        let word = MappedWord { host, device_ptr };
+        word.value().store(0, Ordering::Release);
         Ok(word)
     }
 
     /// The word, as the host sees it.
     pub(crate) fn value(&self) -> &AtomicU32 {
-        // SAFETY: `host` is a live, page-aligned allocation of at least 4 bytes owned by self; the
+        // SAFETY: `host` is a live, page-aligned allocation of at least 4 bytes, never freed while
+        // its context instance lives (the cache forgets, never touches, an earlier instance's); the
         // GPU only reads it.
         unsafe { &*self.host.cast::<AtomicU32>() }
     }
 }
 
-impl Drop for MappedWord {
-    fn drop(&mut self) {
-        let host = self.host;
-        free_in(self.instance, |d| {
-            // SAFETY: frees this allocation once, in its context; the owner released every wait on
-            // it and synchronized the stream before dropping it.
-            d.mem_free_host.call(|f| unsafe { f(host) })
-        });
+/// The scratch memory of one context instance, made as measurements first need each part.
+struct Scratch {
+    device: i32,
+    instance: ContextInstance,
+    flush: Option<DeviceBuffer>,
+    word: Option<MappedWord>,
+}
+
+/// Idle scratch memory, by device and context instance: a handful of entries (one per device, more
+/// only while measurements on one device overlap), so a linear search.
+static IDLE: Mutex<Vec<Scratch>> = Mutex::new(Vec::new());
+
+/// Scratch memory taken out of the cache for one measurement. Dropping it puts it back, unless
+/// [`in_use`](Self::in_use) says the GPU may still use it: then it is forgotten (never freed),
+/// so that nothing ever writes memory another measurement is using.
+pub(crate) struct ScratchLease {
+    scratch: Option<Scratch>,
+    in_use: Cell<bool>,
+}
+
+impl ScratchLease {
+    /// The scratch memory of `instance` (the current instance of `device`'s primary context), out
+    /// of the cache, or an empty one. Forgets the memory of `device`'s earlier instances, which a
+    /// device reset destroyed.
+    pub(crate) fn take(device: i32, instance: ContextInstance) -> ScratchLease {
+        let mut idle = IDLE.lock();
+        idle.retain(|s| s.device != device || s.instance == instance);
+        let scratch = match idle.iter().position(|s| s.instance == instance) {
+            Some(i) => idle.swap_remove(i),
+            None => Scratch {
+                device,
+                instance,
+                flush: None,
+                word: None,
+            },
+        };
+        ScratchLease {
+            scratch: Some(scratch),
+            in_use: Cell::new(false),
+        }
+    }
+
+    /// Makes what is missing: a flush buffer of at least `flush_bytes` (if given) and the gate's
+    /// word (if `word`), in the instance's context, which is current on this thread. Allocating
+    /// does not wait for other streams.
+    pub(crate) fn prepare(&mut self, d: &Driver, flush_bytes: Option<usize>, word: bool) -> Result<()> {
+        let scratch = self
+            .scratch
+            .as_mut()
+            .expect("a lease holds its scratch until dropped");
+        if let Some(bytes) = flush_bytes {
+            if scratch.flush.as_ref().is_none_or(|b| b.bytes < bytes) {
+                // A smaller buffer already there (the size depends on the device alone, so not
+                // expected) is forgotten, not freed: freeing would wait for the whole device.
+                scratch.flush = Some(DeviceBuffer::new(d, bytes)?);
+            }
+        }
+        if word && scratch.word.is_none() {
+            scratch.word = Some(MappedWord::new(d)?);
+        }
+        Ok(())
+    }
+
+    /// The flush buffer, once [`prepare`](Self::prepare) made it.
+    pub(crate) fn flush(&self) -> Option<&DeviceBuffer> {
+        self.scratch.as_ref()?.flush.as_ref()
+    }
+
+    /// The gate's word, once [`prepare`](Self::prepare) made it.
+    pub(crate) fn word(&self) -> Option<&MappedWord> {
+        self.scratch.as_ref()?.word.as_ref()
+    }
+
+    /// Says whether work that may use this memory could still be queued on the GPU: set before the
+    /// first use, cleared once the stream is known drained.
+    pub(crate) fn in_use(&self, in_use: bool) {
+        self.in_use.set(in_use);
     }
 }
 
-/// Runs `free` with `instance` current, unless a device reset already freed everything of it; its
-/// error is kept for `take_drop_errors`.
-fn free_in(instance: ContextInstance, free: impl FnOnce(&Driver) -> Result<()>) {
-    let Some(d) = loaded_driver().filter(|d| instance.still_alive(d)) else {
-        return;
-    };
-    crate::drop_errors::report(
-        instance
-            .context()
-            .and_then(|context| context.enter(d))
-            .and_then(|_current| free(d)),
-    );
+impl Drop for ScratchLease {
+    fn drop(&mut self) {
+        if self.in_use.get() {
+            return; // forgotten: the GPU may still write it, and another measurement must not
+        }
+        if let Some(scratch) = self.scratch.take() {
+            IDLE.lock().push(scratch);
+        }
+    }
 }

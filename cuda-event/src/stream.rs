@@ -4,11 +4,11 @@
 use crate::context::{Context, ContextInstance, MadeIn};
 use crate::driver::{CUresult, Driver, driver};
 use crate::error::{Error, Result, check_runtime};
-use crate::event::Event;
-use crate::live_streams;
+use crate::wake_streams;
 use cuda_event_sys as sys;
 use std::fmt;
-use std::mem::ManuallyDrop;
+use std::num::NonZeroU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::ThreadId;
 
 /// A CUDA stream and the device it belongs to.
@@ -18,9 +18,32 @@ pub struct Stream {
     raw: sys::cudaStream_t,
     device: i32,
     kind: Kind,
-    /// Its id among the live streams that event futures may wake on (see `live_streams`); 0 for
-    /// default streams and aliases.
-    id: u64,
+    /// What an event recorded on it remembers, for its futures' wake stream (see `wake_streams`);
+    /// `None` for default streams and the crate's own streams.
+    id: Option<StreamId>,
+}
+
+/// A stream's identity among the owned and borrowed streams of the process: never reused, so an
+/// event that remembers it never mistakes a later stream for the one it was recorded on.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub(crate) struct StreamId(NonZeroU64);
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+impl StreamId {
+    fn next() -> StreamId {
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        StreamId(NonZeroU64::new(id).expect("64-bit ids are never exhausted"))
+    }
+
+    /// As one word, for an atomic: 0 is `None`.
+    pub(crate) fn to_word(id: Option<StreamId>) -> u64 {
+        id.map_or(0, |id| id.0.get())
+    }
+
+    pub(crate) fn from_word(word: u64) -> Option<StreamId> {
+        NonZeroU64::new(word).map(StreamId)
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -74,14 +97,20 @@ impl Stream {
     /// A new stream on `device`, with default flags and priority.
     #[doc(alias = "cudaStreamCreate")]
     pub fn new(device: i32) -> Result<Stream> {
-        Stream::create("Stream::new", device, StreamOptions::default())
+        Ok(Stream::create("Stream::new", device, StreamOptions::default())?.identified())
     }
 
     /// A new stream on `device`, with the given flags and priority. Does not change the current device.
     #[doc(alias = "cudaStreamCreateWithPriority")]
     #[doc(alias = "cuStreamCreateWithPriority")]
     pub fn with_options(device: i32, options: StreamOptions) -> Result<Stream> {
-        Stream::create("Stream::with_options", device, options)
+        Ok(Stream::create("Stream::with_options", device, options)?.identified())
+    }
+
+    /// An owned stream for the crate's own use (wake streams, canaries): no id, so no event
+    /// recorded on it gets a wake stream of its own.
+    pub(crate) fn unregistered(device: i32, options: StreamOptions) -> Result<Stream> {
+        Stream::create("cuda-event's own stream", device, options)
     }
 
     fn create(operation: &'static str, device: i32, options: StreamOptions) -> Result<Stream> {
@@ -94,13 +123,8 @@ impl Stream {
             sys::cudaStreamDefault
         };
         let mut raw = std::ptr::null_mut();
-        // Made by the runtime (since 254d354; the driver's cuStreamCreateWithPriority before). Why
-        // records from many threads scale worse on these streams, and on cudarc's, than on the
-        // events bench's own runtime-made stream is open: not the creation call, nor what was done on
-        // the stream first; where it falls among the streams made moves it, in a pattern not worked
-        // out (bench/results/2026-11-30-h200-timing-3). Either API is correct here: with the
-        // device's primary context current, the runtime uses it, so no other context is made and
-        // the current device is left alone.
+        // Made by the runtime: with the device's primary context current, the runtime uses it, so
+        // no other context is made and the current device is left alone.
         // SAFETY: writes the new stream through a live local, in the device's context made current above.
         check_runtime("cudaStreamCreateWithPriority", unsafe {
             sys::cudaStreamCreateWithPriority(&mut raw, flags, options.priority)
@@ -109,9 +133,8 @@ impl Stream {
             raw,
             device,
             kind: Kind::Owned(instance),
-            id: 0,
-        }
-        .registered())
+            id: None,
+        })
     }
 
     /// The legacy default stream of `device` (`cudaStreamLegacy`, torch's default stream): it
@@ -143,19 +166,20 @@ impl Stream {
                 context: Context::primary(driver(operation)?, device)?,
                 thread,
             },
-            id: 0,
+            id: None,
         })
     }
 
     /// Uses a stream that another library created (or one of the default stream handles), without
-    /// taking it over: dropping the `Stream` does not destroy it. Like an owned stream, a
-    /// non-default one may get a host function from [`Event::completion`] (for an event last
-    /// recorded on it) while this `Stream` lives.
+    /// taking it over: dropping the `Stream` does not destroy it. The crate uses the raw stream
+    /// only in the calls made on this `Stream` (and in `Event` calls given it), never in the
+    /// background: a future's wake-up goes to a stream of the crate's own.
     ///
     /// # Safety
     /// `raw` is a valid stream of `device` (null, `cudaStreamLegacy` and `cudaStreamPerThread` mean
-    /// that device's default streams; `cudaStreamPerThread` is then the calling thread's) and stays
-    /// valid as long as the returned `Stream` is used.
+    /// that device's default streams; `cudaStreamPerThread` is then the calling thread's) whenever
+    /// a call is made on the returned `Stream`: until it is dropped, or until its last use if that
+    /// comes first. A device reset destroys the raw stream with its context, so it ends that.
     pub unsafe fn from_raw_borrowed(raw: sys::cudaStream_t, device: i32) -> Result<Stream> {
         if raw.is_null() || raw == sys::cudaStreamLegacy || raw == sys::cudaStreamPerThread {
             return Stream::default_stream("Stream::from_raw_borrowed", device, raw);
@@ -164,30 +188,19 @@ impl Stream {
             raw,
             device,
             kind: Kind::Borrowed,
-            id: 0,
+            id: None,
         }
-        .registered())
+        .identified())
     }
 
-    fn registered(mut self) -> Stream {
-        self.id = live_streams::register(&self);
+    fn identified(mut self) -> Stream {
+        self.id = Some(StreamId::next());
         self
     }
 
-    /// A copy of this stream's fields that never drops (so never destroys or unregisters it), for
-    /// the registry of live streams, which uses it only while the stream is registered.
-    pub(crate) fn alias(&self) -> ManuallyDrop<Stream> {
-        ManuallyDrop::new(Stream {
-            raw: self.raw,
-            device: self.device,
-            kind: self.kind,
-            id: 0,
-        })
-    }
-
-    /// Its id among the live streams (0 for a default stream): what an event recorded on it
-    /// remembers, for its future to wake on.
-    pub(crate) fn id(&self) -> u64 {
+    /// What an event recorded on it remembers, for its futures' wake stream (`None` for a default
+    /// stream).
+    pub(crate) fn id(&self) -> Option<StreamId> {
         self.id
     }
 
@@ -199,24 +212,6 @@ impl Stream {
     /// The device this stream belongs to.
     pub fn device(&self) -> i32 {
         self.device
-    }
-
-    /// Records a new event (default options) on this stream and returns it.
-    pub fn record_event(&self) -> Result<Event> {
-        let event = Event::new();
-        event.record(self)?;
-        Ok(event)
-    }
-
-    /// Makes future work on this stream wait for `event` (see [`Event::wait`]).
-    #[doc(alias = "cudaStreamWaitEvent")]
-    pub fn wait_event(&self, event: &Event) -> Result<()> {
-        event.wait(self)
-    }
-
-    /// Makes future work on this stream wait for the work submitted to `other` so far.
-    pub fn wait_stream(&self, other: &Stream) -> Result<()> {
-        self.wait_event(&other.record_event()?)
     }
 
     /// Waits until all work on this stream is complete.
@@ -307,9 +302,8 @@ impl Stream {
 
 impl Drop for Stream {
     fn drop(&mut self) {
-        if self.id != 0 {
-            // First: an event future may be queuing a host function on it right now.
-            live_streams::unregister(self.id);
+        if let Some(id) = self.id {
+            wake_streams::producer_gone(id);
         }
         let Kind::Owned(instance) = self.kind else { return };
         // After a device reset the stream is already gone with its context.

@@ -22,6 +22,7 @@ use std::time::Duration;
 /// the stream sat idle waiting for the host to submit the work. To time work apart from host launch
 /// gaps, with warm-up, repetitions and statistics, use [`measure`](crate::measure).
 #[must_use = "a Timer measures nothing until stopped"]
+#[derive(Debug)]
 pub struct Timer {
     start: Event,
     device: i32,
@@ -29,6 +30,7 @@ pub struct Timer {
 
 /// A timed section, complete or not: read it with [`elapsed`](Self::elapsed) (never blocks) or
 /// [`wait`](Self::wait).
+#[derive(Debug)]
 pub struct Timing {
     start: Event,
     end: Event,
@@ -38,7 +40,7 @@ impl Timer {
     /// Starts timing the work submitted to `stream` from now on (records a timing event, taken from
     /// this thread's event pool when it has one).
     pub fn start(stream: &Stream) -> Result<Timer> {
-        let start = timing_event();
+        let start = section_event();
         start.record(stream)?;
         Ok(Timer {
             start,
@@ -47,7 +49,9 @@ impl Timer {
     }
 
     /// Ends the section: the work submitted to `stream` up to now. `stream` may be another stream of
-    /// the same device (work that forked from the start stream and joins here).
+    /// the same device (work that forked from the start stream and joins here); if it is not joined
+    /// to the start stream, the interval is between two unordered points (a negative one reads as
+    /// 0), and [`Timing::wait`] waits for both.
     ///
     /// # Errors
     /// [`Error::DeviceMismatch`] (no CUDA call) for a stream of another device: GPU clocks of two
@@ -59,7 +63,7 @@ impl Timer {
                 stream: stream.device(),
             });
         }
-        let end = Event::lazy(Event::builder().enable_timing(true).blocking(true));
+        let end = section_event();
         end.record(stream)?;
         Ok(Timing {
             start: self.start,
@@ -69,25 +73,29 @@ impl Timer {
 }
 
 impl Timing {
-    /// The section's GPU time, or `None` while its work is not complete. Never blocks.
+    /// The section's GPU time, or `None` while its work (at its start or its end) is not complete.
+    /// Never blocks.
     ///
     /// # Errors
     /// The CUDA error of the work (what [`Event::query`] returns).
     pub fn elapsed(&self) -> Result<Option<Duration>> {
         match self.start.elapsed_time(&self.end) {
             Ok(ms) => Ok(Some(from_ms(ms))),
-            // Not complete: the query says whether the work failed (elapsed_time does not).
-            Err(Error::NotComplete) => self.end.query().map(|_| None),
+            // Not complete: the queries say whether the work failed (elapsed_time does not).
+            Err(Error::NotComplete) => self.end.query().and(self.start.query()).map(|_| None),
             Err(e) => Err(e),
         }
     }
 
     /// Waits (sleeping, not spinning) until the section's work is complete and returns its GPU time.
+    /// Waits for the start too: when the section was stopped on a stream not joined to the one it
+    /// started on, the end can complete before the start.
     ///
     /// # Errors
     /// The CUDA error of the work.
     pub fn wait(&self) -> Result<Duration> {
         self.end.synchronize()?;
+        self.start.synchronize()?;
         self.start.elapsed_time(&self.end).map(from_ms)
     }
 
@@ -96,6 +104,12 @@ impl Timing {
     pub fn events(&self) -> (&Event, &Event) {
         (&self.start, &self.end)
     }
+}
+
+/// A timing event whose synchronize sleeps, for a [`Timer`]'s section: its owner may wait for either
+/// end (lazy: created, or taken from the pool, at its first record).
+fn section_event() -> Event {
+    Event::lazy(Event::builder().enable_timing(true).blocking(true))
 }
 
 /// A timing event (lazy: created, or taken from the pool, at its first record).

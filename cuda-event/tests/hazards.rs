@@ -172,42 +172,6 @@ fn an_event_from_raw_dropped_after_a_device_reset_is_not_destroyed_again() {
     stream.record_event().unwrap().synchronize().unwrap();
 }
 
-/// Hazard 5: the handles this process exported are remembered (to refuse importing them here)
-/// only while their events live.
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn an_exported_ipc_handle_is_forgotten_when_its_event_drops() {
-    let _gpu = gpu();
-    let stream = Stream::new(0).unwrap();
-    let before = cuda_event::exported_handles_remembered();
-    let events: Vec<Event> = (0..16)
-        .map(|_| Event::builder().interprocess(true).build().unwrap())
-        .collect();
-    let handles: Vec<_> = events
-        .iter()
-        .map(|e| {
-            e.record(&stream).unwrap();
-            e.ipc_handle().unwrap()
-        })
-        .collect();
-    assert_eq!(cuda_event::exported_handles_remembered(), before + 16);
-    assert_eq!(
-        Event::from_ipc_handle(0, handles[0]).map(drop),
-        Err(Error::IpcHandleFromThisProcess)
-    );
-    drop(events);
-    assert_eq!(cuda_event::exported_handles_remembered(), before);
-    // into_raw gives up the event, and forgets its handle too.
-    let given_up = Event::builder().interprocess(true).build().unwrap();
-    given_up.record(&stream).unwrap();
-    given_up.ipc_handle().unwrap();
-    let raw = given_up.into_raw().unwrap();
-    assert_eq!(cuda_event::exported_handles_remembered(), before);
-    stream.synchronize().unwrap();
-    // SAFETY: into_raw gave the event up; destroyed once here.
-    common::ok(unsafe { sys::cudaEventDestroy(raw) });
-}
-
 /// Hazard 6: with `print_drop_errors(true)`, a drop error printed to a stderr whose reader is gone
 /// (EPIPE) must not panic the drop. In a child whose stderr is a pipe the parent closed at once; the
 /// drop errors come from a context poisoned by a trapping kernel.

@@ -1,11 +1,13 @@
 //! Timer and measure on the GPU: known GPU durations, host launch gaps kept out, the L2 flush,
+//! never a wait for another stream, repetitions too large for the gate, the caller's own errors,
 //! and every misuse a typed error.
 
 mod common;
 
-use common::{DeviceBuffer, gpu, gpu_for, gpu_sleep};
-use cuda_event::{Error, MeasureOptions, Measurement, Stream, Timer, measure};
-use std::time::Duration;
+use common::{DeviceBuffer, driver_fn, gpu, gpu_for, gpu_sleep, ok};
+use cuda_event::{DeviceGuard, Error, MeasureOptions, Measurement, Stream, Timer, measure, sys};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
 
 fn quick() -> MeasureOptions {
     MeasureOptions::default()
@@ -50,7 +52,7 @@ fn timer_elapsed_never_blocks_and_is_none_until_complete() {
     let timer = Timer::start(&stream).unwrap();
     gpu_sleep(&stream, Duration::from_millis(300));
     let timing = timer.stop(&stream).unwrap();
-    let asked = std::time::Instant::now();
+    let asked = Instant::now();
     assert_eq!(timing.elapsed(), Ok(None));
     assert!(asked.elapsed() < Duration::from_millis(50));
     let waited = timing.wait().unwrap();
@@ -64,7 +66,7 @@ fn timer_elapsed_never_blocks_and_is_none_until_complete() {
 fn measure_times_a_kernel_of_known_length() {
     let _gpu = gpu();
     let stream = Stream::new(0).unwrap();
-    let m = measure(&stream, &quick(), |s| {
+    let m = measure(&stream, &quick(), |s| -> cuda_event::Result<()> {
         gpu_sleep(s, Duration::from_micros(100));
         Ok(())
     })
@@ -84,7 +86,7 @@ fn measure_keeps_host_launch_gaps_out_of_the_samples() {
     let _gpu = gpu();
     let stream = Stream::new(0).unwrap();
     // Each repetition: the host takes 300 us to get to the launch of a 20 us kernel.
-    let work = |s: &Stream| {
+    let work = |s: &Stream| -> cuda_event::Result<()> {
         std::thread::sleep(Duration::from_micros(300));
         gpu_sleep(s, Duration::from_micros(20));
         Ok(())
@@ -109,7 +111,7 @@ fn measure_flushing_l2_makes_an_l2_resident_copy_slower() {
     let _gpu = gpu();
     let stream = Stream::new(0).unwrap();
     let (src, dst) = (DeviceBuffer::new(0, 8 << 20), DeviceBuffer::new(0, 8 << 20));
-    let copy = |s: &Stream| {
+    let copy = |s: &Stream| -> cuda_event::Result<()> {
         dst.copy_from(&src, s);
         Ok(())
     };
@@ -132,7 +134,7 @@ fn measure_stops_on_noise_time_or_timeout() {
     let _gpu = gpu();
     let stream = Stream::new(0).unwrap();
     let options = quick().min_samples(50).min_time(Duration::from_millis(200));
-    let m = measure(&stream, &options, |s| {
+    let m = measure(&stream, &options, |s| -> cuda_event::Result<()> {
         gpu_sleep(s, Duration::from_micros(500));
         Ok(())
     })
@@ -144,6 +146,7 @@ fn measure_stops_on_noise_time_or_timeout() {
         cuda_event::StopReason::NoiseBelowMax => assert!(m.noise() <= 0.005),
         cuda_event::StopReason::NoiseSettled => {}
         cuda_event::StopReason::Timeout => assert!(m.wall_time() >= Duration::from_secs(2)),
+        other => panic!("a stop reason this test does not know: {other:?}"),
     }
 }
 
@@ -168,16 +171,245 @@ fn measure_returns_the_works_error_and_leaves_the_stream_usable() {
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn measure_of_work_that_waits_on_the_host_is_an_error_not_a_hang() {
+fn measure_of_work_that_waits_on_the_host_times_it_ungated_not_a_hang() {
     let _gpu = gpu_for(Duration::from_secs(30));
     let stream = Stream::new(0).unwrap();
-    let started = std::time::Instant::now();
-    let result = measure(&stream, &quick(), |s| {
+    let started = Instant::now();
+    let m = measure(&stream, &quick(), |s| {
         gpu_sleep(s, Duration::from_micros(10));
         s.synchronize()
+    })
+    .unwrap();
+    println!("took {:?}", started.elapsed());
+    print("10 us kernel and a synchronize", &m);
+    assert!(!m.gated() && m.gate_timeouts() >= 1, "{m:?}");
+    assert!(
+        m.samples().len() >= 2 && m.min() >= Duration::from_micros(9),
+        "{m:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
+    stream.record_event().unwrap().synchronize().unwrap();
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn measure_of_a_repetition_too_large_for_the_gate_times_it_ungated_and_says_so() {
+    // 4096 memsets a repetition: more stream operations than CUDA queues on a held stream, so the
+    // host blocks inside the first repetition until the gate's watchdog opens the gate. Nothing
+    // waits on the host: this is not an error, and the samples are taken without the gate.
+    let _gpu = gpu_for(Duration::from_secs(30));
+    let stream = Stream::new(0).unwrap();
+    let buffer = DeviceBuffer::new(0, 4096);
+    let started = Instant::now();
+    let m = measure(&stream, &quick().flush_l2(false), |s| -> cuda_event::Result<()> {
+        for _ in 0..4096 {
+            buffer.memset(s, 0);
+        }
+        Ok(())
+    })
+    .unwrap();
+    println!("took {:?}", started.elapsed());
+    print("4096 memsets of 4 KiB", &m);
+    assert!(!m.gated(), "the repetition fit behind the gate after all: {m:?}");
+    assert!(m.gate_timeouts() >= 1 && m.samples().len() >= 2, "{m:?}");
+    assert!(m.noise().is_finite() && m.median() > Duration::ZERO, "{m:?}");
+    // One watchdog timeout (the first repetition blocked: no smaller batch was tried), then
+    // ungated repetitions until the noise settles or quick()'s 2 s timeout.
+    assert!(
+        started.elapsed() < Duration::from_secs(6),
+        "{:?}",
+        started.elapsed()
+    );
+    stream.synchronize().unwrap();
+}
+
+/// A word of mapped host memory (`cuMemHostAlloc`, device-mapped) that a stream can wait on with
+/// `cuStreamWaitValue32`: holds a stream on the GPU, with no host function and no kernel.
+struct MappedFlag {
+    host: *mut std::ffi::c_void,
+    device_ptr: sys::CUdeviceptr,
+}
+
+impl MappedFlag {
+    fn new() -> MappedFlag {
+        let _device = DeviceGuard::new(0).unwrap();
+        // SAFETY: freeing null only makes the device's primary context current on this thread.
+        ok(unsafe { sys::cudaFree(std::ptr::null_mut()) });
+        let alloc: sys::PFN_cuMemHostAlloc_v2020 = driver_fn(c"cuMemHostAlloc", 2020);
+        let mapped: sys::PFN_cuMemHostGetDevicePointer_v3020 = driver_fn(c"cuMemHostGetDevicePointer", 3020);
+        let (mut host, mut device_ptr) = (std::ptr::null_mut(), 0);
+        // SAFETY: writes the allocation and its device address through live locals, with the
+        // primary context current; the flags of the second call must be 0.
+        unsafe {
+            let code = alloc.unwrap()(&mut host, 4, sys::CU_MEMHOSTALLOC_DEVICEMAP);
+            assert_eq!(code, sys::CUresult::CUDA_SUCCESS, "cuMemHostAlloc");
+            let code = mapped.unwrap()(&mut device_ptr, host, 0);
+            assert_eq!(code, sys::CUresult::CUDA_SUCCESS, "cuMemHostGetDevicePointer");
+        }
+        let flag = MappedFlag { host, device_ptr };
+        flag.word().store(0, Ordering::Release);
+        flag
+    }
+
+    fn word(&self) -> &AtomicU32 {
+        // SAFETY: a live, page-aligned allocation of 4 bytes, freed only on drop.
+        unsafe { &*self.host.cast::<AtomicU32>() }
+    }
+
+    /// Holds `stream` until the word is at least 1.
+    fn hold(&self, stream: &Stream) {
+        let wait: sys::PFN_cuStreamWaitValue32_v11070 = driver_fn(c"cuStreamWaitValue32", 11070);
+        let geq = sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_GEQ.0;
+        // SAFETY: a live stream; the word's device address stays valid until the stream has
+        // passed the wait (the test releases and synchronizes before the drop).
+        let code = unsafe { wait.unwrap()(stream.as_raw().cast(), self.device_ptr, 1, geq) };
+        assert_eq!(code, sys::CUresult::CUDA_SUCCESS, "cuStreamWaitValue32");
+    }
+}
+
+impl Drop for MappedFlag {
+    fn drop(&mut self) {
+        self.word().store(1, Ordering::Release);
+        let free: sys::PFN_cuMemFreeHost_v2000 = driver_fn(c"cuMemFreeHost", 2000);
+        // SAFETY: frees the allocation once; every wait on it was released and passed (each test
+        // synchronizes the held stream before the flag drops).
+        let _ = unsafe { free.unwrap()(self.host) };
+    }
+}
+
+/// Whether work queued on `stream` runs while another stream is held: false when CUDA put the two
+/// on one hardware queue (a device has a few, shared by all its streams), where the hold holds
+/// both and no library call can help it.
+fn runs_while_another_is_held(stream: &Stream) -> bool {
+    let event = stream.record_event().unwrap();
+    let asked = Instant::now();
+    while asked.elapsed() < Duration::from_millis(200) {
+        if event.query().unwrap() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    false
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn measure_and_timer_never_wait_for_a_held_stream_of_the_device() {
+    let _gpu = gpu_for(Duration::from_secs(30));
+    let buffer = DeviceBuffer::new(0, 1 << 20);
+    let (held, candidates) = (Stream::new(0).unwrap(), [(); 16].map(|_| Stream::new(0).unwrap()));
+    let flag = MappedFlag::new();
+    flag.hold(&held);
+    let behind_the_hold = held.record_event().unwrap();
+    let (done, wait) = std::sync::mpsc::channel::<()>();
+    let word = flag.word();
+    std::thread::scope(|scope| {
+        // Releases the held stream after 10 s whatever happens, so that a measure that waits for
+        // it returns (late: the timing check below fails) instead of hanging the test.
+        scope.spawn(move || {
+            let _ = wait.recv_timeout(Duration::from_secs(10));
+            word.store(1, Ordering::Release);
+        });
+        let idle = candidates
+            .iter()
+            .find(|s| runs_while_another_is_held(s))
+            .expect("every stream made shares the held stream's hardware queue");
+        let started = Instant::now();
+        for round in 0..2 {
+            // Twice: the first measurement on the device may make its scratch memory, the second
+            // reuses it.
+            let m = measure(idle, &quick(), |s| -> cuda_event::Result<()> {
+                buffer.memset(s, 0);
+                Ok(())
+            })
+            .unwrap();
+            print(&format!("1 MiB memset, another stream held, round {round}"), &m);
+            assert!(m.gated() && m.l2_flushed());
+        }
+        let timer = Timer::start(idle).unwrap();
+        buffer.memset(idle, 0);
+        let section = timer.stop(idle).unwrap().wait().unwrap();
+        let took = started.elapsed();
+        let still_held = !behind_the_hold.query().unwrap();
+        println!("two measurements and a timed memset: {took:?}; the timed memset {section:?}");
+        drop(done);
+        assert!(
+            still_held,
+            "the held stream was released before measure returned ({took:?})"
+        );
+        assert!(
+            took < Duration::from_secs(5),
+            "measure waited for the held stream: {took:?}"
+        );
     });
-    println!("gave {result:?} after {:?}", started.elapsed());
-    assert_eq!(result.err(), Some(Error::WorkBlockedOnTheHost));
+    held.synchronize().unwrap();
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn timing_wait_waits_for_a_start_on_a_stream_not_joined_to_the_stop() {
+    let _gpu = gpu();
+    let (a, b) = (Stream::new(0).unwrap(), Stream::new(0).unwrap());
+    gpu_sleep(&a, Duration::from_millis(300));
+    let timer = Timer::start(&a).unwrap();
+    // Stopped on an idle stream that never waits for `a`: the end completes long before the start.
+    let timing = timer.stop(&b).unwrap();
+    let asked = Instant::now();
+    let section = timing.wait().unwrap();
+    println!(
+        "waited {:?}; the section (unordered ends) {section:?}",
+        asked.elapsed()
+    );
+    assert!(asked.elapsed() >= Duration::from_millis(200));
+    assert!(timing.events().0.query().unwrap() && timing.events().1.query().unwrap());
+    assert_eq!(timing.elapsed(), Ok(Some(section)));
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn measure_of_an_empty_closure_has_a_finite_noise_and_bandwidth() {
+    let _gpu = gpu();
+    let stream = Stream::new(0).unwrap();
+    let m = measure(&stream, &quick().flush_l2(false), |_| Ok::<(), Error>(())).unwrap();
+    print("empty closure", &m);
+    assert!(m.noise().is_finite() && m.noise() >= 0.0, "{m:?}");
+    assert!(m.bandwidth_gb_per_s(1 << 20).is_finite(), "{m:?}");
+}
+
+/// An error type of the caller's own, as a program that measures another library's calls has.
+#[derive(Debug, PartialEq)]
+enum WorkError {
+    Cuda(Error),
+    Mine(&'static str),
+}
+
+impl From<Error> for WorkError {
+    fn from(e: Error) -> WorkError {
+        WorkError::Cuda(e)
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn measure_returns_the_callers_own_error_type() {
+    let _gpu = gpu();
+    let stream = Stream::new(0).unwrap();
+    let mut calls = 0;
+    let result = measure(&stream, &quick(), |s| {
+        calls += 1;
+        if calls == 20 {
+            return Err(WorkError::Mine("the 20th call failed"));
+        }
+        gpu_sleep(s, Duration::from_micros(10));
+        Ok(())
+    });
+    assert_eq!(result.err(), Some(WorkError::Mine("the 20th call failed")));
+    // This crate's own errors arrive as the caller's type too.
+    let result = measure(&stream, &quick().max_batch(0), |_| Ok::<(), WorkError>(()));
+    assert!(
+        matches!(result, Err(WorkError::Cuda(Error::InvalidMeasureOptions { .. }))),
+        "{result:?}"
+    );
     stream.record_event().unwrap().synchronize().unwrap();
 }
 
@@ -195,7 +427,7 @@ fn measure_rejects_options_it_cannot_honour() {
     ];
     for options in bad {
         let mut called = false;
-        let result = measure(&stream, &options, |_| {
+        let result = measure(&stream, &options, |_| -> cuda_event::Result<()> {
             called = true;
             Ok(())
         });
@@ -214,7 +446,7 @@ fn measure_on_a_stream_being_captured_is_an_error() {
     let stream = Stream::new(0).unwrap();
     let mut result = None;
     let _graph = common::capture_graph(&stream, || {
-        result = Some(measure(&stream, &quick(), |_| Ok(())).map(drop));
+        result = Some(measure(&stream, &quick(), |_| Ok::<(), Error>(())).map(drop));
     });
     assert_eq!(result, Some(Err(Error::StreamCapturing)));
 }

@@ -1,21 +1,63 @@
 //! cudarc and cuda-event together: cudarc's streams used through `Stream::from_raw_borrowed`, this
 //! crate's events timing cudarc's work and ordering a second cudarc stream after it. cudarc's own
 //! event tracking is switched off, so the only thing that orders the two streams is this crate's
-//! `wait_event`; the consumer checks that it saw every byte the producer wrote.
+//! `wait_event`; the consumer checks that it saw every byte the producer wrote. Then `measure`
+//! times one cudarc copy, its closure returning cudarc's errors through this program's own error
+//! type.
 //!
 //! cargo run -p cuda-event-tests --example cudarc_interop
 //!
 //! Without a GPU it exits with status 1 and one line naming the error.
 
-use cuda_event::{Event, Stream};
-use cudarc::driver::CudaContext;
+use cuda_event::{Event, MeasureOptions, Stream, measure};
+use cudarc::driver::{CudaContext, DriverError};
 use std::error::Error;
+use std::fmt;
+use std::time::Duration;
 
 const BYTES: usize = 256 << 20;
 /// Device-to-device copies the producer makes before it writes the bytes the consumer checks: enough
 /// work (tens of ms) that a consumer which did not wait would read the buffer before it is written.
 const COPIES: usize = 40;
 const PATTERN: u8 = 0x5A;
+
+/// This program's error: cuda-event's or cudarc's. `measure`'s closure returns it, so that a cudarc
+/// call inside it propagates with `?` (and cuda-event's own errors reach the caller the same way).
+#[derive(Debug)]
+enum InteropError {
+    CudaEvent(cuda_event::Error),
+    Cudarc(DriverError),
+}
+
+impl From<cuda_event::Error> for InteropError {
+    fn from(e: cuda_event::Error) -> Self {
+        InteropError::CudaEvent(e)
+    }
+}
+
+impl From<DriverError> for InteropError {
+    fn from(e: DriverError) -> Self {
+        InteropError::Cudarc(e)
+    }
+}
+
+impl fmt::Display for InteropError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InteropError::CudaEvent(e) => write!(f, "cuda-event: {e}"),
+            InteropError::Cudarc(e) => write!(f, "cudarc: {e}"),
+        }
+    }
+}
+
+impl Error for InteropError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            InteropError::CudaEvent(e) => Some(e),
+            InteropError::Cudarc(e) => Some(e),
+        }
+    }
+}
 
 fn main() {
     if let Err(e) = run() {
@@ -76,5 +118,23 @@ fn run() -> Result<(), Box<dyn Error>> {
     if !all {
         return Err("the consumer read the buffer before the producer wrote it".into());
     }
+
+    // One cudarc copy, timed by `measure` on the borrowed stream (`on_producer` is `producer`'s
+    // CUDA stream, so the closure may submit through either).
+    let options = MeasureOptions::default()
+        .min_time(Duration::from_millis(100))
+        .timeout(Duration::from_secs(2));
+    let m = measure(&on_producer, &options, |_| -> Result<(), InteropError> {
+        producer.memcpy_dtod(&source, &mut scratch)?;
+        Ok(())
+    })?;
+    println!(
+        "one cudarc copy of {} MiB, measured: median {:?} ({:.0} GB/s), noise {:.2}%, {} samples",
+        BYTES >> 20,
+        m.median(),
+        m.bandwidth_gb_per_s(2 * BYTES as u64),
+        100.0 * m.noise(),
+        m.samples().len()
+    );
     Ok(())
 }

@@ -468,14 +468,7 @@ pub struct Graph {
 impl Graph {
     /// How many nodes the captured graph has (`cuGraphGetNodes`).
     pub fn node_count(&self) -> usize {
-        type GetNodes = unsafe extern "C" fn(sys::cudaGraph_t, *mut *mut c_void, *mut usize) -> sys::CUresult;
-        let get_nodes: GetNodes = driver_fn(c"cuGraphGetNodes", 10000);
-        let mut count = 0;
-        // SAFETY: a live graph; a null node array asks for the count only, written to a live local.
-        driver_ok("cuGraphGetNodes", unsafe {
-            get_nodes(self.graph, std::ptr::null_mut(), &mut count)
-        });
-        count
+        node_count(self.graph)
     }
 
     pub fn launch(&self, stream: &Stream) {
@@ -550,4 +543,167 @@ impl DeviceBuffer {
             )
         });
     }
+}
+
+/// How many nodes a live graph has (`cuGraphGetNodes`).
+pub fn node_count(graph: sys::cudaGraph_t) -> usize {
+    type GetNodes = unsafe extern "C" fn(sys::cudaGraph_t, *mut *mut c_void, *mut usize) -> sys::CUresult;
+    let get_nodes: GetNodes = driver_fn(c"cuGraphGetNodes", 10000);
+    let mut count = 0;
+    // SAFETY: a live graph; a null node array asks for the count only, written to a live local.
+    driver_ok("cuGraphGetNodes", unsafe {
+        get_nodes(graph, std::ptr::null_mut(), &mut count)
+    });
+    count
+}
+
+/// Begins a capture of `stream` on this thread in `mode` (end it with [`end_capture`]).
+pub fn begin_capture(stream: &Stream, mode: sys::cudaStreamCaptureMode) {
+    // SAFETY: a live stream; the caller ends the capture on this thread.
+    ok(unsafe { sys::cudaStreamBeginCapture(stream.as_raw(), mode) });
+}
+
+/// Ends the capture of `stream` begun on this thread: the code `cudaStreamEndCapture` returned
+/// and the graph it made (none when it failed, e.g. 901 for a capture another call invalidated).
+pub fn end_capture(stream: &Stream) -> (sys::cudaError_t, Option<RawGraph>) {
+    let mut graph = std::ptr::null_mut();
+    // SAFETY: a live stream under a capture begun on this thread; writes through a live local.
+    let code = unsafe { sys::cudaStreamEndCapture(stream.as_raw(), &mut graph) };
+    (code, (!graph.is_null()).then_some(RawGraph(graph)))
+}
+
+/// A captured graph, not instantiated (so never launched); destroyed on drop.
+pub struct RawGraph(pub sys::cudaGraph_t);
+
+impl RawGraph {
+    pub fn node_count(&self) -> usize {
+        node_count(self.0)
+    }
+}
+
+impl Drop for RawGraph {
+    fn drop(&mut self) {
+        // SAFETY: a live graph, destroyed once. (No assert: this may run while a test unwinds.)
+        let _ = unsafe { sys::cudaGraphDestroy(self.0) };
+    }
+}
+
+/// A waker that counts its wake-ups.
+#[derive(Default)]
+pub struct CountingWaker {
+    pub wakes: std::sync::atomic::AtomicUsize,
+}
+
+impl CountingWaker {
+    pub fn count(&self) -> usize {
+        self.wakes.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl std::task::Wake for CountingWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.wakes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// A [`CountingWaker`] and a `Waker` made from it.
+pub fn counting_waker() -> (Arc<CountingWaker>, std::task::Waker) {
+    let counter = Arc::new(CountingWaker::default());
+    (counter.clone(), std::task::Waker::from(counter))
+}
+
+/// A waker that counts its wake-ups and then panics.
+#[derive(Default)]
+pub struct PanickingWaker {
+    pub wakes: std::sync::atomic::AtomicUsize,
+}
+
+impl PanickingWaker {
+    pub fn count(&self) -> usize {
+        self.wakes.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl std::task::Wake for PanickingWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        let n = self.wakes.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        panic!("a waker that panics (wake-up {n}), on purpose");
+    }
+}
+
+/// A [`PanickingWaker`] and a `Waker` made from it.
+pub fn panicking_waker() -> (Arc<PanickingWaker>, std::task::Waker) {
+    let counter = Arc::new(PanickingWaker::default());
+    (counter.clone(), std::task::Waker::from(counter))
+}
+
+/// Polls `future` once with `waker`.
+pub fn poll_with<F: std::future::Future + Unpin>(
+    future: &mut F,
+    waker: &std::task::Waker,
+) -> std::task::Poll<F::Output> {
+    let mut cx = std::task::Context::from_waker(waker);
+    std::pin::Pin::new(future).poll(&mut cx)
+}
+
+/// [`block_on`] that gives up after `timeout`: `None` if `future` was still pending then.
+pub fn block_on_timeout<F: std::future::Future>(future: F, timeout: Duration) -> Option<F::Output> {
+    struct Unpark(std::thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let deadline = std::time::Instant::now() + timeout;
+    let waker = std::task::Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut future = std::pin::pin!(future);
+    loop {
+        if let std::task::Poll::Ready(output) = future.as_mut().poll(&mut cx) {
+            return Some(output);
+        }
+        let now = std::time::Instant::now();
+        if now >= deadline {
+            return None;
+        }
+        std::thread::park_timeout(deadline - now);
+    }
+}
+
+/// CPU time (user + system) of the whole process, every thread.
+pub fn process_cpu_time() -> Duration {
+    // SAFETY: getrusage writes the struct through a pointer to a live, zeroed local.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        assert_eq!(libc::getrusage(libc::RUSAGE_SELF, &mut usage), 0);
+        usage
+    };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+/// Queues on `stream` a host function that signals when it starts and then waits until the
+/// returned sender sends (or drops): it blocks CUDA's host-function thread of the context, which
+/// runs every host function of it. Returns once that host function is running.
+pub fn block_the_host_fn_thread(stream: &Stream) -> std::sync::mpsc::Sender<()> {
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    let (started, running) = std::sync::mpsc::channel::<()>();
+    stream
+        .launch_host_fn(move || {
+            let _ = started.send(());
+            let _ = released.recv();
+        })
+        .unwrap();
+    running
+        .recv_timeout(Duration::from_secs(5))
+        .expect("the blocking host function did not start within 5 s");
+    release
 }

@@ -1,0 +1,56 @@
+//! The calling thread's stream-capture mode, for the calls the crate makes on its own account.
+//!
+//! While any thread captures a stream in `cudaStreamCaptureModeGlobal` (the default of
+//! `torch.cuda.graph` and of most C++ code), CUDA forbids "potentially unsafe" calls, an event
+//! query among them, from every other thread whose own mode is global: the call fails with
+//! `CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED` and the capture is invalidated. A thread in relaxed mode
+//! is never so restricted. The futures' queries and wake-ups, and the reactor thread, run in
+//! relaxed mode, so that awaiting never breaks a capture made elsewhere (PyTorch's NCCL watchdog
+//! thread does the same).
+
+use crate::driver::{CUresult, Driver};
+use cuda_event_sys as sys;
+
+/// Relaxed capture mode on this thread until dropped, then the mode it had before.
+pub(crate) struct RelaxedCapture<'d> {
+    d: &'d Driver,
+    previous: Option<sys::CUstreamCaptureMode>,
+}
+
+impl<'d> RelaxedCapture<'d> {
+    pub(crate) fn enter(d: &'d Driver) -> RelaxedCapture<'d> {
+        let mut mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED;
+        // SAFETY: exchanges this thread's mode through a live local.
+        let code = d.thread_exchange_capture_mode.code(|f| unsafe { f(&mut mode) });
+        RelaxedCapture {
+            d,
+            previous: (code == CUresult::CUDA_SUCCESS).then_some(mode),
+        }
+    }
+
+    /// Keeps relaxed mode for the rest of the thread's life (the reactor thread's).
+    pub(crate) fn forever(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for RelaxedCapture<'_> {
+    fn drop(&mut self) {
+        if let Some(mut mode) = self.previous {
+            // SAFETY: as in `enter`; restores the mode this guard replaced.
+            let _ = self
+                .d
+                .thread_exchange_capture_mode
+                .code(|f| unsafe { f(&mut mode) });
+        }
+    }
+}
+
+/// Whether `code` comes from a capture in progress somewhere (not from the work asked about): a
+/// call made on the crate's own account reads it as "try again later", never as a result.
+pub(crate) fn is_capture_interference(code: u32) -> bool {
+    let code = sys::CUresult(code);
+    code == CUresult::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+        || code == CUresult::CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+        || code == CUresult::CUDA_ERROR_STREAM_CAPTURE_IMPLICIT
+}
