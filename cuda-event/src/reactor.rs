@@ -175,6 +175,10 @@ struct Wait {
     confirm_context: bool,
     /// When it is due for a query.
     due: Instant,
+    /// A query found its target complete with no wake-up come (a `confirm_context` wait believes
+    /// that only when it is seen twice, [`BACKSTOP`] apart: right after a kernel fault, the killed
+    /// work's events read complete before the fault shows anywhere).
+    seen_complete: bool,
 }
 
 /// A new wait, sent to the thread.
@@ -237,6 +241,7 @@ pub(crate) fn register(
             cell,
             confirm_context,
             due,
+            seen_complete: false,
         },
         backed,
     });
@@ -311,6 +316,8 @@ impl Drop for Canary {
 enum Outcome {
     Finished(Result<()>),
     Again(Instant),
+    /// Complete, to be believed at the next check.
+    SeenComplete(Instant),
     Forget,
 }
 
@@ -376,6 +383,11 @@ impl Waits {
             let wait = self.backed.pop_front().expect("just seen");
             match check(d, &wait) {
                 Outcome::Again(due) => again.push(Wait { due, ..wait }),
+                Outcome::SeenComplete(due) => again.push(Wait {
+                    due,
+                    seen_complete: true,
+                    ..wait
+                }),
                 Outcome::Finished(result) => wait.cell.finish(result),
                 Outcome::Forget => {}
             }
@@ -395,6 +407,10 @@ impl Waits {
             queried += 1;
             match check(d, &self.polled[at]) {
                 Outcome::Again(_) => at += 1,
+                Outcome::SeenComplete(_) => {
+                    self.polled[at].seen_complete = true;
+                    at += 1;
+                }
                 Outcome::Finished(result) => self.polled.swap_remove(at).cell.finish(result),
                 Outcome::Forget => drop(self.polled.swap_remove(at)),
             }
@@ -413,7 +429,8 @@ fn check(d: &Driver, wait: &Wait) -> Outcome {
     match answer {
         Ok(false) => Outcome::Again(now + BACKSTOP),
         Ok(true) if wait.confirm_context => match context_health(d, wait.target.made_in) {
-            Ok(()) => Outcome::Finished(Ok(())),
+            Ok(()) if wait.seen_complete => Outcome::Finished(Ok(())),
+            Ok(()) => Outcome::SeenComplete(now + BACKSTOP),
             Err(e) if is_interference(&e) => Outcome::Again(now + RETRY),
             Err(e) => Outcome::Finished(Err(e)),
         },

@@ -30,11 +30,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock};
 
 /// Wake-ups queued on one wake stream and not run yet; later ones wait their turn on the host.
-pub(crate) const MAX_QUEUED_PER_STREAM: usize = 128;
+pub(crate) const MAX_QUEUED_PER_STREAM: usize = 32;
 
 /// Wake streams a producer may have: its futures' wake-ups go to one whose last wake-up is for an
 /// earlier record (so none waits behind a later record), or to a new one.
-const MAX_LANES: usize = 4;
+const MAX_LANES: usize = 2;
 
 /// A wake-up to queue: ring `cell` once `event` (its record now) has completed.
 struct Request {
