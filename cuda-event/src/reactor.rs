@@ -72,6 +72,10 @@ impl QueryTarget {
 #[derive(Default)]
 pub(crate) struct WaitCell {
     state: Mutex<WaitState>,
+    /// Held while a thread of the crate's uses the target (a query, a wait queued on a wake
+    /// stream), which may block in CUDA; `true` once the owner gave up. Apart from `state`, so that
+    /// a ring (on CUDA's host-function thread) or a poll never waits for such a call.
+    target_in_use: Mutex<bool>,
 }
 
 #[derive(Default)]
@@ -144,17 +148,24 @@ impl WaitCell {
             state.waker.take()
         };
         drop(waker);
+        *self.target_in_use.lock() = true;
     }
 
     /// Runs `call`, which uses the target, unless the owner gave up or the result is known; the
     /// owner's [`abandon`](Self::abandon) waits for it.
     pub(crate) fn while_watched<R>(&self, call: impl FnOnce() -> R) -> Option<R> {
-        let state = self.state.lock();
-        if state.abandoned || state.result.is_some() {
+        let abandoned = self.target_in_use.lock();
+        if *abandoned {
             return None;
         }
+        {
+            let state = self.state.lock();
+            if state.abandoned || state.result.is_some() {
+                return None;
+            }
+        }
         let answer = call();
-        drop(state);
+        drop(abandoned);
         Some(answer)
     }
 }
