@@ -9,6 +9,7 @@
 //! thread does the same).
 
 use crate::driver::{CUresult, Driver};
+use crate::error::Error;
 use cuda_event_sys as sys;
 
 /// Relaxed capture mode on this thread until dropped, then the mode it had before.
@@ -46,10 +47,13 @@ impl Drop for RelaxedCapture<'_> {
     }
 }
 
-/// Whether `code` comes from a capture in progress somewhere (not from the work asked about): a
+/// Whether `error` comes from a capture in progress somewhere (not from the work asked about): a
 /// call made on the crate's own account reads it as "try again later", never as a result.
-pub(crate) fn is_capture_interference(code: u32) -> bool {
-    let code = sys::CUresult(code);
+pub(crate) fn is_capture_interference(error: &Error) -> bool {
+    let Error::Cuda(error) = error else {
+        return false;
+    };
+    let code = sys::CUresult(error.code());
     code == CUresult::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
         || code == CUresult::CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
         || code == CUresult::CUDA_ERROR_STREAM_CAPTURE_IMPLICIT

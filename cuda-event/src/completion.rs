@@ -116,15 +116,9 @@ impl<'a> Completion<'a> {
         let Some(target) = event.query_target() else {
             return State::Done(Ok(()));
         };
-        let d = match driver("Completion::poll") {
-            Ok(d) => d,
-            Err(e) => return State::Done(Err(e)),
-        };
-        let _relaxed = RelaxedCapture::enter(d);
-        match target.query(d) {
+        match ask(target) {
             Ok(true) => return State::Done(Ok(())),
             Ok(false) => {}
-            Err(Error::Cuda(e)) if is_capture_interference(e.code()) => {}
             Err(e) => return State::Done(Err(e)),
         }
         let cell = Arc::new(WaitCell::default());
@@ -176,22 +170,29 @@ impl Future for Completion<'_> {
 /// complete; if the event was recorded again since, queues a wake-up for the new record (the
 /// reactor's queries back it up either way). `None`: still pending.
 fn confirm(source: &Source<'_>, target: QueryTarget, cell: &Arc<WaitCell>) -> Option<Result<()>> {
-    let d = match driver("Completion::poll") {
-        Ok(d) => d,
-        Err(e) => return Some(Err(e)),
-    };
-    let _relaxed = RelaxedCapture::enter(d);
-    match target.query(d) {
+    match ask(target) {
         // A stream's future: CUDA reports the events of work a fault killed as complete, and the
         // wake stream's wait on such an event may pass before the fault is reported anywhere.
-        Ok(true) if source.confirms_context() => Some(reactor::context_health(d, target.made_in)),
+        Ok(true) if source.confirms_context() => {
+            Some(driver("Completion::poll").and_then(|d| reactor::context_health(d, target.made_in)))
+        }
         Ok(true) => Some(Ok(())),
         Ok(false) => {
             let _ = request_wake(source.event(), target, cell);
             None
         }
-        Err(Error::Cuda(e)) if is_capture_interference(e.code()) => None,
         Err(e) => Some(Err(e)),
+    }
+}
+
+/// Whether the target is complete, asked on the polling thread in relaxed capture mode; an answer
+/// caused by another thread's capture is "not yet".
+fn ask(target: QueryTarget) -> Result<bool> {
+    let d = driver("Completion::poll")?;
+    let _relaxed = RelaxedCapture::enter(d);
+    match target.query(d) {
+        Err(e) if is_capture_interference(&e) => Ok(false),
+        answer => answer,
     }
 }
 

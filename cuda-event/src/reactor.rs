@@ -442,11 +442,11 @@ fn check(d: &Driver, wait: &Wait) -> Outcome {
         Ok(true) if wait.confirm_context => match context_health(d, wait.target.made_in) {
             Ok(()) if wait.seen_complete => Outcome::Finished(Ok(())),
             Ok(()) => Outcome::SeenComplete(now + BACKSTOP),
-            Err(e) if is_interference(&e) => Outcome::Again(now + RETRY),
+            Err(e) if is_capture_interference(&e) => Outcome::Again(now + RETRY),
             Err(e) => Outcome::Finished(Err(e)),
         },
         Ok(true) => Outcome::Finished(Ok(())),
-        Err(e) if is_interference(&e) => Outcome::Again(now + RETRY),
+        Err(e) if is_capture_interference(&e) => Outcome::Again(now + RETRY),
         Err(e) => Outcome::Finished(Err(e)),
     }
 }
@@ -486,11 +486,6 @@ pub(crate) fn context_health(d: &Driver, made_in: MadeIn) -> Result<()> {
         Err(Error::DeviceWasReset { .. }) => Ok(()),
         other => other,
     }
-}
-
-/// An error that comes from a capture made elsewhere, not from the work.
-fn is_interference(e: &Error) -> bool {
-    matches!(e, Error::Cuda(cuda) if is_capture_interference(cuda.code()))
 }
 
 /// CPU time this thread has used.

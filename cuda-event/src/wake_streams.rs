@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock};
 
 /// Wake-ups queued on one wake stream and not run yet; later ones wait their turn on the host.
-pub(crate) const MAX_QUEUED_PER_STREAM: usize = 32;
+const MAX_QUEUED_PER_STREAM: usize = 32;
 
 /// Wake streams a producer may have: its futures' wake-ups go to one whose last wake-up is for an
 /// earlier record (so none waits behind a later record), or to a new one.
@@ -100,11 +100,11 @@ pub(crate) fn request_wake(
 
 /// The producer is being dropped.
 pub(crate) fn producer_gone(producer: StreamId) {
-    let inbox = WAKER.inbox.lock();
+    let mut inbox = WAKER.inbox.lock();
     // Nothing to destroy if the thread never started.
     if inbox.running {
-        drop(inbox);
-        send(Command::Gone(producer));
+        inbox.commands.push(Command::Gone(producer));
+        WAKER.changed.notify_one();
     }
 }
 
@@ -181,7 +181,7 @@ impl Producer {
             )
         });
         while let Some(request) = self.waiting.front() {
-            let Some(lane) = self.lane_for(d, request.stamp, request.device) else {
+            let Some(lane) = self.lane_for(request.stamp, request.device) else {
                 return;
             };
             let request = self.waiting.pop_front().expect("just seen");
@@ -197,7 +197,7 @@ impl Producer {
     /// recorded earlier (the latest such), else a new one, else the one with room whose last
     /// wake-up is earliest (the wake-up then waits behind a later record: the reactor's queries
     /// bound that). `None` while no lane has room.
-    fn lane_for(&mut self, d: &Driver, stamp: u64, device: i32) -> Option<usize> {
+    fn lane_for(&mut self, stamp: u64, device: i32) -> Option<usize> {
         let has_room = |lane: &WakeStream| lane.queued.load(Ordering::Relaxed) < MAX_QUEUED_PER_STREAM;
         let in_order = (0..self.lanes.len())
             .filter(|&i| has_room(&self.lanes[i]) && self.lanes[i].last_stamp <= stamp)
@@ -206,7 +206,6 @@ impl Producer {
             return in_order;
         }
         if self.lanes.len() < MAX_LANES {
-            let _ = d;
             if let Ok(stream) = Stream::unregistered(device, StreamOptions::default().non_blocking(true)) {
                 self.lanes.push(WakeStream {
                     stream,
