@@ -4,7 +4,7 @@
 //! See [`Completion`] for how a future learns of completion.
 
 use crate::capture_mode::{RelaxedCapture, is_capture_interference};
-use crate::driver::driver;
+use crate::driver::{Driver, driver};
 use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::reactor::{self, QueryTarget, Seen, WaitCell};
@@ -116,7 +116,7 @@ impl<'a> Completion<'a> {
         let Some(target) = event.query_target() else {
             return State::Done(Ok(()));
         };
-        match ask(target) {
+        match ask(target, |_| Ok(true)) {
             Ok(true) => return State::Done(Ok(())),
             Ok(false) => {}
             Err(e) => return State::Done(Err(e)),
@@ -170,12 +170,14 @@ impl Future for Completion<'_> {
 /// complete; if the event was recorded again since, queues a wake-up for the new record (the
 /// reactor's queries back it up either way). `None`: still pending.
 fn confirm(source: &Source<'_>, target: QueryTarget, cell: &Arc<WaitCell>) -> Option<Result<()>> {
-    match ask(target) {
-        // A stream's future: CUDA reports the events of work a fault killed as complete, and the
-        // wake stream's wait on such an event may pass before the fault is reported anywhere.
-        Ok(true) if source.confirms_context() => {
-            Some(driver("Completion::poll").and_then(|d| reactor::context_health(d, target.made_in)))
-        }
+    // A stream's future: CUDA reports the events of work a fault killed as complete, and the wake
+    // stream's wait on such an event may pass before the fault is reported anywhere: its context
+    // is asked too.
+    let confirmed = ask(target, |d| match source.confirms_context() {
+        true => reactor::context_health(d, target.made_in).map(|()| true),
+        false => Ok(true),
+    });
+    match confirmed {
         Ok(true) => Some(Ok(())),
         Ok(false) => {
             let _ = request_wake(source.event(), target, cell);
@@ -185,12 +187,15 @@ fn confirm(source: &Source<'_>, target: QueryTarget, cell: &Arc<WaitCell>) -> Op
     }
 }
 
-/// Whether the target is complete, asked on the polling thread in relaxed capture mode; an answer
-/// caused by another thread's capture is "not yet".
-fn ask(target: QueryTarget) -> Result<bool> {
+/// Whether the target is complete (and then what `then` says), asked on the polling thread in
+/// relaxed capture mode; an answer caused by another thread's capture is "not yet".
+fn ask(target: QueryTarget, then: impl FnOnce(&Driver) -> Result<bool>) -> Result<bool> {
     let d = driver("Completion::poll")?;
     let _relaxed = RelaxedCapture::enter(d);
-    match target.query(d) {
+    match target
+        .query(d)
+        .and_then(|done| if done { then(d) } else { Ok(false) })
+    {
         Err(e) if is_capture_interference(&e) => Ok(false),
         answer => answer,
     }
