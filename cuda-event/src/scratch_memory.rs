@@ -137,12 +137,12 @@ impl ScratchLease {
             .scratch
             .as_mut()
             .expect("a lease holds its scratch until dropped");
-        if let Some(bytes) = flush_bytes {
-            if scratch.flush.as_ref().is_none_or(|b| b.bytes < bytes) {
-                // A smaller buffer already there (the size depends on the device alone, so not
-                // expected) is forgotten, not freed: freeing would wait for the whole device.
-                scratch.flush = Some(DeviceBuffer::new(d, bytes)?);
-            }
+        if let Some(bytes) = flush_bytes
+            && scratch.flush.as_ref().is_none_or(|b| b.bytes < bytes)
+        {
+            // A smaller buffer already there (the size depends on the device alone, so not
+            // expected) is forgotten, not freed: freeing would wait for the whole device.
+            scratch.flush = Some(DeviceBuffer::new(d, bytes)?);
         }
         if word && scratch.word.is_none() {
             scratch.word = Some(MappedWord::new(d)?);
