@@ -36,7 +36,7 @@ const TOOLKIT_DIRS: [&str; 2] = ["/usr/local/cuda", "/opt/cuda"];
 const WHEEL_DIRS: [&str; 2] = ["nvidia/cu13", "nvidia/cuda_runtime"];
 /// Set only inside this project's workspace (its `.cargo/config.toml`): the folder `ci/provision`
 /// unpacks the pinned wheels into. A published build has no such folder and never names it.
-const PROVISIONED_VAR: &str = "CUDA_EVENT_SYS_PROVISIONED_DIR";
+pub const PROVISIONED_VAR: &str = "CUDA_EVENT_SYS_PROVISIONED_DIR";
 
 /// Searches every step in order and returns the first CUDA that has headers of at least
 /// [`MIN_CUDART_VERSION`] and the library `mode` links; the error lists every step with what it found.
@@ -289,7 +289,7 @@ fn toolkit_of_nvcc() -> Option<PathBuf> {
 }
 
 /// Where a site-packages folder came from, for messages, and whether `PATH` chose it.
-struct Origin {
+pub struct Origin {
     name: &'static str,
     on_path: bool,
 }
@@ -302,7 +302,7 @@ impl std::fmt::Display for Origin {
 
 /// The site-packages folders to look for CUDA wheels in, each with where it came from: the active
 /// virtualenv, the active conda env, then those of `python3` on PATH (system and user).
-fn site_packages_dirs() -> Vec<(Origin, PathBuf)> {
+pub fn site_packages_dirs() -> Vec<(Origin, PathBuf)> {
     let mut dirs = Vec::new();
     for (var, name) in [("VIRTUAL_ENV", "$VIRTUAL_ENV"), ("CONDA_PREFIX", "$CONDA_PREFIX")] {
         if let Some(prefix) = env::var(var) {

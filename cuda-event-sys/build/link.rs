@@ -86,8 +86,40 @@ pub fn emit(cuda: &Cuda, mode: Mode, out_dir: &Path) {
             // found, also outside cargo. Cargo applies link args to the package's own targets only:
             // a dependent binary adds the same rpath from DEP_CUDART_LIB_DIR (see the README).
             println!("cargo:rustc-link-arg=-Wl,-rpath,{}", cuda.lib_dir.display());
+            warn_without_run_path(cuda);
         }
     }
+}
+
+/// A dynamically linked binary whose libcudart the loader cannot find exits with status 127 before
+/// `main`, outside cargo (which puts the folder on the library path itself). This script cannot see
+/// whether the final binary gets a run path (cargo applies link args to one package only), so it
+/// warns unless the loader finds the library anyway: `LD_LIBRARY_PATH` names its folder, or
+/// `ldconfig` knows a libcudart of this major. `CUDA_EVENT_SYS_RPATH_WARNING=0` silences it for a
+/// build whose binaries have a run path.
+fn warn_without_run_path(cuda: &Cuda) {
+    if env::var("CUDA_EVENT_SYS_RPATH_WARNING").is_some_and(|v| v == "0") {
+        return;
+    }
+    let lib_dir = cuda.lib_dir.canonicalize().unwrap_or(cuda.lib_dir.clone());
+    let on_library_path = env::var("LD_LIBRARY_PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|dir| dir.canonicalize().is_ok_and(|dir| dir == lib_dir))
+    });
+    let soname = format!("libcudart.so.{}", cuda.version / 1000);
+    let known_to_ldconfig = ["ldconfig", "/sbin/ldconfig", "/usr/sbin/ldconfig"]
+        .iter()
+        .find_map(|ldconfig| std::process::Command::new(ldconfig).arg("-p").output().ok())
+        .is_some_and(|out| String::from_utf8_lossy(&out.stdout).contains(&soname));
+    if on_library_path || known_to_ldconfig {
+        return;
+    }
+    println!(
+        "cargo:warning=cuda-event-sys: libcudart is linked dynamically from {}, which the loader does \
+         not search: outside cargo a binary exits with status 127 unless it has a run path (in its \
+         build.rs: println!(\"cargo:rustc-link-arg=-Wl,-rpath,{{}}\", DEP_CUDART_LIB_DIR), see the \
+         README) or LD_LIBRARY_PATH names that folder; CUDA_EVENT_SYS_RPATH_WARNING=0 silences this",
+        cuda.lib_dir.display()
+    );
 }
 
 /// A folder in OUT_DIR with `libcudart.so` (for the linker) and the library's versioned name (for the

@@ -1,8 +1,10 @@
 //! Generating the bindings: bindgen on wrapper.h, allowlisted to the event domain and what the safe
 //! crate, its tests and examples need.
 
+use crate::{env, find_cuda};
 use bindgen::EnumVariation;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 /// Functions bound, by area. Names absent from older headers (`_v2`, `ByVersion`) simply match nothing.
 const FUNCTIONS: &[&str] = &[
@@ -78,11 +80,12 @@ const VARS: &[&str] = &[
 
 pub fn generate(wrapper: &Path, include_path: &[PathBuf], out_dir: &Path) {
     println!("cargo:rerun-if-changed={}", wrapper.display());
-    println!("cargo:rerun-if-env-changed=LIBCLANG_PATH");
     ensure_libclang();
+    let resource_headers = resource_header_args();
     let mut builder = bindgen::Builder::default()
         .header(wrapper.to_string_lossy())
         .clang_args(include_path.iter().map(|dir| format!("-I{}", dir.display())))
+        .clang_args(&resource_headers)
         // A C enum that a newer runtime can extend (cudaError_t above all) must not become a Rust
         // enum: an unlisted value would be undefined behaviour. Newtypes keep every value legal.
         .default_enum_style(EnumVariation::NewType {
@@ -123,26 +126,179 @@ pub fn generate(wrapper: &Path, include_path: &[PathBuf], out_dir: &Path) {
         .expect("write OUT_DIR/bindings.rs");
 }
 
-/// Ends the build with one message naming the fix when bindgen cannot load libclang. bindgen panics
-/// then (`Unable to find libclang`), so its first use is made here with the panic caught and its
-/// default report (a backtrace hint) silenced.
+/// Loads libclang for bindgen, or ends the build with one message naming the fix. bindgen panics
+/// when it finds none (`Unable to find libclang`), so its first use is made here with the panic
+/// caught and its default report (a backtrace hint) silenced. When `LIBCLANG_PATH` is unset and
+/// bindgen's own search finds nothing, PyPI's `libclang` wheel is looked for where the CUDA wheels
+/// are (virtualenv, conda env, `python3`'s site-packages) and in this workspace's provisioned
+/// folder: it is the way to libclang that needs no root.
 fn ensure_libclang() {
+    let explicit = env::var("LIBCLANG_PATH");
+    let Err(why) = try_load_libclang() else {
+        return;
+    };
+    let wheel = explicit.is_none().then(libclang_wheel).flatten();
+    if let Some((origin, dir)) = &wheel {
+        // SAFETY: the build script is single-threaded here (no thread has been started), so nothing
+        // reads the environment while it changes; bindgen reads LIBCLANG_PATH on its next load.
+        unsafe { std::env::set_var("LIBCLANG_PATH", dir) };
+        if try_load_libclang().is_ok() {
+            println!(
+                "cuda-event-sys: libclang from PyPI's libclang wheel in {origin}: {}",
+                dir.display()
+            );
+            return;
+        }
+    }
+    let searched = match (&explicit, &wheel) {
+        (Some(dir), _) => format!("LIBCLANG_PATH={}", PathBuf::from(dir).display()),
+        (None, Some((_, dir))) => format!("the usual folders, then {}", dir.display()),
+        (None, None) => "the usual folders; no pip `libclang` wheel in any site-packages".into(),
+    };
+    crate::fail(format!(
+        "{}: bindgen cannot load libclang, which it needs to read the CUDA headers (searched: {searched}).\n\
+         \x20 Install it (Debian/Ubuntu: `apt-get install libclang-dev`; Fedora: `dnf install clang-devel`),\n\
+         \x20 or without root: `pip install libclang` into the active virtualenv (found there by itself),\n\
+         \x20 or set LIBCLANG_PATH to the folder holding libclang.so.\n\
+         \x20 (bindgen said: {why})",
+        crate::whoami()
+    ));
+}
+
+/// bindgen's first use, its panic caught and returned as text.
+fn try_load_libclang() -> Result<(), String> {
     let report = std::panic::take_hook();
     std::panic::set_hook(Box::new(|_| {}));
+    // bindgen keeps a loaded libclang once; a failed load leaves nothing behind, so a retry with
+    // another LIBCLANG_PATH searches again.
     let loaded = std::panic::catch_unwind(bindgen::clang_version);
     std::panic::set_hook(report);
-    if let Err(panic) = loaded {
-        let why = panic
+    loaded.map(drop).map_err(|panic| {
+        panic
             .downcast_ref::<String>()
             .map(String::as_str)
             .or_else(|| panic.downcast_ref::<&str>().copied())
-            .unwrap_or("no reason given");
-        crate::fail(format!(
-            "{}: bindgen cannot load libclang, which it needs to read the CUDA headers.\n\
-             \x20 Install it (Debian/Ubuntu: `apt-get install libclang-dev`; Fedora: `dnf install clang-devel`),\n\
-             \x20 or set LIBCLANG_PATH to the folder holding libclang.so.\n\
-             \x20 (bindgen said: {why})",
-            crate::whoami()
-        ));
+            .unwrap_or("no reason given")
+            .to_string()
+    })
+}
+
+/// Where PyPI's `libclang` wheel keeps `libclang.so` (`clang/native/` under site-packages), in the
+/// site-packages the CUDA search uses, then in this workspace's provisioned folder (`ci/provision`
+/// unpacks the wheel into `libclang/` there).
+fn libclang_wheel() -> Option<(String, PathBuf)> {
+    let sites = find_cuda::site_packages_dirs()
+        .into_iter()
+        .map(|(origin, site)| (origin.to_string(), site));
+    let provisioned = env::var(find_cuda::PROVISIONED_VAR).map(|dir| {
+        (
+            "this workspace's provisioned folder".to_string(),
+            PathBuf::from(dir).join("libclang"),
+        )
+    });
+    sites
+        .chain(provisioned)
+        .map(|(origin, site)| (origin, site.join("clang/native")))
+        .find(|(_, dir)| dir.join("libclang.so").is_file())
+}
+
+/// A header that includes clang's own resource headers, the ones any C library header needs.
+const RESOURCE_PROBE: &str =
+    "#include <stddef.h>\n#include <stdarg.h>\n#include <limits.h>\n#include <stdint.h>\n";
+
+/// `-isystem` arguments for clang's resource headers (stddef.h, limits.h...) when the loaded libclang
+/// cannot find its own: PyPI's `libclang` wheel ships none, and CUDA's headers then fail with
+/// `'limits.h' file not found`. None when a probe parses as it is (a libclang-dev install, or the
+/// user's BINDGEN_EXTRA_CLANG_ARGS). Otherwise the first folder that makes the probe parse: one
+/// beside the libclang loaded (a wheel that does carry them), then the C compiler's own (`$CC`, `cc`,
+/// `gcc`, `clang`: `-print-file-name=include`), whose headers clang reads as GCC's.
+fn resource_header_args() -> Vec<String> {
+    let Err(why) = parse_probe(&[]) else {
+        return Vec::new();
+    };
+    eprintln!("cuda-event-sys: (the error above is a probe's: looking for clang's resource headers)");
+    let candidates = libclang_data_dirs().into_iter().chain(compiler_include_dirs());
+    let mut tried = Vec::new();
+    for dir in candidates {
+        if !dir.join("stddef.h").is_file() || tried.contains(&dir) {
+            continue;
+        }
+        let args = vec!["-isystem".to_string(), dir.display().to_string()];
+        if parse_probe(&args).is_ok() {
+            println!(
+                "cuda-event-sys: libclang has no resource headers of its own; using {} (-isystem)",
+                dir.display()
+            );
+            return args;
+        }
+        tried.push(dir);
     }
+    let tried = match tried.is_empty() {
+        true => "no folder with stddef.h beside libclang, and no C compiler (cc, gcc, clang) on PATH".into(),
+        false => format!(
+            "{} did not do",
+            tried
+                .iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    crate::fail(format!(
+        "{}: libclang cannot find clang's resource headers (stddef.h, limits.h), which PyPI's libclang\n\
+         \x20 wheel does not ship ({why}; {tried}).\n\
+         \x20 Install a C compiler (Debian/Ubuntu: `apt-get install gcc`), whose headers serve,\n\
+         \x20 or name the folder: BINDGEN_EXTRA_CLANG_ARGS='-isystem /usr/lib/llvm-<N>/lib/clang/<N>/include'\n\
+         \x20 (clang's resource dir, `clang -print-resource-dir`, + /include), or install libclang-dev.",
+        crate::whoami()
+    ))
+}
+
+/// Parses [`RESOURCE_PROBE`] with `args` added.
+fn parse_probe(args: &[String]) -> Result<(), String> {
+    bindgen::Builder::default()
+        .header_contents("cuda-event-sys-resource-probe.h", RESOURCE_PROBE)
+        .clang_args(args)
+        .generate()
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
+/// Resource header folders a libclang install may carry beside the library (`LIBCLANG_PATH`'s
+/// folder): `include/`, `clang/<version>/include`, `../lib/clang/<version>/include`.
+fn libclang_data_dirs() -> Vec<PathBuf> {
+    let Some(path) = std::env::var_os("LIBCLANG_PATH").map(PathBuf::from) else {
+        return Vec::new();
+    };
+    let dir = if path.is_file() {
+        path.parent().map(Path::to_path_buf).unwrap_or_default()
+    } else {
+        path
+    };
+    let versioned = |clang: PathBuf| {
+        std::fs::read_dir(clang)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|version| version.path().join("include"))
+            .collect::<Vec<_>>()
+    };
+    let mut dirs = vec![dir.join("include")];
+    dirs.extend(versioned(dir.join("clang")));
+    dirs.extend(versioned(dir.join("../lib/clang")));
+    dirs
+}
+
+/// The include folder of each C compiler found (`$CC`, then `cc`, `gcc`, `clang`), as the compiler
+/// reports it.
+fn compiler_include_dirs() -> Vec<PathBuf> {
+    let compilers = env::var("CC")
+        .into_iter()
+        .chain(["cc", "gcc", "clang"].map(Into::into));
+    compilers
+        .filter_map(|cc| Command::new(cc).arg("-print-file-name=include").output().ok())
+        .filter(|out| out.status.success())
+        .map(|out| PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
+        .filter(|dir| dir.is_absolute())
+        .collect()
 }

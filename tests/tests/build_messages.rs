@@ -336,3 +336,58 @@ fn a_change_of_path_reruns_the_build_script_only_when_nvcc_found_cuda() {
         moved.log
     );
 }
+
+#[test]
+fn a_pip_libclang_wheel_without_resource_headers_builds_with_the_c_compilers() {
+    let Some(_one) = under_cargo() else { return };
+    // Where ci/provision unpacks PyPI's libclang wheel (which ships no stddef.h or limits.h).
+    let wheel = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.cuda/libclang/clang/native");
+    if !wheel.join("libclang.so").is_file() {
+        println!("skipped: no libclang wheel in .cuda/libclang (ci/provision unpacks it)");
+        return;
+    }
+    let consumer = Consumer::new("pip-libclang", &[]);
+    let build = consumer.build(&[
+        ("CUDA_EVENT_SYS_CUDA_DIR", real_cuda()),
+        ("LIBCLANG_PATH", wheel.into()),
+    ]);
+    build.succeeded_saying(&[]);
+    // The build script's output of this build: the newest of its runs in the shared target dir.
+    let output = std::fs::read_dir(shared_target_dir().join("debug/build"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("cuda-event-sys-"))
+        .map(|e| e.path().join("output"))
+        .filter_map(|path| Some((path.metadata().ok()?.modified().ok()?, path)))
+        .max()
+        .expect("a build script output");
+    let out = std::fs::read_to_string(output.1).unwrap();
+    assert!(
+        out.contains("libclang has no resource headers of its own; using"),
+        "the C compiler's headers were not used:\n{out}"
+    );
+}
+
+#[test]
+fn dynamic_linking_from_a_folder_the_loader_does_not_search_warns_about_the_run_path() {
+    let Some(_one) = under_cargo() else { return };
+    let consumer = Consumer::new("dynamic-no-rpath", &[]);
+    let envs = [
+        ("CUDA_EVENT_SYS_CUDA_DIR", real_cuda()),
+        ("CUDA_EVENT_SYS_LINK", "dynamic".into()),
+    ];
+    let warned = consumer.build(&envs);
+    warned.succeeded_saying(&[
+        "which the loader does not search",
+        "-Wl,-rpath",
+        "LD_LIBRARY_PATH",
+    ]);
+    let mut envs = envs.to_vec();
+    envs.push(("CUDA_EVENT_SYS_RPATH_WARNING", "0".into()));
+    let silenced = consumer.build(&envs);
+    assert!(
+        silenced.ok && !silenced.log.contains("does not search"),
+        "CUDA_EVENT_SYS_RPATH_WARNING=0 did not silence it:\n{}",
+        silenced.log
+    );
+}
