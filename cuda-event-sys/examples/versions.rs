@@ -1,12 +1,13 @@
 //! Prints the CUDA runtime and driver versions and the device count, through the raw bindings.
-//! Without a driver or a GPU it exits with status 1 and one line naming the CUDA error.
+//! Without a driver it exits with status 1 and one line saying so; without a GPU, one line naming
+//! the CUDA error.
 
 use cuda_event_sys as sys;
 use std::ffi::CStr;
 
 fn main() {
     if let Err(message) = run() {
-        eprintln!("{message}");
+        eprintln!("versions: {message}");
         std::process::exit(1);
     }
 }
@@ -24,10 +25,15 @@ fn run() -> Result<(), String> {
         version(sys::CUDART_VERSION as i32),
         sys::CUDA_FOUND_BY
     );
-    match driver {
-        0 => println!("CUDA driver: none installed"),
-        _ => println!("CUDA driver supports up to {}", version(driver)),
+    // cudaDriverGetVersion succeeds with 0 when no driver is installed; every later call would fail
+    // with "driver version is insufficient", which is not the reason.
+    if driver == 0 {
+        return Err(
+            "no CUDA driver found (cudaDriverGetVersion reports none): this machine has no NVIDIA driver installed"
+                .into(),
+        );
     }
+    println!("CUDA driver supports up to {}", version(driver));
     // SAFETY: writes one int through a pointer to a live local.
     check("cudaGetDeviceCount", unsafe {
         sys::cudaGetDeviceCount(&mut devices)
@@ -52,7 +58,7 @@ fn check(call: &str, code: sys::cudaError_t) -> Result<(), String> {
         )
     };
     Err(format!(
-        "error: {call} failed: {} ({}): {}",
+        "{call} failed: {} ({}): {}",
         name.to_string_lossy(),
         code.0,
         text.to_string_lossy()

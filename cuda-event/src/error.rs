@@ -229,7 +229,8 @@ pub(crate) unsafe fn static_str(ptr: *const c_char) -> &'static str {
 
 impl fmt::Display for CudaError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let loading = if self.loading_driver {
+        // The no-driver message already says that the driver cannot be loaded.
+        let loading = if self.loading_driver && self.message != NO_DRIVER {
             "the CUDA driver could not be loaded: "
         } else {
             ""
