@@ -61,6 +61,23 @@ use std::time::Instant;
 /// stream.completion().await?;                      // or (&stream).await?
 /// # Ok(()) }
 /// ```
+///
+/// In a spawned task: a stream's future is `Completion<'static>` (it owns what it waits on), so
+/// it can be spawned as it is; an event's future borrows the event (`tokio::spawn(event.completion())`
+/// does not compile, E0597), so move the event into the task and make the future there:
+///
+/// ```no_run
+/// # async fn example() -> Result<(), cuda_event::Error> {
+/// use cuda_event::Stream;
+/// let stream = Stream::new(0)?;
+/// // ... submit work to stream.as_raw() ...
+/// let whole_stream = tokio::spawn(stream.completion());
+/// let event = stream.record_event()?;
+/// let one_event = tokio::spawn(async move { event.completion().await });
+/// whole_stream.await.expect("the task ran")?;
+/// one_event.await.expect("the task ran")?;
+/// # Ok(()) }
+/// ```
 #[must_use = "a Completion waits only when polled: an event's makes no CUDA call until then"]
 pub struct Completion<'a> {
     state: State<'a>,

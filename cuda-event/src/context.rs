@@ -157,7 +157,7 @@ impl Context {
 ///
 /// Eight bytes (the device ordinal and the context's id, folded), so that an event's handle is two
 /// words and moves in registers: a new event's first record moves it several times, and a larger
-/// handle cost ~10 ns there in store-forwarding stalls (measured on the development machine). The
+/// handle stalled there on store forwarding (bench/results has the measurement). The
 /// context is looked up by ordinal in the lock-free table of retained primary contexts.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub(crate) struct ContextInstance {
@@ -210,8 +210,8 @@ impl ContextInstance {
     /// `Ok` while objects made in this instance exist; [`Error::DeviceWasReset`] after a reset of
     /// the device destroyed them (using their handles would be a use-after-free inside the driver).
     ///
-    /// The check of every call on an event or stream, so one driver call, `cuCtxGetId` (27 ns on
-    /// an H200; asking whether the context is active first would add 38 ns). Its one failing case
+    /// The check of every call on an event or stream, so one driver call, `cuCtxGetId` (asking
+    /// whether the context is active first would be a second). Its one failing case
     /// is a context that a reset left inactive, and only a program that uses objects the reset
     /// destroyed asks then: compute-sanitizer reports that call, the program gets the typed error.
     #[inline]

@@ -28,6 +28,19 @@ use std::time::{Duration, Instant};
 ///
 /// `Send + Sync`, every method `&self`: share it between threads by reference or in an `Arc`.
 ///
+/// ```no_run
+/// use cuda_event::{Event, Stream};
+/// # fn main() -> cuda_event::Result<()> {
+/// let (producer, consumer) = (Stream::new(0)?, Stream::new(0)?);
+/// let ready = Event::new();                      // no CUDA call yet
+/// // ... submit work to producer.as_raw() ...
+/// ready.record(&producer)?;                      // creates the CUDA event, then records it
+/// ready.wait(&consumer)?;                        // consumer's later work waits for it, on the GPU
+/// // ... submit work that needs the producer's results to consumer.as_raw() ...
+/// ready.synchronize()?;                          // or ready.query()? to ask without waiting
+/// # Ok(()) }
+/// ```
+///
 /// What differs from torch: flags are checked when the event is built; `blocking` and
 /// `interprocess` always work (torch.Event ignores them); errors are typed values, not exceptions;
 /// no call, `Drop` included, changes the current device or creates a context on a device the event
@@ -47,8 +60,8 @@ use std::time::{Duration, Instant};
 ///   [`into_raw`](Self::into_raw).
 ///
 /// Such an event is not reused, so that a C caller or a graph launch can never drive an unrelated
-/// new `Event`. Its drop destroys it, except for an event a graph holds: CUDA gives a destroyed
-/// event's handle to the next event created (seen on an H200 with driver 580), and a graph launched
+/// new `Event`. Its drop destroys it, except for an event a graph holds: CUDA may give a destroyed
+/// event's handle to the next event created, and a graph launched
 /// after its external event was destroyed records or waits on whatever event has the handle now
 /// (or crashes). So such an event is kept, not destroyed, until its device's context ends (a
 /// device reset, or the process's exit): one CUDA event per `Event` that ever became a graph node.
@@ -101,9 +114,12 @@ pub struct EventBuilder {
 }
 
 impl EventBuilder {
-    /// The event records time, for [`Event::elapsed_time`]. Off by default: timing makes a record
-    /// several times dearer (no `cudaEventDisableTiming`; the project's benchmark results have the
-    /// figures).
+    /// The event records time, for [`Event::elapsed_time`] (no `cudaEventDisableTiming`). Off by
+    /// default, as in torch: every record of a timing event also takes a GPU timestamp, which makes
+    /// it much dearer than a plain record ([bench/results] has the figures), so ask for timing only
+    /// where the time is read. [`Timer`](crate::Timer) keeps pooled timing events for that.
+    ///
+    /// [bench/results]: https://github.com/cuda-event/cuda-event/tree/main/bench/results
     pub fn enable_timing(mut self, on: bool) -> Self {
         self.enable_timing = on;
         self
@@ -496,8 +512,8 @@ impl Event {
     }
 
     /// Milliseconds between this event's record and `end`'s. The resolution is about half a
-    /// microsecond. Needs no current device or context (measured on driver 580, pinned by the
-    /// GPU test `probe_calls_on_a_thread_without_a_current_context`).
+    /// microsecond. Needs no current device or context (pinned by the GPU test
+    /// `probe_calls_on_a_thread_without_a_current_context`).
     ///
     /// # Errors
     /// In torch's order: [`Error::NotTimingEvent`] unless both were built with `enable_timing`
@@ -591,12 +607,12 @@ impl Event {
     /// undefined): keep the exporter's event alive for as long as importers use theirs.
     ///
     /// If the exporting process ends (or is killed) while the event's work is pending, CUDA never
-    /// completes it, and its own wait never returns (measured: still waiting 10 s later). So the
+    /// completes it, and its own wait never returns (`tests/ipc.rs` kills an exporter). So the
     /// imported event watches its exporter: [`synchronize`](Self::synchronize) polls instead of
     /// blocking in CUDA (sleeps from 10 us doubling to 1 ms, so it returns within about 1 ms of
     /// completion) and, like [`query`](Self::query) and [`wait`](Self::wait), returns
-    /// [`Error::ExporterGone`] once the exporter has ended with the work still pending (measured:
-    /// 0.3 to 53 ms after a SIGKILL, the time the kernel takes to tear the process down). A stream
+    /// [`Error::ExporterGone`] once the exporter has ended with the work still pending (after a
+    /// SIGKILL, once the kernel has torn the process down). A stream
     /// that already waits on such an event on the GPU stays blocked: CUDA offers no way out.
     ///
     /// The exporter may hold its stream with a host function that waits for the importer (say,

@@ -1,5 +1,7 @@
-//! CUDA events with the semantics of PyTorch's [`torch.cuda.Event`], every flag real, safe to
-//! share between threads, and never a panic on a machine without a GPU.
+//! CUDA events and streams for Rust with the semantics of PyTorch's [`torch.cuda.Event`]: created
+//! lazily and exactly once, safe to share between threads, every flag real (timing, blocking,
+//! interprocess, external), errors as values and never a panic on a machine without a GPU; plus
+//! futures that await GPU work and a timer that measures it.
 //!
 //! ```no_run
 //! use cuda_event::{Event, IpcEventHandle, Stream, DeviceGuard};
@@ -35,6 +37,31 @@
 //! # Ok(()) }
 //! ```
 //!
+//! # Awaiting the GPU
+//! [`Stream::completion`] and [`Event::completion`] (or `.await` on `&stream`, `&event`) are
+//! futures for any async runtime whose output is the CUDA error of the work, if any; a stream's
+//! future owns what it waits on, so `tokio::spawn(stream.completion())` works, and an event's
+//! borrows the event, so move the event into the task. A pending future is woken by a host function
+//! that the crate queues on a wake stream of its own (never on yours), and a reactor thread queries
+//! every pending future's event at least every 100 ms as a backstop ([`Completion`] has the details).
+//!
+//! # Timing GPU work
+//! [`Timer`] times one section of a stream's work with pooled timing events and reads it without
+//! blocking. [`measure`] times a closure's GPU work the way `triton.testing.do_bench` and nvbench
+//! do (warm-up, repetitions queued behind a host-held gate so that host launch gaps stay out, an L2
+//! flush before each, a stop on noise) and returns the samples and their statistics
+//! ([`Measurement`]).
+//!
+//! # What a build needs
+//! Linux; the headers and libcudart of a CUDA runtime of 12.8 or newer (a toolkit, or PyPI's
+//! runtime wheels in a virtualenv: `pip install 'nvidia-cuda-runtime==13.0.*' 'nvidia-cuda-crt==13.0.*'`);
+//! libclang for bindgen (`apt-get install libclang-dev`, or without root `pip install libclang`);
+//! Rust 1.88. [cuda-event-sys's README](https://crates.io/crates/cuda-event-sys) says where the
+//! build looks for each and how to make a virtualenv's CUDA stick (`[env]` in
+//! `.cargo/config.toml`). libcudart is linked statically; the `dynamic` feature links
+//! `libcudart.so` instead (its binaries then need a run path: see the README). Running needs an
+//! NVIDIA driver and GPU; without them every call that needs one returns an [`Err`].
+//!
 //! # What it does
 //! - [`Event`] is built with torch's options ([`EventBuilder`]); building makes no CUDA call, and
 //!   an interprocess timing event is rejected there. The CUDA event is created on the first
@@ -51,20 +78,39 @@
 //!   record costs about as much as a record ([`set_event_pool`] turns it off, [`empty_event_pool`]
 //!   empties this thread's), unless its handle escaped (see [`Event`]): a CUDA graph that holds it
 //!   can never drive an unrelated new event.
-//! - Timing: [`Timer`] times one section of a stream's work with pooled timing events, read without
-//!   blocking; [`measure`] times a closure's GPU work the way `triton.testing.do_bench` and nvbench
-//!   do (warm-up, repetitions queued behind a host-held gate so that host launch gaps stay out, an
-//!   L2 flush, a stop on noise) and returns samples and statistics ([`Measurement`]).
-//! - Awaiting: [`Event::completion`] and [`Stream::completion`] are futures for any async runtime
-//!   (`(&event).await`, `tokio::spawn(stream.completion())`), woken by a host function on a
-//!   stream of the crate's own and backed by a query of their own event at least every 100 ms;
-//!   they never queue anything on your streams, never block, and never break another thread's
-//!   graph capture ([`Completion`] has the details). [`Event::synchronize_timeout`] and
-//!   [`Stream::synchronize_timeout`] are the bounded blocking waits.
 //! - Faults are answers, not hangs or crashes: after a kernel fault, calls on the failed context
 //!   return the CUDA error (CUDA reports the events of the work the fault killed as complete, so
 //!   an event's `query` may still say `true`); events and streams that a device reset destroyed return [`Error::DeviceWasReset`]; an
 //!   imported IPC event whose exporter died returns [`Error::ExporterGone`].
+//!
+//! # From torch.cuda.Event
+//!
+//! | PyTorch | cuda-event | notes |
+//! |---|---|---|
+//! | `torch.cuda.Event()` | `Event::new()` | no CUDA call until the first record |
+//! | `torch.cuda.Event(enable_timing=True, blocking=True, interprocess=True)` | `Event::builder().enable_timing(true).blocking(true).interprocess(true).build()?` | interprocess + timing is rejected here (`Error::InterprocessWithTiming`), not by CUDA later |
+//! | `torch.cuda.Event(external=True)` | `Event::builder().external(true).build()?` | records and waits become external nodes of a graph being captured |
+//! | `event.record(stream)` | `event.record(&stream)?` | on another device than the event's: `Error::DeviceMismatch` |
+//! | `event.record()` (current stream) | `event.record_on_current_device()?` | the current device's legacy default stream |
+//! | `event.wait(stream)` | `event.wait(&stream)?` or `stream.wait_event(&event)?` | before any record: does nothing, like torch |
+//! | `event.wait()` | `event.wait_on_current_device()?` | |
+//! | `event.query()` | `event.query()?` | `true` before any record, like torch |
+//! | `event.synchronize()` | `event.synchronize()?`, `event.synchronize_timeout(d)?` | returns at once before any record |
+//! | (no torch equivalent) | `event.completion().await`, `stream.completion().await` | futures for any async runtime |
+//! | `start.elapsed_time(end)` | `start.elapsed_time(&end)?` | torch's preconditions as errors: `NotTimingEvent`, `NotRecorded`, `NotComplete`, `ElapsedAcrossDevices` |
+//! | `event.ipc_handle()` | `event.ipc_handle()?` | an `IpcEventHandle`: 64 bytes, or 128 hex digits with `Display`/`FromStr` |
+//! | `torch.cuda.Event.from_ipc_handle(device, handle)` | `Event::from_ipc_handle(device, handle)?` | refuses a handle of this same process (`IpcHandleFromThisProcess`) |
+//! | `event.cuda_event` | `event.as_raw()` (`Option<cudaEvent_t>`) | `None` before creation; `from_raw`/`into_raw` too |
+//! | `torch.cuda.Stream(device, priority=p)` | `Stream::new(device)?`, `Stream::with_options(device, StreamOptions::default().priority(p))?` | |
+//! | `torch.cuda.current_stream()` / default streams | `Stream::legacy(device)?`, `Stream::per_thread(device)?` | |
+//! | `torch.cuda.ExternalStream(ptr)` | `unsafe { Stream::from_raw_borrowed(raw, device)? }` | not destroyed on drop |
+//! | `stream.record_event()` | `stream.record_event()?` | |
+//! | `stream.wait_event(event)`, `stream.wait_stream(other)` | `stream.wait_event(&event)?`, `stream.wait_stream(&other)?` | |
+//! | `stream.query()`, `stream.synchronize()` | `stream.query()?`, `stream.synchronize()?` | |
+//! | `torch.cuda.device_count()` | `device_count()?` | |
+//! | `torch.cuda.current_device()`, `torch.cuda.set_device(d)` | `current_device()?`, `set_device(d)?` | |
+//! | `with torch.cuda.device(d):` | `let _guard = DeviceGuard::new(d)?;` | restores the previous device on drop; not `Send` |
+//! | `triton.testing.do_bench(fn)` | `measure(&stream, &MeasureOptions::default(), \|s\| ...)?` | samples, median, percentiles, noise (`Measurement`) |
 //!
 //! # Threads
 //! [`Event`], [`Stream`] and [`IpcEventHandle`] are `Send + Sync`. [`DeviceGuard`] is not `Send`:
@@ -86,6 +132,13 @@
 
 #![deny(missing_docs)]
 
+// `stream`, then `event`, first (apart, so that rustfmt keeps the order): rustdoc lists a type's
+// impl blocks in the order it meets them, and the constructors belong before the methods that other
+// modules add (`record_event`, `completion`, `launch_host_fn`).
+mod stream;
+
+mod event;
+
 mod capture_mode;
 mod completion;
 mod context;
@@ -93,7 +146,6 @@ mod device;
 mod driver;
 mod drop_errors;
 mod error;
-mod event;
 mod gate;
 mod handle;
 mod host_fn;
@@ -103,7 +155,6 @@ mod pool;
 mod publish_once;
 mod reactor;
 mod scratch_memory;
-mod stream;
 mod timer;
 // Its nested `if`s predate rust-version 1.88 (let chains), and the file is being changed elsewhere:
 // until they are collapsed there, clippy's suggestion to collapse them is held back for it alone.
@@ -124,3 +175,8 @@ pub use measure::{MeasureOptions, Measurement, StopReason, measure};
 pub use pool::{POOL_PER_THREAD, empty_event_pool, set_event_pool};
 pub use stream::{Stream, StreamOptions};
 pub use timer::{Timer, Timing};
+
+// The README is the crates.io page: its Rust blocks compile as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

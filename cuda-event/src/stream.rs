@@ -11,9 +11,27 @@ use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::ThreadId;
 
-/// A CUDA stream and the device it belongs to.
+/// A CUDA stream and the device it belongs to: one the crate made ([`new`](Self::new),
+/// [`with_options`](Self::with_options); destroyed on drop), a device's default stream
+/// ([`legacy`](Self::legacy), [`per_thread`](Self::per_thread)), or another library's, borrowed
+/// ([`from_raw_borrowed`](Self::from_raw_borrowed)). Work is submitted to [`as_raw`](Self::as_raw)
+/// with any CUDA library.
 ///
 /// `Send + Sync`: CUDA streams may be used from any thread, and every method takes `&self`.
+///
+/// ```no_run
+/// use cuda_event::{Stream, StreamOptions};
+/// # fn main() -> cuda_event::Result<()> {
+/// let copies = Stream::with_options(0, StreamOptions::default().non_blocking(true))?;
+/// let compute = Stream::new(0)?;
+/// // ... submit copies to copies.as_raw() ...
+/// compute.wait_stream(&copies)?;                 // compute's later work waits for the copies
+/// // ... submit kernels to compute.as_raw() ...
+/// let done = compute.record_event()?;            // an event of what compute has so far
+/// compute.synchronize()?;                        // or .await compute.completion() in async code
+/// assert!(done.query()?);
+/// # Ok(()) }
+/// ```
 pub struct Stream {
     raw: sys::cudaStream_t,
     device: i32,
