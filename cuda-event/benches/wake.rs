@@ -101,6 +101,11 @@ const ONE_STREAM: usize = 1_000;
 /// Section 2: the GPU completes one event per tick (so 10,000 take 200 ms; a stream of layout (a)
 /// gets one every 64 ticks, 1.28 ms, the one stream of layout (b) one every 10, 200 us).
 const TICK: Duration = Duration::from_micros(20);
+/// Section 2: `cuStreamWaitValue32` commands per stream at most. Waits queued behind a closed gate
+/// block the submitting thread past about a thousand on one stream, and past far fewer in all over
+/// 64 streams (32 per stream still blocked); the submission then blocks until the gate opens, and
+/// the phase measures nothing.
+const WAITS_PER_STREAM: usize = 8;
 /// Section 2: the bound of the fallback query (issue 18 item 2): no future may wake later than this
 /// after the floor.
 const FALLBACK_BOUND: Duration = Duration::from_millis(100);
@@ -218,7 +223,7 @@ fn header(devices: i32, quick: bool, tick: Duration, select_hold: Duration) -> (
          GPU 0 held by a {} s kernel with {SELECT_QUEUED} near-empty kernels queued behind it\n\
          - every future: {EVERY_FUTURES} futures pending at once, each on its own event and its own \
          task, (a) over {EVERY_STREAMS} streams, (b) {ONE_STREAM} on one stream and the rest over \
-         {} others; one event completes per tick of {} us ({} ms in all)\n\
+         {} others; one tick of {} us per event ({} ms in all), at most 8 waits per stream (events between two complete together)\n\
          - wake latency: {TRIALS} trials per waiter; pending futures on {HELD_PER_DEVICE} streams per GPU \
          held {} s\n\n",
         gpus.join(", "),
@@ -799,7 +804,7 @@ fn every_future_section(
         "## Every future's wake-up (issue 18 item 5)\n\n\
          {EVERY_FUTURES} futures pending at once, each its own tokio task (spawned in a shuffled order, \
          but for the last phase) on a multi-thread runtime, each on its own event (built blocking, with timing); every stream waits \
-         on a gate until every task has polled once, then the GPU completes one event per {} us tick \
+         on a gate until every task has polled once, then the GPU passes one tick per {} us; a stream waits for the tick of at most 8 of its events, the events between two waits completing together \
          (a ticker kernel; the streams wait on its count). Floor: one thread per stream blocked in \
          `Event::synchronize` on that stream's events in order. GPU time of each event: \
          `elapsed_time` from an anchor event at tick 1 whose host time a spinning `query` read (so the \
@@ -928,10 +933,15 @@ impl Phase<'_> {
             for clock in self.clocks {
                 clock.arm(self.tick, n);
             }
-            // In time order, so that each hardware queue's work is in the order it will run.
+            // In time order, so that each hardware queue's work is in the order it will run. A
+            // stream takes at most WAITS_PER_STREAM waits: the events between two of its waits
+            // complete together, at the tick of the first (each event's GPU time is measured).
             for (i, &s) in self.layout.stream_of.iter().enumerate() {
                 let (stream, clock) = (self.streams[s], &self.clocks[device_of(s)]);
-                wait_value(stream, clock.counter_device, i as u32 + 1);
+                let group = on_stream[s].len().div_ceil(WAITS_PER_STREAM);
+                if position[i] % group == 0 {
+                    wait_value(stream, clock.counter_device, i as u32 + 1);
+                }
                 events[i].record(stream).unwrap();
                 if self.kind == Kind::Stream {
                     stream_futures.push(Some(stream.completion()));

@@ -151,6 +151,12 @@ impl WaitCell {
         *self.target_in_use.lock() = true;
     }
 
+    /// The owner gave up or the result is known: nothing needs to ring it any more.
+    pub(crate) fn settled(&self) -> bool {
+        let state = self.state.lock();
+        state.abandoned || state.result.is_some()
+    }
+
     /// Runs `call`, which uses the target, unless the owner gave up or the result is known; the
     /// owner's [`abandon`](Self::abandon) waits for it.
     pub(crate) fn while_watched<R>(&self, call: impl FnOnce() -> R) -> Option<R> {

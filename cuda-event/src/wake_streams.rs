@@ -1,22 +1,34 @@
-//! The crate's own streams that futures' wake-ups are queued on: one per producer stream (an owned
-//! or borrowed [`Stream`] that an awaited event was last recorded on), made on first use, and the
-//! thread that queues the wake-ups there.
+//! The crate's own streams that futures' wake-ups are queued on: up to [`MAX_LANES`] per producer
+//! stream (an owned or borrowed [`Stream`] that an awaited event was last recorded on), made on
+//! first use, and the thread that queues the wake-ups there.
 //!
-//! A wake-up is a wait on the awaited event followed by a host function, both on the producer's
-//! wake stream, never on the producer itself: the crate enqueues nothing onto a stream it does not
-//! own, so no capture that another thread begins on the producer can swallow a wake-up, and the
-//! producer's own work is never held back by one. One wake stream per producer keeps each
-//! producer's futures in its own order, without one producer's long work delaying another's.
+//! A wake-up is a wait on the awaited event followed by a host function, both on one of the
+//! producer's wake streams, never on the producer itself: the crate enqueues nothing onto a stream
+//! it does not own, so no capture that another thread begins on the producer can swallow a
+//! wake-up, and the producer's own work is never held back by one. Wake streams per producer keep
+//! each producer's futures in its own order, without one producer's long work delaying another's.
 //!
-//! Queueing onto a stream can block: a stream's hardware queue holds about a thousand commands, and
-//! a wake stream shares a hardware queue with other streams once there are more streams than
-//! queues (`CUDA_DEVICE_MAX_CONNECTIONS`). So the wake-ups are queued by a thread of the crate's
-//! own, never by a future's poll, and at most [`MAX_QUEUED_PER_STREAM`] at a time per wake stream:
-//! further ones wait in order, and each host function that runs makes room for the next. While
-//! that thread waits, futures are still confirmed by the reactor's queries.
+//! A producer runs its work in order, so a wake-up for one of its records also announces every
+//! earlier record: its host function rings every wait on the producer for a record up to its own
+//! ([`Book::take_through`]). That is what keeps every future prompt when more are pending than
+//! can be queued, or when they are asked for out of record order (a wait queued behind a later
+//! record is rung by an earlier one's wake-up). Which record came first is judged by a stamp taken
+//! at each record, so records racing on one stream from two threads may be judged out of order:
+//! a wait rung early is confirmed by a query before it is believed and asks again.
 //!
-//! Default streams have no wake stream (a future on an event recorded there is polled), and a
-//! producer's wake stream is destroyed with the producer.
+//! Queueing onto a stream can block, for as long as the GPU takes: a stream's hardware queue holds
+//! about a thousand commands, and a wake stream shares its hardware queue with other streams (one
+//! holding thousands of records behind a long kernel blocks a launch onto a wake stream of another
+//! producer until that kernel ends). So the wake-ups are queued by worker threads of the crate's
+//! own, never by a future's poll; one worker serves one producer at a time, and while a worker is
+//! blocked in CUDA for one producer, others serve the rest (up to [`MAX_WORKERS`] blocked at once).
+//! At most [`MAX_QUEUED_PER_STREAM`] wake-ups at a time are queued per wake stream, earliest record
+//! first; each host function that runs makes room for the next. While a worker waits, futures are
+//! still confirmed by the reactor's queries.
+//!
+//! Default streams have no wake stream (a future on an event recorded there is polled). A
+//! producer's wake streams are destroyed once nothing is queued on them and either the producer
+//! is gone or they were idle for [`IDLE`].
 
 use crate::capture_mode::RelaxedCapture;
 use crate::driver::{Driver, driver};
@@ -25,9 +37,10 @@ use crate::reactor::WaitCell;
 use crate::stream::{Stream, StreamId, StreamOptions};
 use cuda_event_sys as sys;
 use parking_lot::{Condvar, Mutex};
-use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock};
+use std::time::{Duration, Instant};
 
 /// Wake-ups queued on one wake stream and not run yet; later ones wait their turn on the host.
 const MAX_QUEUED_PER_STREAM: usize = 32;
@@ -36,9 +49,20 @@ const MAX_QUEUED_PER_STREAM: usize = 32;
 /// earlier record (so none waits behind a later record), or to a new one.
 const MAX_LANES: usize = 2;
 
+/// How long a producer's wake streams stay with nothing queued before they are destroyed (they are
+/// made again when needed): a producer dropped after a wait was asked for is never announced.
+const IDLE: Duration = Duration::from_secs(1);
+
+/// Waits in a producer's book that the owner gave up on (a `select!` loop over a long-pending
+/// event) are swept out once the book holds this many, and then at twice what the sweep kept.
+const SWEEP_AT: usize = 256;
+
+/// Worker threads that queue wake-ups at most; one is kept, the others end after [`IDLE`] with
+/// nothing to do.
+const MAX_WORKERS: usize = 16;
+
 /// A wake-up to queue: ring `cell` once `event` (its record now) has completed.
 struct Request {
-    producer: StreamId,
     /// When the event was recorded: the order its wake-up is queued in.
     stamp: u64,
     device: i32,
@@ -46,39 +70,52 @@ struct Request {
     cell: Arc<WaitCell>,
 }
 
-// SAFETY: the event handle is an opaque CUDA handle; it is only used under `cell`'s watch (see
-// `WaitCell::while_watched`), which its owner ends before the event goes away.
-unsafe impl Send for Request {}
-
-enum Command {
-    Queue(Request),
-    /// The producer is being dropped: its wake stream goes too (wake-ups queued on it still run).
-    Gone(StreamId),
-}
-
+/// What the futures, the host functions and the workers share, behind one lock that is never held
+/// across a CUDA call.
 #[derive(Default)]
-struct Inbox {
-    commands: Vec<Command>,
-    running: bool,
+struct Hub {
+    producers: HashMap<StreamId, Arc<Entry>>,
+    /// Producers waiting for a worker.
+    ready: VecDeque<Arc<Entry>>,
+    workers: usize,
+    /// Workers waiting for a producer.
+    idle: usize,
+    /// When idle wake streams were last looked for.
+    last_reap: Option<Instant>,
 }
 
-struct Waker {
-    inbox: Mutex<Inbox>,
-    changed: Condvar,
-    /// A host function made room on a wake stream that had none.
-    room: AtomicBool,
+/// Where a producer stands with the workers.
+#[derive(Clone, Copy, PartialEq)]
+enum Turn {
+    Idle,
+    /// In `ready`.
+    Scheduled,
+    /// A worker serves it.
+    Served,
+    /// A worker serves it, and something changed since it began: it serves it again.
+    Again,
 }
 
-static WAKER: LazyLock<Waker> = LazyLock::new(|| Waker {
-    inbox: Mutex::new(Inbox::default()),
-    changed: Condvar::new(),
-    room: AtomicBool::new(false),
-});
+/// A producer, as the hub knows it.
+struct Entry {
+    id: StreamId,
+    /// Its waits, which the host functions ring: no CUDA resource here, so that a host function
+    /// never drops the last reference to a stream (CUDA forbids CUDA calls there).
+    book: Arc<Mutex<Book>>,
+    /// Its wake streams: locked only by the worker that serves it (or tried by one that reaps).
+    lanes: Mutex<Lanes>,
+    /// Guarded by the hub's lock.
+    turn: Mutex<Turn>,
+    /// The producer was dropped.
+    gone: std::sync::atomic::AtomicBool,
+}
 
-/// Asks for a wake-up of `cell` when the record of `event` now current completes, on the wake
+static HUB: LazyLock<(Mutex<Hub>, Condvar)> = LazyLock::new(Default::default);
+
+/// Asks for a wake-up of `cell` when the record of `event` now current completes, on a wake
 /// stream of `producer`. Never waits for CUDA. Returns whether it was asked for: `false` without
-/// a producer (a default stream, an event recorded elsewhere) or when the thread could not start;
-/// the caller's wait is then polled.
+/// a producer (a default stream, an event recorded elsewhere) or when no worker could start; the
+/// caller's wait is then polled.
 pub(crate) fn request_wake(
     producer: Option<StreamId>,
     stamp: u64,
@@ -89,39 +126,203 @@ pub(crate) fn request_wake(
     let Some(producer) = producer else {
         return false;
     };
-    send(Command::Queue(Request {
-        producer,
+    let mut hub = HUB.0.lock();
+    let entry = hub
+        .producers
+        .entry(producer)
+        .or_insert_with(|| {
+            Arc::new(Entry {
+                id: producer,
+                book: Arc::default(),
+                lanes: Mutex::default(),
+                turn: Mutex::new(Turn::Idle),
+                gone: Default::default(),
+            })
+        })
+        .clone();
+    entry.book.lock().add(Request {
         stamp,
         device,
         event,
         cell: cell.clone(),
-    }))
+    });
+    if hub.schedule(&entry) {
+        return true;
+    }
+    // No worker: the wait is polled instead.
+    entry
+        .book
+        .lock()
+        .wanted
+        .retain(|_, wanted| !Arc::ptr_eq(&wanted.cell, cell));
+    false
 }
 
-/// The producer is being dropped.
+/// The producer is being dropped: its wake streams go once nothing is queued on them.
 pub(crate) fn producer_gone(producer: StreamId) {
-    let mut inbox = WAKER.inbox.lock();
-    // Nothing to destroy if the thread never started.
-    if inbox.running {
-        inbox.commands.push(Command::Gone(producer));
-        WAKER.changed.notify_one();
+    let mut hub = HUB.0.lock();
+    if let Some(entry) = hub.producers.get(&producer).cloned() {
+        entry.gone.store(true, Ordering::Relaxed);
+        hub.schedule(&entry);
     }
 }
 
-fn send(command: Command) -> bool {
-    let mut inbox = WAKER.inbox.lock();
-    if !inbox.running {
-        let started = std::thread::Builder::new()
-            .name("cuda-event-wake".into())
-            .spawn(run);
-        if started.is_err() {
-            return false;
-        }
-        inbox.running = true;
+/// Something changed for `producer` (room on a wake stream): a worker looks at it.
+fn nudge(producer: StreamId) {
+    let mut hub = HUB.0.lock();
+    if let Some(entry) = hub.producers.get(&producer).cloned() {
+        hub.schedule(&entry);
     }
-    inbox.commands.push(command);
-    WAKER.changed.notify_one();
-    true
+}
+
+impl Hub {
+    /// Has a worker look at `entry`; `false` if none runs and none could start.
+    fn schedule(&mut self, entry: &Arc<Entry>) -> bool {
+        let mut turn = entry.turn.lock();
+        match *turn {
+            Turn::Idle => {
+                *turn = Turn::Scheduled;
+                self.ready.push_back(entry.clone());
+            }
+            Turn::Served => {
+                *turn = Turn::Again;
+                return true;
+            }
+            Turn::Scheduled | Turn::Again => return true,
+        }
+        drop(turn);
+        if self.idle > 0 {
+            HUB.1.notify_one();
+        } else if self.workers < MAX_WORKERS {
+            let started = std::thread::Builder::new()
+                .name("cuda-event-wake".into())
+                .spawn(work);
+            match started {
+                Ok(_) => self.workers += 1,
+                Err(_) if self.workers == 0 => {
+                    self.ready.retain(|ready| !Arc::ptr_eq(ready, entry));
+                    *entry.turn.lock() = Turn::Idle;
+                    return false;
+                }
+                Err(_) => {}
+            }
+        }
+        true
+    }
+
+    /// Takes out the producers no worker serves whose wake streams can go (gone, or idle for
+    /// [`IDLE`]); the caller drops them outside the lock.
+    fn reap(&mut self, now: Instant) -> Vec<Arc<Entry>> {
+        self.last_reap = Some(now);
+        let mut reaped = Vec::new();
+        self.producers.retain(|_, entry| {
+            let can_go = *entry.turn.lock() == Turn::Idle
+                && entry.lanes.try_lock().is_some_and(|mut lanes| {
+                    lanes.can_go(now, &entry.book, entry.gone.load(Ordering::Relaxed))
+                });
+            if can_go {
+                reaped.push(entry.clone());
+            }
+            !can_go
+        });
+        reaped
+    }
+}
+
+/// A worker: serves ready producers, one at a time.
+fn work() {
+    let Ok(d) = driver("the wake thread") else {
+        let mut hub = HUB.0.lock();
+        hub.workers -= 1;
+        return;
+    };
+    RelaxedCapture::enter(d).forever();
+    loop {
+        let entry = {
+            let mut hub = HUB.0.lock();
+            loop {
+                if let Some(entry) = hub.ready.pop_front() {
+                    *entry.turn.lock() = Turn::Served;
+                    break entry;
+                }
+                hub.idle += 1;
+                let timed_out = HUB.1.wait_for(&mut hub, IDLE).timed_out();
+                hub.idle -= 1;
+                if timed_out && hub.ready.is_empty() {
+                    let reaped = hub.reap(Instant::now());
+                    // The last worker stays; the others end.
+                    let end = hub.workers > 1;
+                    if end {
+                        hub.workers -= 1;
+                    }
+                    drop(hub);
+                    // Their wake streams are destroyed here, outside the lock.
+                    drop(reaped);
+                    if end {
+                        return;
+                    }
+                    hub = HUB.0.lock();
+                }
+            }
+        };
+        loop {
+            entry.lanes.lock().queue_waiting(d, &entry);
+            let hub = HUB.0.lock();
+            let mut turn = entry.turn.lock();
+            if *turn == Turn::Again {
+                *turn = Turn::Served;
+                continue;
+            }
+            *turn = Turn::Idle;
+            drop(turn);
+            let now = Instant::now();
+            let mut hub = hub;
+            if entry.gone.load(Ordering::Relaxed) || hub.last_reap.is_none_or(|at| now - at >= IDLE) {
+                let reaped = hub.reap(now);
+                drop(hub);
+                // Their wake streams are destroyed here, outside the lock.
+                drop(reaped);
+            }
+            break;
+        }
+    }
+}
+
+// SAFETY: the event handle is an opaque CUDA handle; it is only used under `cell`'s watch (see
+// `WaitCell::while_watched`), which its owner ends before the event goes away.
+unsafe impl Send for Request {}
+
+/// Where a wait stands in its producer's book: its record's stamp, then the order it came in.
+type Key = (u64, u64);
+
+/// A wait asked for and not rung yet.
+struct Wanted {
+    device: i32,
+    event: sys::cudaEvent_t,
+    cell: Arc<WaitCell>,
+    /// Its own wake-up was queued (or refused: then a later record's wake-up or the reactor's
+    /// queries settle it).
+    queued: bool,
+}
+
+// SAFETY: as for `Request`.
+unsafe impl Send for Wanted {}
+
+/// The waits on one producer not rung yet, by record: shared by the wake thread, which queues
+/// wake-ups for the earliest, and the host functions, which ring them.
+#[derive(Default)]
+struct Book {
+    wanted: BTreeMap<Key, Wanted>,
+    /// Waits that came in so far: the second part of their keys.
+    arrivals: u64,
+}
+
+impl Book {
+    /// Takes every wait for a record up to `stamp`: the wake-up for that record announces them.
+    fn take_through(&mut self, stamp: u64) -> BTreeMap<Key, Wanted> {
+        let later = self.wanted.split_off(&(stamp.saturating_add(1), 0));
+        std::mem::replace(&mut self.wanted, later)
+    }
 }
 
 struct WakeStream {
@@ -131,48 +332,31 @@ struct WakeStream {
     last_stamp: u64,
 }
 
-/// What the thread keeps per producer.
+/// A producer's wake streams, as the worker serving it keeps them.
 #[derive(Default)]
-struct Producer {
+struct Lanes {
     lanes: Vec<WakeStream>,
-    /// Wake-ups not queued yet, in record order.
-    waiting: VecDeque<Request>,
+    sweep_at: usize,
+    /// Since when nothing was queued on its wake streams and no wait was left in its book.
+    idle_since: Option<Instant>,
 }
 
-fn run() {
-    let Ok(d) = driver("the wake thread") else {
-        return;
-    };
-    RelaxedCapture::enter(d).forever();
-    let mut producers: HashMap<StreamId, Producer> = HashMap::new();
-    loop {
-        let commands = {
-            let mut inbox = WAKER.inbox.lock();
-            while inbox.commands.is_empty() && !WAKER.room.swap(false, Ordering::Relaxed) {
-                WAKER.changed.wait(&mut inbox);
-            }
-            std::mem::take(&mut inbox.commands)
+impl Book {
+    fn add(&mut self, request: Request) {
+        self.arrivals += 1;
+        let wanted = Wanted {
+            device: request.device,
+            event: request.event,
+            cell: request.cell,
+            queued: false,
         };
-        for command in commands {
-            match command {
-                Command::Queue(request) => {
-                    let waiting = &mut producers.entry(request.producer).or_default().waiting;
-                    let at = waiting.partition_point(|r| r.stamp <= request.stamp);
-                    waiting.insert(at, request);
-                }
-                Command::Gone(producer) => drop(producers.remove(&producer)),
-            }
-        }
-        for producer in producers.values_mut() {
-            producer.queue_waiting(d);
-        }
-        producers.retain(|_, p| !p.lanes.is_empty() || !p.waiting.is_empty());
+        self.wanted.insert((request.stamp, self.arrivals), wanted);
     }
 }
 
-impl Producer {
-    /// Queues waiting wake-ups, earliest record first, while a lane has room.
-    fn queue_waiting(&mut self, d: &Driver) {
+impl Lanes {
+    /// Queues wake-ups for the earliest waits not queued yet, while a lane has room.
+    fn queue_waiting(&mut self, d: &Driver, entry: &Entry) {
         // Lanes that a device reset destroyed go.
         self.lanes.retain(|lane| {
             !matches!(
@@ -180,23 +364,67 @@ impl Producer {
                 Err(Error::DeviceWasReset { .. })
             )
         });
-        while let Some(request) = self.waiting.front() {
-            let Some(lane) = self.lane_for(request.stamp, request.device) else {
+        self.sweep(&entry.book);
+        loop {
+            // The book is locked only to pick a wait: a host function that rings waits locks it
+            // too, and the CUDA calls below can block.
+            let picked = {
+                let mut book = entry.book.lock();
+                let Some((key, wanted)) = book.wanted.iter_mut().find(|(_, w)| !w.queued) else {
+                    return;
+                };
+                wanted.queued = true;
+                (*key, wanted.device, wanted.event, wanted.cell.clone())
+            };
+            let (key, device, event, cell) = picked;
+            let Some(lane) = self.lane_for(key.0, device) else {
+                if let Some(wanted) = entry.book.lock().wanted.get_mut(&key) {
+                    wanted.queued = false;
+                }
                 return;
             };
-            let request = self.waiting.pop_front().expect("just seen");
             let lane = &mut self.lanes[lane];
-            // A refused launch is left to the reactor's queries.
-            if queue(d, lane, &request) {
-                lane.last_stamp = lane.last_stamp.max(request.stamp);
+            // A refused launch is left to a later record's wake-up and to the reactor's queries.
+            if queue(d, lane, key.0, event, &cell, entry) {
+                lane.last_stamp = lane.last_stamp.max(key.0);
             }
         }
     }
 
+    /// Drops the waits whose owners gave up or whose result is known, once there are many.
+    fn sweep(&mut self, book: &Mutex<Book>) {
+        let mut book = book.lock();
+        if book.wanted.len() >= self.sweep_at.max(SWEEP_AT) {
+            book.wanted.retain(|_, wanted| !wanted.cell.settled());
+            self.sweep_at = 2 * book.wanted.len();
+        }
+    }
+
+    /// Nothing is queued on its wake streams and no wait is left, and it is gone or was idle for
+    /// [`IDLE`]: its wake streams can be destroyed.
+    fn can_go(&mut self, now: Instant, book: &Mutex<Book>, gone: bool) -> bool {
+        let lanes_idle = self
+            .lanes
+            .iter()
+            .all(|lane| lane.queued.load(Ordering::Relaxed) == 0);
+        let idle = lanes_idle && {
+            // With nothing queued, no host function will take the settled waits.
+            let mut book = book.lock();
+            book.wanted.retain(|_, wanted| !wanted.cell.settled());
+            book.wanted.is_empty()
+        };
+        if !idle {
+            self.idle_since = None;
+            return false;
+        }
+        let since = *self.idle_since.get_or_insert(now);
+        gone || now.duration_since(since) >= IDLE
+    }
+
     /// The lane a wake-up recorded at `stamp` goes to: one with room whose last wake-up was
     /// recorded earlier (the latest such), else a new one, else the one with room whose last
-    /// wake-up is earliest (the wake-up then waits behind a later record: the reactor's queries
-    /// bound that). `None` while no lane has room.
+    /// wake-up is earliest (an earlier record's wake-up on the other lane still rings it on time).
+    /// `None` while no lane has room.
     fn lane_for(&mut self, stamp: u64, device: i32) -> Option<usize> {
         let has_room = |lane: &WakeStream| lane.queued.load(Ordering::Relaxed) < MAX_QUEUED_PER_STREAM;
         let in_order = (0..self.lanes.len())
@@ -221,30 +449,37 @@ impl Producer {
     }
 }
 
-/// Queues `request`'s wait and host function on `wake`; returns whether both were queued.
-fn queue(d: &Driver, wake: &WakeStream, request: &Request) -> bool {
+/// Queues on `wake` a wait on `event` (recorded at `stamp`) and a host function that rings every
+/// wait in `entry`'s book for a record up to `stamp`; returns whether both were queued.
+fn queue(
+    d: &Driver,
+    wake: &WakeStream,
+    stamp: u64,
+    event: sys::cudaEvent_t,
+    cell: &WaitCell,
+    entry: &Entry,
+) -> bool {
     let stream = wake.stream.as_raw();
-    let event = request.event;
     // SAFETY: a live stream of the crate's, and the owner's event, used only while the owner
     // still watches it (so it is alive); CUDA allows an event of any context of the device.
-    let waited = request
-        .cell
-        .while_watched(|| d.stream_wait_event.call(|f| unsafe { f(stream, event, 0) }));
+    let waited = cell.while_watched(|| d.stream_wait_event.call(|f| unsafe { f(stream, event, 0) }));
     if !matches!(waited, Some(Ok(()))) {
         return false;
     }
     let queued = wake.queued.clone();
     queued.fetch_add(1, Ordering::Relaxed);
-    let cell = request.cell.clone();
     let counted = queued.clone();
+    let (book, producer) = (entry.book.clone(), entry.id);
+    // No CUDA call in here, and nothing dropped that makes one.
     let launched = wake.stream.queue_host_fn(d, move || {
         if counted.fetch_sub(1, Ordering::Relaxed) == MAX_QUEUED_PER_STREAM {
-            // The wake thread may be waiting for this room.
-            WAKER.room.store(true, Ordering::Relaxed);
-            let _inbox = WAKER.inbox.lock();
-            WAKER.changed.notify_one();
+            // Waits may be waiting for this room.
+            nudge(producer);
         }
-        cell.ring();
+        let announced = book.lock().take_through(stamp);
+        for wanted in announced.into_values() {
+            wanted.cell.ring();
+        }
     });
     if launched.is_err() {
         queued.fetch_sub(1, Ordering::Relaxed);
