@@ -939,7 +939,7 @@ impl Phase<'_> {
             for (i, &s) in self.layout.stream_of.iter().enumerate() {
                 let (stream, clock) = (self.streams[s], &self.clocks[device_of(s)]);
                 let group = on_stream[s].len().div_ceil(WAITS_PER_STREAM);
-                if position[i] % group == 0 {
+                if position[i].is_multiple_of(group) {
                     wait_value(stream, clock.counter_device, i as u32 + 1);
                 }
                 events[i].record(stream).unwrap();

@@ -156,9 +156,6 @@ mod publish_once;
 mod reactor;
 mod scratch_memory;
 mod timer;
-// Its nested `if`s predate rust-version 1.88 (let chains), and the file is being changed elsewhere:
-// until they are collapsed there, clippy's suggestion to collapse them is held back for it alone.
-#[allow(clippy::collapsible_if)]
 mod wake_streams;
 
 pub use completion::Completion;

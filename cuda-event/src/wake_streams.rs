@@ -433,15 +433,15 @@ impl Lanes {
         if in_order.is_some() {
             return in_order;
         }
-        if self.lanes.len() < MAX_LANES {
-            if let Ok(stream) = Stream::unregistered(device, StreamOptions::default().non_blocking(true)) {
-                self.lanes.push(WakeStream {
-                    stream,
-                    queued: Arc::new(AtomicUsize::new(0)),
-                    last_stamp: 0,
-                });
-                return Some(self.lanes.len() - 1);
-            }
+        if self.lanes.len() < MAX_LANES
+            && let Ok(stream) = Stream::unregistered(device, StreamOptions::default().non_blocking(true))
+        {
+            self.lanes.push(WakeStream {
+                stream,
+                queued: Arc::new(AtomicUsize::new(0)),
+                last_stamp: 0,
+            });
+            return Some(self.lanes.len() - 1);
         }
         (0..self.lanes.len())
             .filter(|&i| has_room(&self.lanes[i]))

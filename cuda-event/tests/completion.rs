@@ -477,7 +477,11 @@ const GLOBAL: sys::cudaStreamCaptureMode = sys::cudaStreamCaptureMode::cudaStrea
 
 /// The capture mode of a race's round: thread-local and global in turn.
 fn capture_mode(round: usize) -> sys::cudaStreamCaptureMode {
-    if round % 2 == 0 { THREAD_LOCAL } else { GLOBAL }
+    if round.is_multiple_of(2) {
+        THREAD_LOCAL
+    } else {
+        GLOBAL
+    }
 }
 
 /// How long a race's round keeps its capture open: 5 to 49 us, varied so that the other thread's
