@@ -77,9 +77,8 @@ struct Hub {
     producers: HashMap<StreamId, Arc<Entry>>,
     /// Producers waiting for a worker.
     ready: VecDeque<Arc<Entry>>,
+    /// Workers running or being started.
     workers: usize,
-    /// Workers waiting for a producer.
-    idle: usize,
     /// When idle wake streams were last looked for.
     last_reap: Option<Instant>,
 }
@@ -146,10 +145,18 @@ pub(crate) fn request_wake(
         event,
         cell: cell.clone(),
     });
-    if hub.schedule(&entry) {
+    let spawn = hub.schedule(&entry, true);
+    drop(hub);
+    if !spawn || start_worker() {
         return true;
     }
-    // No worker: the wait is polled instead.
+    // No worker runs: the wait is polled instead.
+    let mut hub = HUB.0.lock();
+    if hub.workers > 0 {
+        return true;
+    }
+    hub.ready.retain(|ready| !Arc::ptr_eq(ready, &entry));
+    *entry.turn.lock() = Turn::Idle;
     entry
         .book
         .lock()
@@ -160,24 +167,42 @@ pub(crate) fn request_wake(
 
 /// The producer is being dropped: its wake streams go once nothing is queued on them.
 pub(crate) fn producer_gone(producer: StreamId) {
+    nudge_as(producer, true);
+}
+
+/// Something changed for `producer` (room on a wake stream): a worker looks at it. Called on
+/// CUDA's host-function thread, so it starts no thread: a busy worker comes to it when done.
+fn nudge(producer: StreamId) {
+    nudge_as(producer, false);
+}
+
+fn nudge_as(producer: StreamId, gone: bool) {
     let mut hub = HUB.0.lock();
     if let Some(entry) = hub.producers.get(&producer).cloned() {
-        entry.gone.store(true, Ordering::Relaxed);
-        hub.schedule(&entry);
+        if gone {
+            entry.gone.store(true, Ordering::Relaxed);
+        }
+        hub.schedule(&entry, false);
     }
 }
 
-/// Something changed for `producer` (room on a wake stream): a worker looks at it.
-fn nudge(producer: StreamId) {
-    let mut hub = HUB.0.lock();
-    if let Some(entry) = hub.producers.get(&producer).cloned() {
-        hub.schedule(&entry);
+/// Starts a worker, whose place [`Hub::schedule`] counted; `false` (and the place given back) if
+/// the thread could not start.
+fn start_worker() -> bool {
+    let started = std::thread::Builder::new()
+        .name("cuda-event-wake".into())
+        .spawn(work);
+    if started.is_err() {
+        HUB.0.lock().workers -= 1;
     }
+    started.is_ok()
 }
 
 impl Hub {
-    /// Has a worker look at `entry`; `false` if none runs and none could start.
-    fn schedule(&mut self, entry: &Arc<Entry>) -> bool {
+    /// Has a worker look at `entry`: wakes a waiting one, or, when `may_start` and none waits,
+    /// counts a new one and returns `true`: the caller then starts it ([`start_worker`]) once the
+    /// lock is let go.
+    fn schedule(&mut self, entry: &Arc<Entry>, may_start: bool) -> bool {
         let mut turn = entry.turn.lock();
         match *turn {
             Turn::Idle => {
@@ -186,45 +211,46 @@ impl Hub {
             }
             Turn::Served => {
                 *turn = Turn::Again;
-                return true;
+                return false;
             }
-            Turn::Scheduled | Turn::Again => return true,
+            Turn::Scheduled | Turn::Again => return false,
         }
         drop(turn);
-        if self.idle > 0 {
-            HUB.1.notify_one();
-        } else if self.workers < MAX_WORKERS {
-            let started = std::thread::Builder::new()
-                .name("cuda-event-wake".into())
-                .spawn(work);
-            match started {
-                Ok(_) => self.workers += 1,
-                Err(_) if self.workers == 0 => {
-                    self.ready.retain(|ready| !Arc::ptr_eq(ready, entry));
-                    *entry.turn.lock() = Turn::Idle;
-                    return false;
-                }
-                Err(_) => {}
-            }
+        if HUB.1.notify_one() || !may_start || self.workers >= MAX_WORKERS {
+            return false;
         }
+        self.workers += 1;
         true
     }
 
-    /// Takes out the producers no worker serves whose wake streams can go (gone, or idle for
-    /// [`IDLE`]); the caller drops them outside the lock.
+    /// Takes out `entry` if no worker serves it and its wake streams can go (gone, or idle for
+    /// [`IDLE`]); the caller drops it outside the lock.
+    fn reap_one(&mut self, entry: &Arc<Entry>, now: Instant) -> Option<Arc<Entry>> {
+        let can_go = *entry.turn.lock() == Turn::Idle
+            && entry
+                .lanes
+                .try_lock()
+                .is_some_and(|mut lanes| lanes.can_go(now, &entry.book, entry.gone.load(Ordering::Relaxed)));
+        if can_go {
+            self.producers.remove(&entry.id)
+        } else {
+            None
+        }
+    }
+
+    /// Every producer that can go goes (see [`reap_one`](Self::reap_one)); a producer left with
+    /// waits not queued and no worker coming (a wake stream could not be made) is scheduled again.
     fn reap(&mut self, now: Instant) -> Vec<Arc<Entry>> {
         self.last_reap = Some(now);
+        let entries: Vec<Arc<Entry>> = self.producers.values().cloned().collect();
         let mut reaped = Vec::new();
-        self.producers.retain(|_, entry| {
-            let can_go = *entry.turn.lock() == Turn::Idle
-                && entry.lanes.try_lock().is_some_and(|mut lanes| {
-                    lanes.can_go(now, &entry.book, entry.gone.load(Ordering::Relaxed))
-                });
-            if can_go {
-                reaped.push(entry.clone());
+        for entry in entries {
+            if let Some(gone) = self.reap_one(&entry, now) {
+                reaped.push(gone);
+            } else if *entry.turn.lock() == Turn::Idle && entry.book.lock().has_unqueued() {
+                self.schedule(&entry, false);
             }
-            !can_go
-        });
+        }
         reaped
     }
 }
@@ -232,8 +258,7 @@ impl Hub {
 /// A worker: serves ready producers, one at a time.
 fn work() {
     let Ok(d) = driver("the wake thread") else {
-        let mut hub = HUB.0.lock();
-        hub.workers -= 1;
+        HUB.0.lock().workers -= 1;
         return;
     };
     RelaxedCapture::enter(d).forever();
@@ -245,13 +270,11 @@ fn work() {
                     *entry.turn.lock() = Turn::Served;
                     break entry;
                 }
-                hub.idle += 1;
                 let timed_out = HUB.1.wait_for(&mut hub, IDLE).timed_out();
-                hub.idle -= 1;
                 if timed_out && hub.ready.is_empty() {
                     let reaped = hub.reap(Instant::now());
-                    // The last worker stays; the others end.
-                    let end = hub.workers > 1;
+                    // The last worker stays; the others end (unless the reap found work).
+                    let end = hub.workers > 1 && hub.ready.is_empty();
                     if end {
                         hub.workers -= 1;
                     }
@@ -265,9 +288,10 @@ fn work() {
                 }
             }
         };
+        let serving = Serving(Some(entry.clone()));
         loop {
             entry.lanes.lock().queue_waiting(d, &entry);
-            let hub = HUB.0.lock();
+            let mut hub = HUB.0.lock();
             let mut turn = entry.turn.lock();
             if *turn == Turn::Again {
                 *turn = Turn::Served;
@@ -276,15 +300,39 @@ fn work() {
             *turn = Turn::Idle;
             drop(turn);
             let now = Instant::now();
-            let mut hub = hub;
-            if entry.gone.load(Ordering::Relaxed) || hub.last_reap.is_none_or(|at| now - at >= IDLE) {
-                let reaped = hub.reap(now);
-                drop(hub);
-                // Their wake streams are destroyed here, outside the lock.
-                drop(reaped);
-            }
+            let reaped = if hub.last_reap.is_none_or(|at| now - at >= IDLE) {
+                hub.reap(now)
+            } else if entry.gone.load(Ordering::Relaxed) {
+                hub.reap_one(&entry, now).into_iter().collect()
+            } else {
+                Vec::new()
+            };
+            drop(hub);
+            // Their wake streams are destroyed here, outside the lock.
+            drop(reaped);
             break;
         }
+        serving.done();
+    }
+}
+
+/// The producer a worker serves: if the worker unwinds (a waker's or a stream's `Drop` panicked),
+/// the producer is handed on and the worker is no longer counted.
+struct Serving(Option<Arc<Entry>>);
+
+impl Serving {
+    fn done(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        let Some(entry) = self.0.take() else { return };
+        let mut hub = HUB.0.lock();
+        hub.workers -= 1;
+        *entry.turn.lock() = Turn::Idle;
+        hub.schedule(&entry, false);
     }
 }
 
@@ -315,6 +363,8 @@ struct Book {
     wanted: BTreeMap<Key, Wanted>,
     /// Waits that came in so far: the second part of their keys.
     arrivals: u64,
+    /// When the next sweep of settled waits is due, in waits held.
+    sweep_at: usize,
 }
 
 impl Book {
@@ -336,7 +386,6 @@ struct WakeStream {
 #[derive(Default)]
 struct Lanes {
     lanes: Vec<WakeStream>,
-    sweep_at: usize,
     /// Since when nothing was queued on its wake streams and no wait was left in its book.
     idle_since: Option<Instant>,
 }
@@ -351,6 +400,19 @@ impl Book {
             queued: false,
         };
         self.wanted.insert((request.stamp, self.arrivals), wanted);
+        // Waits whose owners gave up (a `select!` loop over a long-pending event) go once there
+        // are many, also while the producer's worker is blocked in CUDA.
+        if self.wanted.len() >= self.sweep_at.max(SWEEP_AT) {
+            self.wanted.retain(|_, wanted| !wanted.cell.settled());
+            self.sweep_at = 2 * self.wanted.len();
+        }
+    }
+
+    /// Some wait has no wake-up queued and is still wanted.
+    fn has_unqueued(&self) -> bool {
+        self.wanted
+            .values()
+            .any(|wanted| !wanted.queued && !wanted.cell.settled())
     }
 }
 
@@ -364,13 +426,23 @@ impl Lanes {
                 Err(Error::DeviceWasReset { .. })
             )
         });
-        self.sweep(&entry.book);
         loop {
             // The book is locked only to pick a wait: a host function that rings waits locks it
             // too, and the CUDA calls below can block.
             let picked = {
                 let mut book = entry.book.lock();
-                let Some((key, wanted)) = book.wanted.iter_mut().find(|(_, w)| !w.queued) else {
+                // A wait whose owner gave up needs no wake-up (nor a wake stream made for it).
+                let mut first = None;
+                for (key, wanted) in book.wanted.iter_mut() {
+                    if !wanted.queued && wanted.cell.settled() {
+                        wanted.queued = true;
+                    }
+                    if !wanted.queued {
+                        first = Some((key, wanted));
+                        break;
+                    }
+                }
+                let Some((key, wanted)) = first else {
                     return;
                 };
                 wanted.queued = true;
@@ -388,15 +460,6 @@ impl Lanes {
             if queue(d, lane, key.0, event, &cell, entry) {
                 lane.last_stamp = lane.last_stamp.max(key.0);
             }
-        }
-    }
-
-    /// Drops the waits whose owners gave up or whose result is known, once there are many.
-    fn sweep(&mut self, book: &Mutex<Book>) {
-        let mut book = book.lock();
-        if book.wanted.len() >= self.sweep_at.max(SWEEP_AT) {
-            book.wanted.retain(|_, wanted| !wanted.cell.settled());
-            self.sweep_at = 2 * book.wanted.len();
         }
     }
 
