@@ -64,20 +64,22 @@ pub fn gpu_for(deadline: Duration) -> GpuTest {
     }
 }
 
-/// Like [`gpu`], for the tests that need two GPUs: fails clearly with fewer.
-pub fn two_gpus() -> GpuTest {
+/// Like [`gpu`], for the tests that need two GPUs: `None` with fewer, after saying on stdout that
+/// the test was skipped (it then passes: a machine with one GPU runs the rest of the suite green).
+pub fn two_gpus() -> Option<GpuTest> {
     two_gpus_for(DEADLINE)
 }
 
 /// [`two_gpus`] for a test that may run up to `deadline`.
-pub fn two_gpus_for(deadline: Duration) -> GpuTest {
+pub fn two_gpus_for(deadline: Duration) -> Option<GpuTest> {
     let test = gpu_for(deadline);
     let count = cuda_event::device_count().unwrap();
-    assert!(
-        count >= 2,
-        "this multi_gpu test needs two GPUs, {count} visible (skip it with --skip multi_gpu)"
-    );
-    test
+    if count < 2 {
+        let name = std::thread::current().name().unwrap_or("this test").to_string();
+        println!("skipped: {name} needs two GPUs, {count} visible");
+        return None;
+    }
+    Some(test)
 }
 
 /// A new event built with `enable_timing`.
