@@ -146,17 +146,7 @@ mod device;
 mod driver;
 mod drop_errors;
 mod error;
-mod gate;
-mod handle;
-mod host_fn;
-mod ipc;
-mod measure;
-mod pool;
-mod publish_once;
-mod reactor;
-mod scratch_memory;
-mod timer;
-mod wake_streams;
+mod timing;
 
 pub use completion::Completion;
 pub use context::set_device_reset_checks;
@@ -165,13 +155,13 @@ pub use device::{DeviceGuard, current_device, device_count, set_device};
 pub use driver::driver_entry_point;
 pub use drop_errors::{DropErrors, print_drop_errors, take_drop_errors};
 pub use error::{CudaError, Error, Result, check_runtime};
+pub use event::handle::{cuda_events_alive, cuda_events_created};
+pub use event::ipc::IpcEventHandle;
+pub use event::pool::{POOL_PER_THREAD, empty_event_pool, set_event_pool};
 pub use event::{Event, EventBuilder};
-pub use handle::{cuda_events_alive, cuda_events_created};
-pub use ipc::IpcEventHandle;
-pub use measure::{MeasureOptions, Measurement, StopReason, measure};
-pub use pool::{POOL_PER_THREAD, empty_event_pool, set_event_pool};
 pub use stream::{Stream, StreamOptions};
-pub use timer::{Timer, Timing};
+pub use timing::measure::{MeasureOptions, Measurement, StopReason, measure};
+pub use timing::timer::{Timer, Timing};
 
 // The README is the crates.io page: its Rust blocks compile as doctests.
 #[cfg(doctest)]

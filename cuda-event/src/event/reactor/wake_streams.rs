@@ -33,7 +33,7 @@
 use crate::capture_mode::RelaxedCapture;
 use crate::driver::{Driver, driver};
 use crate::error::Error;
-use crate::reactor::WaitCell;
+use crate::event::reactor::WaitCell;
 use crate::stream::{Stream, StreamId, StreamOptions};
 use cuda_event_sys as sys;
 use parking_lot::{Condvar, Mutex};

@@ -10,8 +10,8 @@
 
 use crate::driver::Driver;
 use crate::error::Result;
-use crate::scratch_memory::MappedWord;
 use crate::stream::Stream;
+use crate::timing::scratch_memory::MappedWord;
 use cuda_event_sys as sys;
 use parking_lot::{Condvar, Mutex};
 use std::sync::atomic::{AtomicU32, Ordering};

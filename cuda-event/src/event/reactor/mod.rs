@@ -20,12 +20,14 @@
 //! abandoned and finished waits the next time it meets them. Wakers run outside every lock, each
 //! in `catch_unwind`, so a panicking waker does not stop the thread.
 
+pub(crate) mod wake_streams;
+
 use crate::capture_mode::{RelaxedCapture, is_capture_interference};
 use crate::context::{ContextInstance, MadeIn};
 use crate::driver::{Driver, driver};
 use crate::error::{Error, Result};
-use crate::handle::{EventHandle, query_handle};
-use crate::ipc::Exporter;
+use crate::event::handle::{EventHandle, query_handle};
+use crate::event::ipc::Exporter;
 use crate::stream::{Stream, StreamOptions};
 use cuda_event_sys as sys;
 use parking_lot::{Condvar, Mutex};

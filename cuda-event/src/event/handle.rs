@@ -3,7 +3,7 @@
 use crate::context::{ContextInstance, MadeIn};
 use crate::driver::{CUresult, Driver};
 use crate::error::{Error, Result};
-use crate::ipc::Exporter;
+use crate::event::ipc::Exporter;
 use cuda_event_sys as sys;
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};

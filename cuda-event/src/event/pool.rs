@@ -17,7 +17,7 @@
 
 use crate::context::ContextInstance;
 use crate::driver::Driver;
-use crate::handle::EventHandle;
+use crate::event::handle::EventHandle;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 

@@ -6,10 +6,10 @@ use crate::context::ContextInstance;
 use crate::driver::{Driver, driver};
 use crate::error::{Error, Result};
 use crate::event::Event;
-use crate::gate::{Gate, Watchdog};
-use crate::scratch_memory::{DeviceBuffer, ScratchLease};
 use crate::stream::Stream;
-use crate::timer::{Timer, from_ms, timing_event};
+use crate::timing::gate::{Gate, Watchdog};
+use crate::timing::scratch_memory::{DeviceBuffer, ScratchLease};
+use crate::timing::timer::{Timer, from_ms, timing_event};
 use cuda_event_sys as sys;
 use std::time::{Duration, Instant};
 

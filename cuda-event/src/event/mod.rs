@@ -1,14 +1,19 @@
 //! The event: torch.cuda.Event's semantics, created lazily and exactly once, every flag real.
 
+pub(crate) mod handle;
+pub(crate) mod ipc;
+pub(crate) mod pool;
+mod publish_once;
+pub(crate) mod reactor;
+
 use crate::context::{Context, ContextInstance};
 use crate::device::current_device;
 use crate::driver::{CUresult, Driver, driver};
 use crate::error::{Error, Result};
-use crate::handle::{EventHandle, query_handle, query_raw};
-use crate::ipc::{self, Exporter, IpcEventHandle};
-use crate::pool;
-use crate::publish_once::PublishOnce;
-use crate::reactor::{QueryTarget, WaitCell};
+use crate::event::handle::{EventHandle, query_handle, query_raw};
+use crate::event::ipc::{Exporter, IpcEventHandle};
+use crate::event::publish_once::PublishOnce;
+use crate::event::reactor::{QueryTarget, WaitCell};
 use crate::stream::{Stream, StreamId};
 use cuda_event_sys as sys;
 use parking_lot::Mutex;
@@ -841,7 +846,7 @@ mod tests {
     #[test]
     #[ignore = "needs a CUDA GPU"]
     fn an_exported_ipc_handle_is_forgotten_when_its_event_drops() {
-        use crate::ipc::exported_handles_remembered;
+        use crate::event::ipc::exported_handles_remembered;
         let stream = Stream::new(0).unwrap();
         let before = exported_handles_remembered();
         let events: Vec<Event> = (0..16)

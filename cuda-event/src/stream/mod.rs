@@ -1,10 +1,12 @@
 //! Streams: owned ones (created on a device, destroyed on drop), a device's default streams, and
 //! streams borrowed from other libraries as raw `cudaStream_t`.
 
+mod host_fn;
+
 use crate::context::{Context, ContextInstance, MadeIn};
 use crate::driver::{CUresult, Driver, driver};
 use crate::error::{Error, Result, check_runtime};
-use crate::wake_streams;
+use crate::event::reactor::wake_streams;
 use cuda_event_sys as sys;
 use std::fmt;
 use std::num::NonZeroU64;

@@ -1,0 +1,6 @@
+//! Timing: `Timer` and `measure`, with the gate and scratch memory that `measure` uses.
+
+mod gate;
+pub(crate) mod measure;
+mod scratch_memory;
+pub(crate) mod timer;
