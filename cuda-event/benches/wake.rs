@@ -25,9 +25,10 @@
 //!    order of the first polls costs). One ticker kernel per GPU, held by a gate
 //!    (`cuStreamWaitValue32` on mapped host memory) until every task has polled its future once,
 //!    then counts ticks of [`TICK`] on the GPU's clock into mapped memory; event `i` (the `i`-th in
-//!    time, on whichever stream) waits for tick `i + 1` (`cuStreamWaitValue32`): one event
-//!    completes per tick, in a known order, with no kernel on the measured streams (whose queues
-//!    hold ~1,000 kernels at most).
+//!    time, on whichever stream) completes at tick `i + 1`, or, past [`WAITS_PER_STREAM`] waits
+//!    on its stream, with the events before it since that stream's last wait
+//!    (`cuStreamWaitValue32`): in a known order, with no kernel on the measured streams (whose
+//!    hardware queues take a bounded number of commands).
 //!    The floor, in the same run: one thread per stream blocked in `Event::synchronize` on each of
 //!    that stream's events in order (events built `.blocking(true).enable_timing(true)`). The GPU's
 //!    own time of each event: `elapsed_time` from an anchor event per GPU recorded at tick 1, whose
@@ -48,7 +49,7 @@
 //! 5. **Throughput**: 64 tasks, each with its own stream, submit a 20 us kernel and await its
 //!    completion, for 2 s; against the same loop with a blocking `synchronize` on `spawn_blocking`.
 //!
-//! About a minute on an H200 (most of it the idle windows and the held kernels' end before the
+//! About a minute (most of it the idle windows and the held kernels' end before the
 //! throughput phase). `CUDA_EVENT_WAKE_QUICK=1`: sections 1 and 2 in full (a 2 s hold in section 1),
 //! and section 3 with none and with 10,000 stream futures pending; no idle or throughput phase
 //! (about 20 s). Watchdogs bound a run that hangs: a phase of section 2 ends the process after
@@ -98,13 +99,12 @@ const EVERY_FUTURES: usize = 10_000;
 const EVERY_STREAMS: usize = 64;
 /// Section 2, layout (b): futures on the one stream (the rest spread over the other 63).
 const ONE_STREAM: usize = 1_000;
-/// Section 2: the GPU completes one event per tick (so 10,000 take 200 ms; a stream of layout (a)
-/// gets one every 64 ticks, 1.28 ms, the one stream of layout (b) one every 10, 200 us).
+/// Section 2: the GPU passes one tick per event, so the last event completes [`EVERY_FUTURES`]
+/// ticks after the gate opens.
 const TICK: Duration = Duration::from_micros(20);
-/// Section 2: `cuStreamWaitValue32` commands per stream at most. Waits queued behind a closed gate
-/// block the submitting thread past about a thousand on one stream, and past far fewer in all over
-/// 64 streams (32 per stream still blocked); the submission then blocks until the gate opens, and
-/// the phase measures nothing.
+/// Section 2: `cuStreamWaitValue32` commands per stream at most: waits queued behind a closed gate
+/// block the submitting thread past a limit of the hardware queues (the probe in the results
+/// says where), and a submission blocked until the gate opens measures nothing.
 const WAITS_PER_STREAM: usize = 8;
 /// Section 2: the bound of the fallback query (issue 18 item 2): no future may wake later than this
 /// after the floor.

@@ -61,15 +61,6 @@ const SWEEP_AT: usize = 256;
 /// nothing to do.
 const MAX_WORKERS: usize = 16;
 
-/// A wake-up to queue: ring `cell` once `event` (its record now) has completed.
-struct Request {
-    /// When the event was recorded: the order its wake-up is queued in.
-    stamp: u64,
-    device: i32,
-    event: sys::cudaEvent_t,
-    cell: Arc<WaitCell>,
-}
-
 /// What the futures, the host functions and the workers share, behind one lock that is never held
 /// across a CUDA call.
 #[derive(Default)]
@@ -139,12 +130,15 @@ pub(crate) fn request_wake(
             })
         })
         .clone();
-    entry.book.lock().add(Request {
+    entry.book.lock().add(
         stamp,
-        device,
-        event,
-        cell: cell.clone(),
-    });
+        Wanted {
+            device,
+            event,
+            cell: cell.clone(),
+            queued: false,
+        },
+    );
     let spawn = hub.schedule(&entry, true);
     drop(hub);
     if !spawn || start_worker() {
@@ -257,7 +251,7 @@ impl Hub {
 
 /// A worker: serves ready producers, one at a time.
 fn work() {
-    let Ok(d) = driver("the wake thread") else {
+    let Ok(d) = driver("a wake worker") else {
         HUB.0.lock().workers -= 1;
         return;
     };
@@ -336,10 +330,6 @@ impl Drop for Serving {
     }
 }
 
-// SAFETY: the event handle is an opaque CUDA handle; it is only used under `cell`'s watch (see
-// `WaitCell::while_watched`), which its owner ends before the event goes away.
-unsafe impl Send for Request {}
-
 /// Where a wait stands in its producer's book: its record's stamp, then the order it came in.
 type Key = (u64, u64);
 
@@ -353,10 +343,11 @@ struct Wanted {
     queued: bool,
 }
 
-// SAFETY: as for `Request`.
+// SAFETY: the event handle is an opaque CUDA handle; it is only used under `cell`'s watch (see
+// `WaitCell::while_watched`), which its owner ends before the event goes away.
 unsafe impl Send for Wanted {}
 
-/// The waits on one producer not rung yet, by record: shared by the wake thread, which queues
+/// The waits on one producer not rung yet, by record: shared by the worker serving it, which queues
 /// wake-ups for the earliest, and the host functions, which ring them.
 #[derive(Default)]
 struct Book {
@@ -368,6 +359,30 @@ struct Book {
 }
 
 impl Book {
+    /// Adds a wait for the record made at `stamp`.
+    fn add(&mut self, stamp: u64, wanted: Wanted) {
+        self.arrivals += 1;
+        self.wanted.insert((stamp, self.arrivals), wanted);
+        // Waits whose owners gave up (a `select!` loop over a long-pending event) go once there
+        // are many, also while the producer's worker is blocked in CUDA.
+        if self.wanted.len() >= self.sweep_at.max(SWEEP_AT) {
+            self.drop_settled();
+            self.sweep_at = 2 * self.wanted.len();
+        }
+    }
+
+    /// Drops the waits whose owners gave up or whose result is known.
+    fn drop_settled(&mut self) {
+        self.wanted.retain(|_, wanted| !wanted.cell.settled());
+    }
+
+    /// Some wait has no wake-up queued and is still wanted.
+    fn has_unqueued(&self) -> bool {
+        self.wanted
+            .values()
+            .any(|wanted| !wanted.queued && !wanted.cell.settled())
+    }
+
     /// Takes every wait for a record up to `stamp`: the wake-up for that record announces them.
     fn take_through(&mut self, stamp: u64) -> BTreeMap<Key, Wanted> {
         let later = self.wanted.split_off(&(stamp.saturating_add(1), 0));
@@ -388,32 +403,6 @@ struct Lanes {
     lanes: Vec<WakeStream>,
     /// Since when nothing was queued on its wake streams and no wait was left in its book.
     idle_since: Option<Instant>,
-}
-
-impl Book {
-    fn add(&mut self, request: Request) {
-        self.arrivals += 1;
-        let wanted = Wanted {
-            device: request.device,
-            event: request.event,
-            cell: request.cell,
-            queued: false,
-        };
-        self.wanted.insert((request.stamp, self.arrivals), wanted);
-        // Waits whose owners gave up (a `select!` loop over a long-pending event) go once there
-        // are many, also while the producer's worker is blocked in CUDA.
-        if self.wanted.len() >= self.sweep_at.max(SWEEP_AT) {
-            self.wanted.retain(|_, wanted| !wanted.cell.settled());
-            self.sweep_at = 2 * self.wanted.len();
-        }
-    }
-
-    /// Some wait has no wake-up queued and is still wanted.
-    fn has_unqueued(&self) -> bool {
-        self.wanted
-            .values()
-            .any(|wanted| !wanted.queued && !wanted.cell.settled())
-    }
 }
 
 impl Lanes {
@@ -473,7 +462,7 @@ impl Lanes {
         let idle = lanes_idle && {
             // With nothing queued, no host function will take the settled waits.
             let mut book = book.lock();
-            book.wanted.retain(|_, wanted| !wanted.cell.settled());
+            book.drop_settled();
             book.wanted.is_empty()
         };
         if !idle {
