@@ -54,7 +54,8 @@
 //! and section 3 with none and with 10,000 stream futures pending; no idle or throughput phase
 //! (about 20 s). Watchdogs bound a run that hangs: a phase of section 2 ends the process after
 //! 90 s, the whole run after 6 minutes (quick: 150 s); what was measured until then is saved.
-//! `CUDA_EVENT_WAKE_TICK_US` changes [`TICK`].
+//! `CUDA_EVENT_WAKE_TICK_US` changes [`TICK`]; `CUDA_EVENT_WAKE_SECTIONS` (say `13`) runs only the
+//! sections it names.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -155,9 +156,16 @@ fn main() {
         runtime.block_on(event.completion()).unwrap();
     }
 
-    select_section(&mut out, select_hold);
-    every_future_section(&mut out, &runtime, devices, tick, epoch);
-    latency_section(&mut out, &runtime, &measured, devices, quick, epoch);
+    let sections = std::env::var("CUDA_EVENT_WAKE_SECTIONS").unwrap_or_else(|_| "123".into());
+    if sections.contains('1') {
+        select_section(&mut out, select_hold);
+    }
+    if sections.contains('2') {
+        every_future_section(&mut out, &runtime, devices, tick, epoch);
+    }
+    if sections.contains('3') {
+        latency_section(&mut out, &runtime, &measured, devices, quick, epoch);
+    }
     // The held kernels of section 3 may outlast the run: end without waiting for them.
     std::process::exit(0);
 }

@@ -4,12 +4,11 @@
 //! See [`Completion`] for how a future learns of completion.
 
 use crate::capture_mode::{RelaxedCapture, is_capture_interference};
-use crate::driver::{Driver, driver};
+use crate::driver::driver;
 use crate::error::{Error, Result};
 use crate::event::Event;
-use crate::event::reactor::wake_streams;
-use crate::event::reactor::{self, QueryTarget, Seen, WaitCell};
-use crate::stream::Stream;
+use crate::event::reactor::{self, Order, QueryTarget, WaitCell};
+use crate::stream::{Stream, StreamId};
 use std::fmt;
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
@@ -23,36 +22,38 @@ use std::time::Instant;
 ///
 /// # How it wakes
 ///
-/// How a pending future learns that the GPU got there:
-/// - **a wake-up on a stream of the crate's own**: when the event was last recorded on a [`Stream`]
-///   made or borrowed through this crate (not a default stream), the future's first poll queues,
-///   on that stream's *wake stream* (one per producer stream, made on first use), a wait on the
-///   event followed by a host function that wakes the task. Nothing is ever queued on the
-///   producer stream itself: a capture that another thread begins there cannot swallow a
-///   wake-up, and the producer's work is never held back by one.
-/// - **a query of its own event**, by the crate's reactor thread, at least every 100 ms while no
-///   wake-up has come: so a future resolves even when CUDA's host-function thread is stuck in
-///   someone's blocking host function (CUDA runs all host functions of a context on one thread),
-///   when a wake-up could not be queued, or after a kernel fault (CUDA runs no host function
-///   then). Events with no wake stream (recorded on a default stream or by other code, imported)
-///   are polled more often, within a budget of about 0.5% of a core.
+/// The crate's reactor thread queries the events that pending futures wait on and wakes a task
+/// once its event is complete. It asks nothing of the GPU: no host function, no wait queued on any
+/// stream, so a future is never held up by a blocking host function (CUDA runs all host functions
+/// of a context on one thread), never holds up other work, and still resolves after a kernel
+/// fault (when CUDA runs no host function). The events recorded on one [`Stream`] made or
+/// borrowed through this crate complete in order, so the reactor queries each such stream's
+/// oldest pending event only, however many futures wait on it; its queries follow each other
+/// closely after news and back off as a wait grows long, so a future is woken at most a fraction
+/// of its wait, and at most about half a millisecond, after its work completes. Every pending
+/// future's own event is also queried at least once a second (for an event recorded again on
+/// another stream, whose order is then not its first stream's). Events recorded on a default
+/// stream or by other code, and imported ones, are queried at least every 100 ms, within a budget
+/// of about 0.5% of a core.
 ///
 /// Every CUDA call a future makes, on the polling thread or the reactor's, is made in relaxed
 /// capture mode: awaiting never invalidates a graph capture that another thread makes in global
 /// mode, and an answer caused by such a capture is read as "not yet".
 ///
 /// Creating a future makes no CUDA call for an event (for a stream, the one record asked for);
-/// the first poll does the rest. Polling and dropping never wait for the GPU or for another
-/// thread's CUDA call; dropping a future drops its waker, which is then never called.
+/// the first poll queries the event once and hands it to the reactor. Polling and dropping never
+/// wait for the GPU or for another thread's CUDA call; dropping a future drops its waker, which is
+/// then never called.
 ///
-/// After a kernel fault, CUDA itself reports the events of the work it killed as complete. An
-/// event's future answers what its query answers, so it may resolve to `Ok` for killed work; a
-/// stream's future checks its context before it believes a completion that no wake-up announced,
-/// and resolves to the fault's error.
+/// After a kernel fault, CUDA reports the events of the work it killed as complete, and for a
+/// while (a fraction of a second on the drivers tried) reports the fault nowhere. A future answers
+/// what a query of its event answers: it may resolve to `Ok` for killed work in that window; once
+/// the fault shows, a stream's future resolves to its error. The next CUDA call reports it either
+/// way.
 ///
-/// Dropping it does not cancel the GPU work; it only stops waiting, and its waker is never called
-/// after. The waker is called from CUDA's host-function thread or from this crate's reactor
-/// thread: it should only schedule the task (as every async runtime's does), not run it inline.
+/// Dropping it does not cancel the GPU work; it only stops waiting. The waker is called from the
+/// crate's reactor thread: it should only schedule the task (as every async runtime's does), not
+/// run it inline.
 ///
 /// ```no_run
 /// # async fn example() -> Result<(), cuda_event::Error> {
@@ -90,7 +91,6 @@ enum State<'a> {
     Fresh(Source<'a>),
     Waiting {
         source: Source<'a>,
-        target: QueryTarget,
         cell: Arc<WaitCell>,
     },
 }
@@ -111,7 +111,7 @@ impl Source<'_> {
         }
     }
 
-    /// A stream's future checks the context before it believes a completion no wake-up announced.
+    /// A stream's future checks its context before it believes a completion.
     fn confirms_context(&self) -> bool {
         matches!(self, Source::Owned(_))
     }
@@ -126,14 +126,13 @@ impl Completion<'_> {
 }
 
 impl<'a> Completion<'a> {
-    /// The first poll: asks once, and if the work is pending, queues a wake-up and registers the
-    /// wait with the reactor.
+    /// The first poll: asks once, and if the work is pending, registers the wait with the reactor.
     fn start(source: Source<'a>, waker: &Waker) -> State<'a> {
         let event = source.event();
         let Some(target) = event.query_target() else {
             return State::Done(Ok(()));
         };
-        match ask(target, |_| Ok(true)) {
+        match ask(target) {
             Ok(true) => return State::Done(Ok(())),
             Ok(false) => {}
             Err(e) => return State::Done(Err(e)),
@@ -143,12 +142,15 @@ impl<'a> Completion<'a> {
         if let Source::Borrowed(event) = source {
             event.watch(&cell);
         }
-        let backed = request_wake(event, target, &cell);
-        if let Err(e) = reactor::register(target, cell.clone(), backed, source.confirms_context()) {
+        let order = event.last_stream().map(|stream| Order {
+            lane: StreamId::to_word(Some(stream)),
+            stamp: event.last_record(),
+        });
+        if let Err(e) = reactor::register(target, cell.clone(), order, source.confirms_context()) {
             cell.abandon();
             return State::Done(Err(e));
         }
-        State::Waiting { source, target, cell }
+        State::Waiting { source, cell }
     }
 }
 
@@ -166,13 +168,9 @@ impl Future for Completion<'_> {
         let result = match &this.state {
             State::Done(result) => return Poll::Ready(result.clone()),
             State::Fresh(_) => unreachable!("started above"),
-            State::Waiting { source, target, cell } => match cell.look(cx.waker()) {
-                Seen::Pending => return Poll::Pending,
-                Seen::Done(result) => result,
-                Seen::Rung => match confirm(source, *target, cell) {
-                    Some(result) => result,
-                    None => return Poll::Pending,
-                },
+            State::Waiting { cell, .. } => match cell.look(cx.waker()) {
+                None => return Poll::Pending,
+                Some(result) => result,
             },
         };
         if let State::Waiting { cell, .. } = &this.state {
@@ -183,45 +181,15 @@ impl Future for Completion<'_> {
     }
 }
 
-/// A wake-up ran: the record it waited on has completed. Confirms that the event's record now is
-/// complete; if the event was recorded again since, queues a wake-up for the new record (the
-/// reactor's queries back it up either way). `None`: still pending.
-fn confirm(source: &Source<'_>, target: QueryTarget, cell: &Arc<WaitCell>) -> Option<Result<()>> {
-    // A stream's future: CUDA reports the events of work a fault killed as complete, and the wake
-    // stream's wait on such an event may pass before the fault is reported anywhere: its context
-    // is asked too.
-    let confirmed = ask(target, |d| match source.confirms_context() {
-        true => reactor::context_health(d, target.made_in).map(|()| true),
-        false => Ok(true),
-    });
-    match confirmed {
-        Ok(true) => Some(Ok(())),
-        Ok(false) => {
-            let _ = request_wake(source.event(), target, cell);
-            None
-        }
-        Err(e) => Some(Err(e)),
-    }
-}
-
-/// Whether the target is complete (and then what `then` says), asked on the polling thread in
-/// relaxed capture mode; an answer caused by another thread's capture is "not yet".
-fn ask(target: QueryTarget, then: impl FnOnce(&Driver) -> Result<bool>) -> Result<bool> {
+/// Whether the target is complete, asked on the polling thread in relaxed capture mode; an answer
+/// caused by another thread's capture is "not yet".
+fn ask(target: QueryTarget) -> Result<bool> {
     let d = driver("Completion::poll")?;
     let _relaxed = RelaxedCapture::enter(d);
-    match target
-        .query(d)
-        .and_then(|done| if done { then(d) } else { Ok(false) })
-    {
+    match target.query(d) {
         Err(e) if is_capture_interference(&e) => Ok(false),
         answer => answer,
     }
-}
-
-/// Asks for a wake-up of `cell` on the wake stream of the stream `event` was last recorded on.
-fn request_wake(event: &Event, target: QueryTarget, cell: &Arc<WaitCell>) -> bool {
-    let device = target.made_in.device;
-    wake_streams::request_wake(event.last_stream(), event.last_record(), device, target.raw, cell)
 }
 
 impl Drop for Completion<'_> {
@@ -253,10 +221,8 @@ impl Event {
     /// the same.
     ///
     /// Making it calls no CUDA function; the first poll queries the event and, while it is
-    /// pending, queues a wake-up on a stream of the crate's own that waits for the event (when the
-    /// event was last recorded on a [`Stream`] made or borrowed through this crate; see
-    /// [`Completion`]). It waits for the record current at its first poll, and
-    /// follows a later record of the event.
+    /// pending, hands it to the crate's reactor thread (see [`Completion`]). It waits for the
+    /// record current at its first poll, and follows a later record of the event.
     ///
     /// The future borrows the event. To move a wait into a spawned task, move the event in:
     ///
@@ -270,8 +236,7 @@ impl Event {
     /// ```
     ///
     /// After a kernel fault CUDA reports the events of the work it killed as complete, so this
-    /// future, like [`query`](Self::query), may then resolve to `Ok`; a stream's future resolves
-    /// to the error.
+    /// future, like [`query`](Self::query), may then resolve to `Ok` (see [`Completion`]).
     #[doc(alias = "synchronize_async")]
     pub fn completion(&self) -> Completion<'_> {
         Completion {
@@ -295,8 +260,8 @@ impl Stream {
     ///
     /// It records an event on the stream now (the one CUDA call made before the first poll) and
     /// owns it, so the future does not borrow the stream: `tokio::spawn(stream.completion())`
-    /// works, and the future may outlive the `Stream`. Its wake-up goes to a stream of the
-    /// crate's own, never to this one.
+    /// works, and the future may outlive the `Stream`. Nothing else is ever queued on the
+    /// stream for it.
     ///
     /// ```no_run
     /// # async fn example() -> Result<(), cuda_event::Error> {

@@ -87,11 +87,11 @@ pub struct Event {
     /// The wait cells of futures that waited on its CUDA event: abandoned before the CUDA event is
     /// given up, so that nothing queries it after (a leaked future's included).
     watchers: Mutex<Vec<Weak<WaitCell>>>,
-    /// The stream last recorded on, if owned or borrowed ([`StreamId::to_word`]): whose wake stream
-    /// a future's wake-up goes to (see `wake_streams`).
+    /// The stream last recorded on, if owned or borrowed ([`StreamId::to_word`]): the lane its
+    /// futures wait in, in the reactor.
     last_stream: AtomicU64,
-    /// When it was last recorded ([`record_stamp`]), so that the wake-ups of events recorded on
-    /// one stream are queued in record order, whatever order their futures are polled in.
+    /// When it was last recorded ([`record_stamp`]), so that the futures of events recorded on one
+    /// stream are checked in record order, whatever order they are polled in.
     last_record: AtomicU64,
 }
 
@@ -474,8 +474,8 @@ impl Event {
 
     /// [`synchronize`](Self::synchronize) for at most `timeout`: `Ok(true)` once the work the
     /// event captured has completed (at once if never recorded), `Ok(false)` if it has not when
-    /// the time is up. A `blocking` event's wait sleeps (woken by a host function on a stream of
-    /// the crate's own, or within about 100 ms by a query); another event's spins, as its
+    /// the time is up. A `blocking` event's wait sleeps (woken by the crate's reactor thread, as
+    /// a [`completion`](Self::completion) is); another event's spins, as its
     /// `synchronize` would. For diagnosing hangs: work stuck behind a host function, an imported
     /// event whose exporter stalled.
     ///

@@ -6,7 +6,6 @@ mod host_fn;
 use crate::context::{Context, ContextInstance, MadeIn};
 use crate::driver::{CUresult, Driver, driver};
 use crate::error::{Error, Result, check_runtime};
-use crate::event::reactor::wake_streams;
 use cuda_event_sys as sys;
 use std::fmt;
 use std::num::NonZeroU64;
@@ -38,8 +37,8 @@ pub struct Stream {
     raw: sys::cudaStream_t,
     device: i32,
     kind: Kind,
-    /// What an event recorded on it remembers, for its futures' wake stream (see `wake_streams`);
-    /// `None` for default streams and the crate's own streams.
+    /// What an event recorded on it remembers, so that the reactor checks the futures of one
+    /// stream's events in record order; `None` for default streams and the crate's own streams.
     id: Option<StreamId>,
 }
 
@@ -127,8 +126,8 @@ impl Stream {
         Ok(Stream::create("Stream::with_options", device, options)?.identified())
     }
 
-    /// An owned stream for the crate's own use (wake streams, canaries): no id, so no event
-    /// recorded on it gets a wake stream of its own.
+    /// An owned stream for the crate's own use (the reactor's canaries): no id, as no future
+    /// waits on its events.
     pub(crate) fn unregistered(device: i32, options: StreamOptions) -> Result<Stream> {
         Stream::create("cuda-event's own stream", device, options)
     }
@@ -218,8 +217,8 @@ impl Stream {
         self
     }
 
-    /// What an event recorded on it remembers, for its futures' wake stream (`None` for a default
-    /// stream).
+    /// What an event recorded on it remembers, so that the futures of events recorded on one stream
+    /// are checked in record order (`None` for a default stream).
     pub(crate) fn id(&self) -> Option<StreamId> {
         self.id
     }
@@ -322,9 +321,6 @@ impl Stream {
 
 impl Drop for Stream {
     fn drop(&mut self) {
-        if let Some(id) = self.id {
-            wake_streams::producer_gone(id);
-        }
         let Kind::Owned(instance) = self.kind else { return };
         // After a device reset the stream is already gone with its context.
         let Some(d) = crate::driver::loaded_driver() else {

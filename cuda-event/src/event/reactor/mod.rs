@@ -1,14 +1,24 @@
-//! The reactor: one thread that confirms pending waits by querying their CUDA events, so that a
-//! wait never depends on CUDA's host-function thread alone.
+//! The reactor: one thread that learns of completions by querying the CUDA events that futures
+//! wait on. Nothing the crate does to wake a future runs on the GPU or on CUDA's host-function
+//! thread: no host function, no wait queued on any stream, so a future cannot be held up by a
+//! blocking host function, cannot hold up another stream, cannot be swallowed by a capture, and
+//! is not lost after a fault (when CUDA runs no host function).
 //!
 //! It knows query targets and wait cells, nothing of `Event`, `Stream` or futures. A wait is
-//! registered once ([`register`]) and is checked in one of two ways:
-//! - **backed by a wake-up** (a host function on a wake stream will ring its cell): its event is
-//!   still queried every [`BACKSTOP`], in case the wake-up never comes (CUDA's host-function thread
-//!   is busy with someone's blocking host function, the context failed, a launch was refused);
-//! - **polled** (no wake-up could be queued: an event recorded on a default stream or by other
-//!   code, an imported one): queried in chunks of [`CHUNK`], paced to about 1/[`CPU_SHARE`] of a
-//!   core, and each at least every [`BACKSTOP`] however many there are.
+//! registered once ([`register`]), either
+//! - **in a lane** ([`Order`]): the waits on events recorded on one stream complete in the order
+//!   they were recorded, so a sweep queries each lane from its oldest wait until one is still
+//!   pending, which costs one query per busy stream however many waits it has; or
+//! - **unordered** (an event recorded on a default stream or by other code, an imported one):
+//!   queried in chunks of [`CHUNK`], paced to about 1/[`CPU_SHARE`] of a core.
+//!
+//! Sweeps follow each other closely after news (a wait registered, a completion found) and back
+//! off as time passes without any, from [`FASTEST`] to [`SLOWEST`] apart: short waits are seen
+//! quickly, long ones cost little, and no wait in a lane is seen later than about [`SLOWEST`]
+//! after its event completes. A wait behind its lane's front cannot be complete before the front
+//! is, unless its event's order was not its stream's (the front's event was recorded again on
+//! another stream, or two threads recorded on one stream at once): every wait is also queried
+//! at least every [`BEHIND_FRONT`], by a slow walk over all of them.
 //!
 //! The thread runs in relaxed capture mode, so that its queries never invalidate a capture that
 //! another thread makes in global mode; an answer that comes from such a capture is read as "not
@@ -20,8 +30,6 @@
 //! abandoned and finished waits the next time it meets them. Wakers run outside every lock, each
 //! in `catch_unwind`, so a panicking waker does not stop the thread.
 
-pub(crate) mod wake_streams;
-
 use crate::capture_mode::{RelaxedCapture, is_capture_interference};
 use crate::context::{ContextInstance, MadeIn};
 use crate::driver::{Driver, driver};
@@ -31,22 +39,34 @@ use crate::event::ipc::Exporter;
 use crate::stream::{Stream, StreamOptions};
 use cuda_event_sys as sys;
 use parking_lot::{Condvar, Mutex};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, LazyLock, OnceLock};
 use std::task::Waker;
 use std::time::{Duration, Instant};
 
-/// The longest a pending wait goes without a query of its own event.
-pub(crate) const BACKSTOP: Duration = Duration::from_millis(100);
-/// The shortest wait between two polling steps.
-const MIN_POLL: Duration = Duration::from_micros(50);
-/// Polling costs about 1/CPU_SHARE of a core, unless [`BACKSTOP`] needs more.
+/// The longest an unordered wait goes without a query of its own event.
+const BACKSTOP: Duration = Duration::from_millis(100);
+/// The longest a wait in a lane goes without a query of its own event.
+const BEHIND_FRONT: Duration = Duration::from_secs(1);
+/// The shortest pause between two sweeps, right after news.
+const FASTEST: Duration = Duration::from_micros(5);
+/// The longest pause between two sweeps while a lane has waits: the latency a wait in a lane can
+/// see at worst, however long it has waited.
+const SLOWEST: Duration = Duration::from_micros(500);
+/// The pause between sweeps is the time since the last news divided by this: a wait is seen at
+/// most about 1/PATIENCE of its own duration late.
+const PATIENCE: u32 = 32;
+/// A sweep of the lanes costs at most about 1/(1 + LANE_CPU) of a core, whatever the pause says.
+const LANE_CPU: u32 = 3;
+/// The pause after a registration above which the thread is woken for it.
+const WAKE_FOR_NEWS: Duration = Duration::from_micros(100);
+/// Polling unordered waits costs about 1/CPU_SHARE of a core, unless [`BACKSTOP`] needs more.
 const CPU_SHARE: u32 = 200;
-/// Queries in one step.
+/// The shortest pause between two polling steps over unordered waits.
+const MIN_POLL: Duration = Duration::from_micros(50);
+/// Unordered queries in one step.
 const CHUNK: usize = 256;
-/// How soon a query that a capture elsewhere interfered with is tried again.
-const RETRY: Duration = Duration::from_millis(1);
 
 /// What a wait queries: a CUDA event, where it was made, and, for an imported one, its exporter.
 #[derive(Clone, Copy)]
@@ -70,13 +90,21 @@ impl QueryTarget {
     }
 }
 
-/// What a wait's owner, the host function that rings for it and the reactor share.
+/// Where a wait stands among others whose events complete in order: `lane` names the stream its
+/// event was recorded on (any number, the same for one stream), `stamp` when it was recorded
+/// (later records, larger stamps).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Order {
+    pub(crate) lane: u64,
+    pub(crate) stamp: u64,
+}
+
+/// What a wait's owner and the reactor share.
 #[derive(Default)]
 pub(crate) struct WaitCell {
     state: Mutex<WaitState>,
-    /// Held while a thread of the crate's uses the target (a query, a wait queued on a wake
-    /// stream), which may block in CUDA; `true` once the owner gave up. Apart from `state`, so that
-    /// a ring (on CUDA's host-function thread) or a poll never waits for such a call.
+    /// Held while the reactor queries the target; `true` once the owner gave up. Apart from
+    /// `state`, so that a poll never waits for a query.
     target_in_use: Mutex<bool>,
 }
 
@@ -84,57 +112,31 @@ pub(crate) struct WaitCell {
 struct WaitState {
     /// The wait's result, once known.
     result: Option<Result<()>>,
-    /// A wake-up ran: the target's record has completed, or was replaced by a later one.
-    rung: bool,
     waker: Option<Waker>,
     /// The owner gave up: the target may no longer be queried.
     abandoned: bool,
 }
 
-/// What the owner learns when it looks at its cell.
-pub(crate) enum Seen {
-    /// The result, once known.
-    Done(Result<()>),
-    /// A wake-up ran: confirm with a query.
-    Rung,
-    /// Nothing yet; the waker is stored.
-    Pending,
-}
-
 impl WaitCell {
-    /// Stores `waker` (unless it would wake the same task) and says what is known.
-    pub(crate) fn look(&self, waker: &Waker) -> Seen {
+    /// Stores `waker` (unless it would wake the same task); the result, once known.
+    pub(crate) fn look(&self, waker: &Waker) -> Option<Result<()>> {
         let mut state = self.state.lock();
         if let Some(result) = &state.result {
-            return Seen::Done(result.clone());
+            return Some(result.clone());
         }
         match &mut state.waker {
             Some(stored) if stored.will_wake(waker) => {}
             stored => *stored = Some(waker.clone()),
         }
-        if std::mem::take(&mut state.rung) {
-            Seen::Rung
-        } else {
-            Seen::Pending
-        }
-    }
-
-    /// Called from CUDA's host-function thread: no CUDA call here.
-    pub(crate) fn ring(&self) {
-        let waker = {
-            let mut state = self.state.lock();
-            if state.abandoned {
-                return;
-            }
-            state.rung = true;
-            state.waker.take()
-        };
-        wake(waker);
+        None
     }
 
     fn finish(&self, result: Result<()>) {
         let waker = {
             let mut state = self.state.lock();
+            if state.abandoned {
+                return;
+            }
             state.result.get_or_insert(result);
             state.waker.take()
         };
@@ -153,15 +155,9 @@ impl WaitCell {
         *self.target_in_use.lock() = true;
     }
 
-    /// The owner gave up or the result is known: nothing needs to ring it any more.
-    pub(crate) fn settled(&self) -> bool {
-        let state = self.state.lock();
-        state.abandoned || state.result.is_some()
-    }
-
     /// Runs `call`, which uses the target, unless the owner gave up or the result is known; the
     /// owner's [`abandon`](Self::abandon) waits for it.
-    pub(crate) fn while_watched<R>(&self, call: impl FnOnce() -> R) -> Option<R> {
+    fn while_watched<R>(&self, call: impl FnOnce() -> R) -> Option<R> {
         let abandoned = self.target_in_use.lock();
         if *abandoned {
             return None;
@@ -189,21 +185,15 @@ fn wake(waker: Option<Waker>) {
 struct Wait {
     target: QueryTarget,
     cell: Arc<WaitCell>,
-    /// Completion of the target is confirmed with its context's canary before it is believed:
-    /// after a kernel fault CUDA reports the events of the work it killed as complete.
+    /// Completion of the target is believed only while its context's canary is healthy: after a
+    /// fault that has shown, CUDA reports the events of the work it killed as complete.
     confirm_context: bool,
-    /// When it is due for a query.
-    due: Instant,
-    /// A query found its target complete with no wake-up come (a `confirm_context` wait believes
-    /// that only when it is seen twice, [`BACKSTOP`] apart: right after a kernel fault, the killed
-    /// work's events read complete before the fault shows anywhere).
-    seen_complete: bool,
 }
 
 /// A new wait, sent to the thread.
 struct Registered {
     wait: Wait,
-    backed: bool,
+    order: Option<Order>,
 }
 
 #[derive(Default)]
@@ -228,21 +218,18 @@ fn reactor() -> &'static Reactor {
     })
 }
 
-/// Registers a wait on `target`: `backed` when a wake-up was queued that will ring `cell`. The
-/// thread finishes `cell` with the target's result (an error of the work, or `Ok` once complete)
-/// if no wake-up comes first; `confirm_context` asks it to check the context before believing a
-/// completion it finds.
+/// Registers a wait on `target`, in `order`'s lane if it has one. The thread finishes `cell` with
+/// the target's result (an error of the work, or `Ok` once complete); `confirm_context` asks it to
+/// check the context before believing a completion it finds.
 ///
 /// # Errors
 /// [`Error::ReactorUnavailable`] if the thread could not be started; nothing was registered.
 pub(crate) fn register(
     target: QueryTarget,
     cell: Arc<WaitCell>,
-    backed: bool,
+    order: Option<Order>,
     confirm_context: bool,
 ) -> Result<()> {
-    let now = Instant::now();
-    let due = now + if backed { BACKSTOP } else { MIN_POLL };
     let this = reactor();
     let mut inbox = this.inbox.lock();
     if !inbox.running {
@@ -259,12 +246,14 @@ pub(crate) fn register(
             target,
             cell,
             confirm_context,
-            due,
-            seen_complete: false,
         },
-        backed,
+        order,
     });
-    if inbox.sleeping_until.is_none_or(|until| until > due) {
+    let now = Instant::now();
+    if inbox
+        .sleeping_until
+        .is_none_or(|until| until > now + WAKE_FOR_NEWS)
+    {
         inbox.sleeping_until = Some(now);
         this.changed.notify_one();
     }
@@ -272,19 +261,52 @@ pub(crate) fn register(
 }
 
 /// The thread's own state: no one else touches it.
-#[derive(Default)]
 struct Waits {
-    /// Backed waits in the order they are due.
-    backed: VecDeque<Wait>,
-    /// Polled waits, walked a chunk a step.
+    /// Waits in lanes, each lane in record order (stamp, then arrival).
+    lanes: HashMap<u64, BTreeMap<(u64, u64), Wait>>,
+    /// Arrivals so far, to order waits of one stamp.
+    arrivals: u64,
+    /// Unordered waits, walked a chunk a step.
     polled: Vec<Wait>,
     /// Where the walk over `polled` is.
     next: usize,
+    /// When a wait was last registered or finished.
+    last_news: Instant,
+    /// The walk that queries every wait in the lanes, not only those in front.
+    walk: Walk,
+}
+
+/// A walk over every wait in the lanes, a chunk at a time: one starts every [`BEHIND_FRONT`]/2
+/// (or as soon as the last one ended, if later) with the waits there are then and is paced to end
+/// within [`BEHIND_FRONT`]/2, so that a wait waits for the next walk and then through it,
+/// [`BEHIND_FRONT`] at most.
+struct Walk {
+    started: Instant,
+    /// The lanes as they were at the start, and how many waits they held.
+    lanes: Vec<u64>,
+    total: usize,
+    /// Where it is: a lane, and the first key not yet queried in it.
+    at: usize,
+    from: (u64, u64),
+    queried: usize,
+}
+
+impl Walk {
+    fn new(now: Instant) -> Walk {
+        Walk {
+            started: now,
+            lanes: Vec::new(),
+            total: 0,
+            at: 0,
+            from: (0, 0),
+            queried: 0,
+        }
+    }
 }
 
 /// One canary per context instance that a wait confirms completions in: made by the reactor
-/// thread, read by it and by a future confirming a wake-up. The lock is held for a lookup and one
-/// query, never while a canary is made.
+/// thread and read by it. The lock is held for a lookup and one query, never while a canary is
+/// made.
 static CANARIES: LazyLock<Mutex<HashMap<ContextInstance, Canary>>> = LazyLock::new(Default::default);
 
 /// A CUDA event of the thread's own in a context, recorded once: once the context has failed,
@@ -334,9 +356,7 @@ impl Drop for Canary {
 /// What a query of a wait's target decided.
 enum Outcome {
     Finished(Result<()>),
-    Again(Instant),
-    /// Complete, to be believed at the next check.
-    SeenComplete(Instant),
+    Pending,
     Forget,
 }
 
@@ -346,34 +366,39 @@ impl Reactor {
             return;
         };
         RelaxedCapture::enter(d).forever();
-        let mut waits = Waits::default();
+        precise_sleeps();
+        let now = Instant::now();
+        let mut waits = Waits {
+            lanes: HashMap::new(),
+            arrivals: 0,
+            polled: Vec::new(),
+            next: 0,
+            last_news: now,
+            walk: Walk::new(now),
+        };
         let mut last_cpu = thread_cpu_time();
+        let mut next_poll = None;
         loop {
             let registered = std::mem::take(&mut self.inbox.lock().registered);
-            for new in registered {
-                if new.wait.confirm_context {
-                    make_canary(d, new.wait.target.made_in);
-                }
-                if new.backed {
-                    waits.backed.push_back(new.wait);
-                } else {
-                    waits.polled.push(new.wait);
-                }
+            waits.take(d, registered);
+            let sweep_start = Instant::now();
+            waits.sweep_lanes(d);
+            let sweep_cost = sweep_start.elapsed();
+            waits.walk_a_chunk(d);
+            if next_poll.is_none_or(|at| at <= Instant::now()) {
+                // Each polling step, its wait and wake-up included, costs about 1/CPU_SHARE of a
+                // core, but a whole walk over the unordered waits takes at most BACKSTOP.
+                let chunks = waits.poll_chunk(d);
+                let cpu = thread_cpu_time();
+                let cost = cpu.saturating_sub(last_cpu);
+                last_cpu = cpu;
+                next_poll = chunks.map(|chunks| {
+                    let paced = (cost * CPU_SHARE).max(MIN_POLL);
+                    Instant::now() + paced.min(BACKSTOP / chunks.max(1) as u32)
+                });
             }
-            let now = Instant::now();
-            let next_backed = waits.check_backed(d, now);
-            let polled_chunk = waits.poll_chunk(d);
-            // Each polling step, its wait and wake-up included, costs about 1/CPU_SHARE of a core,
-            // but a whole walk over the polled waits takes at most BACKSTOP.
-            let cpu = thread_cpu_time();
-            let cost = cpu.saturating_sub(last_cpu);
-            last_cpu = cpu;
-            let next_poll = polled_chunk.map(|chunks| {
-                let paced = (cost * CPU_SHARE).max(MIN_POLL);
-                let bound = BACKSTOP / chunks.max(1) as u32;
-                Instant::now() + paced.min(bound)
-            });
-            let deadline = match (next_backed, next_poll) {
+            let next_sweep = waits.next_sweep(sweep_cost);
+            let deadline = match (next_sweep, next_poll) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
@@ -391,45 +416,143 @@ impl Reactor {
 }
 
 impl Waits {
-    /// Queries the backed waits that are due (a chunk at a time, all of them if need be);
-    /// returns when the next one is due.
-    fn check_backed(&mut self, d: &Driver, now: Instant) -> Option<Instant> {
-        let mut again = Vec::new();
-        while let Some(wait) = self.backed.front() {
-            if wait.due > now {
-                break;
+    /// Files newly registered waits.
+    fn take(&mut self, d: &Driver, registered: Vec<Registered>) {
+        if registered.is_empty() {
+            return;
+        }
+        self.last_news = Instant::now();
+        for Registered { wait, order } in registered {
+            if wait.confirm_context {
+                make_canary(d, wait.target.made_in);
             }
-            let wait = self.backed.pop_front().expect("just seen");
-            match check(d, &wait) {
-                Outcome::Again(due) => again.push(Wait { due, ..wait }),
-                Outcome::SeenComplete(due) => again.push(Wait {
-                    due,
-                    seen_complete: true,
-                    ..wait
-                }),
-                Outcome::Finished(result) => wait.cell.finish(result),
-                Outcome::Forget => {}
+            match order {
+                Some(order) => {
+                    self.arrivals += 1;
+                    self.lanes
+                        .entry(order.lane)
+                        .or_default()
+                        .insert((order.stamp, self.arrivals), wait);
+                }
+                None => self.polled.push(wait),
             }
         }
-        // Those queried again are due after every wait still queued (each was due by now).
-        again.sort_by_key(|wait| wait.due);
-        self.backed.extend(again);
-        self.backed.front().map(|wait| wait.due)
     }
 
-    /// Queries the next chunk of polled waits; returns how many chunks a walk over them takes, or
-    /// `None` when there are none.
+    /// Queries each lane from its front until a wait is still pending; finishes or forgets the
+    /// waits it can.
+    fn sweep_lanes(&mut self, d: &Driver) {
+        let mut news = false;
+        let mut gone = Vec::new();
+        self.lanes.retain(|_, lane| {
+            for (key, wait) in lane.iter() {
+                match check(d, wait) {
+                    Outcome::Pending => break,
+                    Outcome::Finished(result) => {
+                        wait.cell.finish(result);
+                        news = true;
+                        gone.push(*key);
+                    }
+                    Outcome::Forget => gone.push(*key),
+                }
+            }
+            for key in gone.drain(..) {
+                lane.remove(&key);
+            }
+            !lane.is_empty()
+        });
+        if news {
+            self.last_news = Instant::now();
+        }
+    }
+
+    /// Queries up to [`CHUNK`] waits of the walk over all waits in the lanes, if it is behind its
+    /// pace.
+    fn walk_a_chunk(&mut self, d: &Driver) {
+        let now = Instant::now();
+        let walk = &mut self.walk;
+        if walk.at >= walk.lanes.len() {
+            if now < walk.started + BEHIND_FRONT / 2 || self.lanes.is_empty() {
+                return;
+            }
+            *walk = Walk::new(now);
+            walk.lanes = self.lanes.keys().copied().collect();
+            walk.total = self.lanes.values().map(BTreeMap::len).sum();
+        }
+        let elapsed = now.saturating_duration_since(walk.started);
+        let due = (walk.total as f64 * (2.0 * elapsed.as_secs_f64() / BEHIND_FRONT.as_secs_f64())) as usize;
+        if walk.queried > due {
+            return;
+        }
+        let mut news = false;
+        let mut budget = CHUNK;
+        let mut gone = Vec::new();
+        while budget > 0 && walk.at < walk.lanes.len() {
+            let Some(lane) = self.lanes.get_mut(&walk.lanes[walk.at]) else {
+                walk.at += 1;
+                walk.from = (0, 0);
+                continue;
+            };
+            let mut rest = None;
+            for (key, wait) in lane.range(walk.from..) {
+                if budget == 0 {
+                    rest = Some(*key);
+                    break;
+                }
+                budget -= 1;
+                walk.queried += 1;
+                match check(d, wait) {
+                    Outcome::Pending => {}
+                    Outcome::Finished(result) => {
+                        wait.cell.finish(result);
+                        news = true;
+                        gone.push(*key);
+                    }
+                    Outcome::Forget => gone.push(*key),
+                }
+            }
+            for key in gone.drain(..) {
+                lane.remove(&key);
+            }
+            if lane.is_empty() {
+                self.lanes.remove(&walk.lanes[walk.at]);
+            }
+            match rest {
+                Some(key) => walk.from = key,
+                None => {
+                    walk.at += 1;
+                    walk.from = (0, 0);
+                }
+            }
+        }
+        if news {
+            self.last_news = Instant::now();
+        }
+    }
+
+    /// When the lanes are swept next (`None` when they are empty): soon after news, later as time
+    /// passes without any, and never so often that sweeping takes most of a core.
+    fn next_sweep(&self, sweep_cost: Duration) -> Option<Instant> {
+        if self.lanes.is_empty() {
+            return None;
+        }
+        let now = Instant::now();
+        let quiet = now.saturating_duration_since(self.last_news);
+        let pause = (quiet / PATIENCE)
+            .clamp(FASTEST, SLOWEST)
+            .max(sweep_cost * LANE_CPU);
+        Some(now + pause)
+    }
+
+    /// Queries the next chunk of unordered waits; returns how many chunks a walk over them takes,
+    /// or `None` when there are none.
     fn poll_chunk(&mut self, d: &Driver) -> Option<usize> {
         let mut at = self.next.min(self.polled.len());
         let mut queried = 0;
         while at < self.polled.len() && queried < CHUNK {
             queried += 1;
             match check(d, &self.polled[at]) {
-                Outcome::Again(_) => at += 1,
-                Outcome::SeenComplete(_) => {
-                    self.polled[at].seen_complete = true;
-                    at += 1;
-                }
+                Outcome::Pending => at += 1,
                 Outcome::Finished(result) => self.polled.swap_remove(at).cell.finish(result),
                 Outcome::Forget => drop(self.polled.swap_remove(at)),
             }
@@ -444,18 +567,15 @@ fn check(d: &Driver, wait: &Wait) -> Outcome {
     let Some(answer) = wait.cell.while_watched(|| wait.target.query(d)) else {
         return Outcome::Forget;
     };
-    let now = Instant::now();
+    let answer = match answer {
+        Ok(true) if wait.confirm_context => context_health(d, wait.target.made_in),
+        Ok(true) => Ok(()),
+        Ok(false) => return Outcome::Pending,
+        Err(e) => Err(e),
+    };
     match answer {
-        Ok(false) => Outcome::Again(now + BACKSTOP),
-        Ok(true) if wait.confirm_context => match context_health(d, wait.target.made_in) {
-            Ok(()) if wait.seen_complete => Outcome::Finished(Ok(())),
-            Ok(()) => Outcome::SeenComplete(now + BACKSTOP),
-            Err(e) if is_capture_interference(&e) => Outcome::Again(now + RETRY),
-            Err(e) => Outcome::Finished(Err(e)),
-        },
-        Ok(true) => Outcome::Finished(Ok(())),
-        Err(e) if is_capture_interference(&e) => Outcome::Again(now + RETRY),
-        Err(e) => Outcome::Finished(Err(e)),
+        Err(e) if is_capture_interference(&e) => Outcome::Pending,
+        answer => Outcome::Finished(answer),
     }
 }
 
@@ -481,7 +601,7 @@ fn make_canary(d: &Driver, made_in: MadeIn) {
 /// `Ok` unless the context that `made_in` names has failed, by its canary: what a stream's future
 /// checks before it believes a completion (CUDA reports the events of work a fault killed as
 /// complete). Without a canary nothing is known, which reads as `Ok`.
-pub(crate) fn context_health(d: &Driver, made_in: MadeIn) -> Result<()> {
+fn context_health(d: &Driver, made_in: MadeIn) -> Result<()> {
     let Some(instance) = made_in.instance() else {
         return Ok(());
     };
@@ -493,6 +613,16 @@ pub(crate) fn context_health(d: &Driver, made_in: MadeIn) -> Result<()> {
         // The wait's own target was made in the same instance, so its query says so first.
         Err(Error::DeviceWasReset { .. }) => Ok(()),
         other => other,
+    }
+}
+
+/// Pauses of the reactor thread as short as asked: Linux lets a thread's timed sleeps run up to
+/// 50 us late by default, longer than the pause right after news.
+fn precise_sleeps() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: PR_SET_TIMERSLACK takes one integer argument and affects only the calling thread.
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, 1_000 as libc::c_ulong);
     }
 }
 
@@ -530,12 +660,12 @@ mod tests {
     }
 
     #[test]
-    fn an_abandoned_cell_is_neither_rung_nor_queried_and_its_waker_is_dropped() {
+    fn an_abandoned_cell_is_neither_finished_nor_queried_and_its_waker_is_dropped() {
         let count = Arc::new(Count(AtomicUsize::new(0)));
         let cell = WaitCell::default();
-        assert!(matches!(cell.look(&Waker::from(count.clone())), Seen::Pending));
+        assert!(cell.look(&Waker::from(count.clone())).is_none());
         cell.abandon();
-        cell.ring();
+        cell.finish(Ok(()));
         assert_eq!(count.0.load(Ordering::Relaxed), 0, "woken after it was abandoned");
         assert_eq!(Arc::strong_count(&count), 1, "the cell still holds the waker");
         assert!(
@@ -545,17 +675,18 @@ mod tests {
     }
 
     #[test]
-    fn a_ring_wakes_once_and_is_seen_once() {
+    fn a_result_wakes_once_and_ends_the_queries() {
         let count = Arc::new(Count(AtomicUsize::new(0)));
         let waker = Waker::from(count.clone());
         let cell = WaitCell::default();
-        assert!(matches!(cell.look(&waker), Seen::Pending));
-        cell.ring();
-        assert_eq!(count.0.load(Ordering::Relaxed), 1);
-        assert!(matches!(cell.look(&waker), Seen::Rung));
-        assert!(matches!(cell.look(&waker), Seen::Pending));
+        assert!(cell.look(&waker).is_none());
+        assert_eq!(cell.while_watched(|| 7), Some(7));
         cell.finish(Ok(()));
-        assert!(matches!(cell.look(&waker), Seen::Done(Ok(()))));
+        cell.finish(Err(Error::ReactorUnavailable {
+            reason: "a second answer".into(),
+        }));
+        assert_eq!(count.0.load(Ordering::Relaxed), 1);
+        assert!(matches!(cell.look(&waker), Some(Ok(()))));
         assert!(
             cell.while_watched(|| -> bool { panic!("queried after its result") })
                 .is_none()
@@ -567,6 +698,47 @@ mod tests {
         let cell = WaitCell::default();
         let _ = cell.look(&Waker::from(Arc::new(Panics)));
         cell.finish(Ok(()));
-        assert!(matches!(cell.look(&Waker::noop().clone()), Seen::Done(Ok(()))));
+        assert!(matches!(cell.look(&Waker::noop().clone()), Some(Ok(()))));
+    }
+
+    #[test]
+    fn sweeps_come_quickly_after_news_and_back_off_to_the_slowest_pause() {
+        let now = Instant::now();
+        let mut waits = Waits {
+            lanes: HashMap::new(),
+            arrivals: 0,
+            polled: Vec::new(),
+            next: 0,
+            last_news: now,
+            walk: Walk::new(now),
+        };
+        assert!(waits.next_sweep(Duration::ZERO).is_none(), "no lanes, no sweeps");
+        let target = QueryTarget {
+            raw: std::ptr::null_mut(),
+            made_in: MadeIn::new(0, None),
+            exporter: None,
+        };
+        let wait = Wait {
+            target,
+            cell: Arc::default(),
+            confirm_context: false,
+        };
+        waits.lanes.entry(1).or_default().insert((1, 1), wait);
+        let pause = |waits: &Waits, cost| waits.next_sweep(cost).unwrap() - Instant::now();
+        assert!(pause(&waits, Duration::ZERO) <= FASTEST + Duration::from_micros(5));
+        waits.last_news = now - Duration::from_secs(1);
+        let slow = pause(&waits, Duration::ZERO);
+        assert!(
+            slow <= SLOWEST && slow > SLOWEST - Duration::from_micros(50),
+            "{slow:?}"
+        );
+        waits.last_news = now - Duration::from_micros(800);
+        let middle = pause(&waits, Duration::ZERO);
+        assert!(middle > FASTEST && middle < SLOWEST, "{middle:?}");
+        let costly = pause(&waits, Duration::from_millis(1));
+        assert!(
+            costly >= Duration::from_millis(1) * LANE_CPU - Duration::from_micros(50),
+            "{costly:?}"
+        );
     }
 }
