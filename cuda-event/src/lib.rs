@@ -41,9 +41,9 @@
 //! [`Stream::completion`] and [`Event::completion`] (or `.await` on `&stream`, `&event`) are
 //! futures for any async runtime whose output is the CUDA error of the work, if any; a stream's
 //! future owns what it waits on, so `tokio::spawn(stream.completion())` works, and an event's
-//! borrows the event, so move the event into the task. A pending future is woken by a host function
-//! that the crate queues on a wake stream of its own (never on yours), and a reactor thread queries
-//! every pending future's event at least every 100 ms as a backstop ([`Completion`] has the details).
+//! borrows the event, so move the event into the task. A reactor thread of the crate's wakes a
+//! pending future by querying its event; nothing is queued on any stream for it ([`Completion`] has
+//! the details).
 //!
 //! # Timing GPU work
 //! [`Timer`] times one section of a stream's work with pooled timing events and reads it without
