@@ -4,7 +4,7 @@
 //! `torch.cuda.graph` and of most C++ code), CUDA forbids "potentially unsafe" calls, an event
 //! query among them, from every other thread whose own mode is global: the call fails with
 //! `CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED` and the capture is invalidated. A thread in relaxed mode
-//! is never so restricted. The futures' queries and wake-ups, and the reactor thread, run in
+//! is never so restricted. The futures' queries, on the polling thread and the reactor's, run in
 //! relaxed mode, so that awaiting never breaks a capture made elsewhere (PyTorch's NCCL watchdog
 //! thread does the same).
 

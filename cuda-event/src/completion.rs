@@ -40,10 +40,13 @@ use std::time::Instant;
 /// capture mode: awaiting never invalidates a graph capture that another thread makes in global
 /// mode, and an answer caused by such a capture is read as "not yet".
 ///
-/// Creating a future makes no CUDA call for an event (for a stream, the one record asked for);
-/// the first poll queries the event once and hands it to the reactor. Polling and dropping never
-/// wait for the GPU or for another thread's CUDA call; dropping a future drops its waker, which is
-/// then never called.
+/// Creating a future makes no CUDA call for an event; for a stream, it records an event on it (the
+/// one stream operation asked for, which blocks only where CUDA blocks any stream operation: when
+/// the stream's hardware queue is full) after checking that the stream is not being captured. The
+/// first poll queries the event once and hands it to the reactor. Polling and dropping never wait
+/// for the GPU; dropping waits at most for a query of the event that the reactor has under way
+/// (microseconds), and drops the stored waker: once `drop` has returned the waker is not called,
+/// but for a wake-up that was already under way.
 ///
 /// After a kernel fault, CUDA reports the events of the work it killed as complete, and for a
 /// while (a fraction of a second on the drivers tried) reports the fault nowhere. A future answers
@@ -110,11 +113,6 @@ impl Source<'_> {
             Source::Owned(event) => event,
         }
     }
-
-    /// A stream's future checks its context before it believes a completion.
-    fn confirms_context(&self) -> bool {
-        matches!(self, Source::Owned(_))
-    }
 }
 
 impl Completion<'_> {
@@ -146,7 +144,7 @@ impl<'a> Completion<'a> {
             lane: StreamId::to_word(Some(stream)),
             stamp: event.last_record(),
         });
-        if let Err(e) = reactor::register(target, cell.clone(), order, source.confirms_context()) {
+        if let Err(e) = reactor::register(target, cell.clone(), order) {
             cell.abandon();
             return State::Done(Err(e));
         }
@@ -258,10 +256,14 @@ impl Stream {
     /// The completion of all work submitted to this stream so far, as a future: `Ok(())` once it
     /// is complete, or the CUDA error of that work. `(&stream).await` does the same.
     ///
-    /// It records an event on the stream now (the one CUDA call made before the first poll) and
-    /// owns it, so the future does not borrow the stream: `tokio::spawn(stream.completion())`
-    /// works, and the future may outlive the `Stream`. Nothing else is ever queued on the
-    /// stream for it.
+    /// It records an event on the stream now (the one stream operation it makes) and owns it, so
+    /// the future does not borrow the stream: `tokio::spawn(stream.completion())` works, and the
+    /// future may outlive the `Stream`. Nothing else is ever queued on the stream for it.
+    ///
+    /// It answers what a query of that event answers: after a kernel fault, CUDA reports the
+    /// killed work's events as complete and the fault itself a moment later, so a future pending
+    /// at the fault may resolve to `Ok`; one made or polled once the fault shows gets its error
+    /// (see [`Completion`]).
     ///
     /// ```no_run
     /// # async fn example() -> Result<(), cuda_event::Error> {

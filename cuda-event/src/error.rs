@@ -68,8 +68,9 @@ pub enum Error {
         /// The exporting process's id.
         pid: i32,
     },
-    /// A host function, or a future's wake-up, on a stream that is being captured into a CUDA
-    /// graph: it would become a graph node run at every launch instead of once now.
+    /// A host function, a stream's completion future or a measurement on a stream that is being
+    /// captured into a CUDA graph: it would become a graph node run at every launch instead of once
+    /// now.
     StreamCapturing,
     /// [`measure`](crate::measure) with options it cannot honour.
     InvalidMeasureOptions {
@@ -84,9 +85,10 @@ pub enum Error {
     #[deprecated(note = "measure no longer returns it: see Measurement::gated")]
     WorkBlockedOnTheHost,
     /// A future could not wait: the thread that watches pending GPU work could not be started
-    /// (the process's thread limit, say). Nothing was queued; awaiting again tries again.
+    /// (the process's thread limit, say), or it ended. Nothing was queued; a new future tries
+    /// again.
     ReactorUnavailable {
-        /// Why the thread did not start, as the operating system said it.
+        /// Why the thread did not start (as the operating system said it) or ended.
         reason: String,
     },
 }

@@ -38,7 +38,7 @@ pub struct Stream {
     device: i32,
     kind: Kind,
     /// What an event recorded on it remembers, so that the reactor checks the futures of one
-    /// stream's events in record order; `None` for default streams and the crate's own streams.
+    /// stream's events in record order; `None` for default streams.
     id: Option<StreamId>,
 }
 
@@ -126,12 +126,6 @@ impl Stream {
         Ok(Stream::create("Stream::with_options", device, options)?.identified())
     }
 
-    /// An owned stream for the crate's own use (the reactor's canaries): no id, as no future
-    /// waits on its events.
-    pub(crate) fn unregistered(device: i32, options: StreamOptions) -> Result<Stream> {
-        Stream::create("cuda-event's own stream", device, options)
-    }
-
     fn create(operation: &'static str, device: i32, options: StreamOptions) -> Result<Stream> {
         let d = driver(operation)?;
         let instance = ContextInstance::of_primary(d, device)?;
@@ -192,7 +186,7 @@ impl Stream {
     /// Uses a stream that another library created (or one of the default stream handles), without
     /// taking it over: dropping the `Stream` does not destroy it. The crate uses the raw stream
     /// only in the calls made on this `Stream` (and in `Event` calls given it), never in the
-    /// background: a future's wake-up goes to a stream of the crate's own.
+    /// background: nothing is queued on any stream to wake a future.
     ///
     /// # Safety
     /// `raw` is a valid stream of `device` (null, `cudaStreamLegacy` and `cudaStreamPerThread` mean

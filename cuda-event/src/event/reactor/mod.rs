@@ -31,17 +31,16 @@
 //! in `catch_unwind`, so a panicking waker does not stop the thread.
 
 use crate::capture_mode::{RelaxedCapture, is_capture_interference};
-use crate::context::{ContextInstance, MadeIn};
+use crate::context::MadeIn;
 use crate::driver::{Driver, driver};
 use crate::error::{Error, Result};
-use crate::event::handle::{EventHandle, query_handle};
+use crate::event::handle::query_handle;
 use crate::event::ipc::Exporter;
-use crate::stream::{Stream, StreamOptions};
 use cuda_event_sys as sys;
 use parking_lot::{Condvar, Mutex};
 use std::collections::{BTreeMap, HashMap};
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::{Arc, LazyLock, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::task::Waker;
 use std::time::{Duration, Instant};
 
@@ -185,9 +184,6 @@ fn wake(waker: Option<Waker>) {
 struct Wait {
     target: QueryTarget,
     cell: Arc<WaitCell>,
-    /// Completion of the target is believed only while its context's canary is healthy: after a
-    /// fault that has shown, CUDA reports the events of the work it killed as complete.
-    confirm_context: bool,
 }
 
 /// A new wait, sent to the thread.
@@ -219,34 +215,26 @@ fn reactor() -> &'static Reactor {
 }
 
 /// Registers a wait on `target`, in `order`'s lane if it has one. The thread finishes `cell` with
-/// the target's result (an error of the work, or `Ok` once complete); `confirm_context` asks it to
-/// check the context before believing a completion it finds.
+/// the target's result: an error of the work, or `Ok` once complete.
 ///
 /// # Errors
-/// [`Error::ReactorUnavailable`] if the thread could not be started; nothing was registered.
-pub(crate) fn register(
-    target: QueryTarget,
-    cell: Arc<WaitCell>,
-    order: Option<Order>,
-    confirm_context: bool,
-) -> Result<()> {
+/// [`Error::ReactorUnavailable`] if the thread could not be started, or CUDA's error if the driver
+/// could not be loaded for it; nothing was registered.
+pub(crate) fn register(target: QueryTarget, cell: Arc<WaitCell>, order: Option<Order>) -> Result<()> {
     let this = reactor();
     let mut inbox = this.inbox.lock();
     if !inbox.running {
+        let d = driver("the reactor thread")?;
         std::thread::Builder::new()
             .name("cuda-event-reactor".into())
-            .spawn(|| reactor().run())
+            .spawn(move || reactor().run(d))
             .map_err(|e| Error::ReactorUnavailable {
                 reason: e.to_string(),
             })?;
         inbox.running = true;
     }
     inbox.registered.push(Registered {
-        wait: Wait {
-            target,
-            cell,
-            confirm_context,
-        },
+        wait: Wait { target, cell },
         order,
     });
     let now = Instant::now();
@@ -262,24 +250,41 @@ pub(crate) fn register(
 
 /// The thread's own state: no one else touches it.
 struct Waits {
-    /// Waits in lanes, each lane in record order (stamp, then arrival).
-    lanes: HashMap<u64, BTreeMap<(u64, u64), Wait>>,
+    /// Waits in lanes, by lane.
+    lanes: HashMap<u64, Lane>,
     /// Arrivals so far, to order waits of one stamp.
     arrivals: u64,
     /// Unordered waits, walked a chunk a step.
     polled: Vec<Wait>,
     /// Where the walk over `polled` is.
     next: usize,
-    /// When a wait was last registered or finished.
-    last_news: Instant,
     /// The walk that queries every wait in the lanes, not only those in front.
     walk: Walk,
+}
+
+/// The waits on one stream's events, in record order (stamp, then arrival), and its own pace:
+/// news in one lane does not make the others be swept more often.
+struct Lane {
+    waits: BTreeMap<(u64, u64), Wait>,
+    /// When a wait was last filed in it or finished.
+    news: Instant,
+    /// When its front is queried next.
+    due: Instant,
+}
+
+impl Lane {
+    /// The pause before its next sweep: short after news, longer as time passes without any.
+    fn pause(&self, now: Instant) -> Duration {
+        (now.saturating_duration_since(self.news) / PATIENCE).clamp(FASTEST, SLOWEST)
+    }
 }
 
 /// A walk over every wait in the lanes, a chunk at a time: one starts every [`BEHIND_FRONT`]/2
 /// (or as soon as the last one ended, if later) with the waits there are then and is paced to end
 /// within [`BEHIND_FRONT`]/2, so that a wait waits for the next walk and then through it,
-/// [`BEHIND_FRONT`] at most.
+/// [`BEHIND_FRONT`] at most. A wait it finds complete behind waits still pending in its lane shows
+/// that the lane's order is not its events' (see the module's docs): those pending waits leave the
+/// lane for the unordered ones, so that they hold up no one.
 struct Walk {
     started: Instant,
     /// The lanes as they were at the start, and how many waits they held.
@@ -289,6 +294,8 @@ struct Walk {
     at: usize,
     from: (u64, u64),
     queried: usize,
+    /// The waits of the current lane that it found pending.
+    pending: Vec<(u64, u64)>,
 }
 
 impl Walk {
@@ -300,104 +307,86 @@ impl Walk {
             at: 0,
             from: (0, 0),
             queried: 0,
+            pending: Vec::new(),
         }
     }
-}
 
-/// One canary per context instance that a wait confirms completions in: made by the reactor
-/// thread and read by it. The lock is held for a lookup and one query, never while a canary is
-/// made.
-static CANARIES: LazyLock<Mutex<HashMap<ContextInstance, Canary>>> = LazyLock::new(Default::default);
-
-/// A CUDA event of the thread's own in a context, recorded once: once the context has failed,
-/// querying it returns the error, unlike the events of the work a fault killed.
-struct Canary {
-    _stream: Stream,
-    event: Option<EventHandle>,
-}
-
-impl Canary {
-    fn new(d: &Driver, device: i32) -> Result<Canary> {
-        let stream = Stream::unregistered(device, StreamOptions::default().non_blocking(true))?;
-        let event = EventHandle::create(d, device, sys::cudaEventDisableTiming)?;
-        let canary = Canary {
-            _stream: stream,
-            event: Some(event),
-        };
-        let (raw, stream) = (canary.raw(), canary._stream.as_raw());
-        // SAFETY: a live event and stream of one device, both just made here.
-        d.event_record.call(|f| unsafe { f(raw, stream) })?;
-        Ok(canary)
-    }
-
-    fn raw(&self) -> sys::cudaEvent_t {
-        self.event
-            .as_ref()
-            .map_or(std::ptr::null_mut(), |event| event.raw)
-    }
-
-    /// `Ok` unless its context has failed (or a reset ended it).
-    fn health(&self, d: &Driver) -> Result<()> {
-        match &self.event {
-            Some(event) => query_handle(d, event.raw, event.made_in(), None).map(drop),
-            None => Ok(()),
-        }
-    }
-}
-
-impl Drop for Canary {
-    fn drop(&mut self) {
-        if let Some(event) = self.event.take() {
-            event.destroy();
-        }
+    fn next_lane(&mut self) {
+        self.at += 1;
+        self.from = (0, 0);
+        self.pending.clear();
     }
 }
 
 /// What a query of a wait's target decided.
+#[derive(Debug)]
 enum Outcome {
     Finished(Result<()>),
     Pending,
     Forget,
 }
 
-impl Reactor {
-    fn run(&self) {
-        let Ok(d) = driver("the reactor thread") else {
-            return;
+/// Ends the waits of a reactor thread that ends (it only ends by a panic): each future gets an
+/// error instead of waiting forever, and the next registration starts a new thread.
+struct Running<'a> {
+    reactor: &'a Reactor,
+    waits: Waits,
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        let registered = {
+            let mut inbox = self.reactor.inbox.lock();
+            inbox.running = false;
+            inbox.sleeping_until = None;
+            std::mem::take(&mut inbox.registered)
         };
+        let lanes = self
+            .waits
+            .lanes
+            .drain()
+            .flat_map(|(_, lane)| lane.waits.into_values());
+        let left = registered.into_iter().map(|new| new.wait);
+        for wait in lanes.chain(self.waits.polled.drain(..)).chain(left) {
+            wait.cell.finish(Err(Error::ReactorUnavailable {
+                reason: "the reactor thread panicked".into(),
+            }));
+        }
+    }
+}
+
+impl Reactor {
+    fn run(&self, d: &'static Driver) {
         RelaxedCapture::enter(d).forever();
         precise_sleeps();
-        let now = Instant::now();
-        let mut waits = Waits {
-            lanes: HashMap::new(),
-            arrivals: 0,
-            polled: Vec::new(),
-            next: 0,
-            last_news: now,
-            walk: Walk::new(now),
+        let mut running = Running {
+            reactor: self,
+            waits: Waits::new(Instant::now()),
         };
-        let mut last_cpu = thread_cpu_time();
+        let waits = &mut running.waits;
+        let check = |wait: &Wait| check(d, wait);
         let mut next_poll = None;
         loop {
             let registered = std::mem::take(&mut self.inbox.lock().registered);
-            waits.take(d, registered);
+            waits.take(registered);
             let sweep_start = Instant::now();
-            waits.sweep_lanes(d);
-            let sweep_cost = sweep_start.elapsed();
-            waits.walk_a_chunk(d);
+            waits.sweep_lanes(&check);
+            // Sweeps take at most about 1/(1 + LANE_CPU) of a core, unless that would leave a
+            // lane unswept for longer than SLOWEST.
+            let rest = (sweep_start.elapsed() * LANE_CPU).min(SLOWEST);
+            waits.walk_a_chunk(&check);
             if next_poll.is_none_or(|at| at <= Instant::now()) {
-                // Each polling step, its wait and wake-up included, costs about 1/CPU_SHARE of a
-                // core, but a whole walk over the unordered waits takes at most BACKSTOP.
-                let chunks = waits.poll_chunk(d);
-                let cpu = thread_cpu_time();
-                let cost = cpu.saturating_sub(last_cpu);
-                last_cpu = cpu;
+                // Each polling step costs about 1/CPU_SHARE of a core, but a whole walk over the
+                // unordered waits takes at most BACKSTOP.
+                let before = thread_cpu_time();
+                let chunks = waits.poll_chunk(&check);
+                let cost = thread_cpu_time().saturating_sub(before);
                 next_poll = chunks.map(|chunks| {
                     let paced = (cost * CPU_SHARE).max(MIN_POLL);
                     Instant::now() + paced.min(BACKSTOP / chunks.max(1) as u32)
                 });
             }
-            let next_sweep = waits.next_sweep(sweep_cost);
+            let next_sweep = waits.next_sweep().map(|due| due.max(Instant::now() + rest));
             let deadline = match (next_sweep, next_poll) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
@@ -416,37 +405,50 @@ impl Reactor {
 }
 
 impl Waits {
-    /// Files newly registered waits.
-    fn take(&mut self, d: &Driver, registered: Vec<Registered>) {
-        if registered.is_empty() {
-            return;
-        }
-        self.last_news = Instant::now();
-        for Registered { wait, order } in registered {
-            if wait.confirm_context {
-                make_canary(d, wait.target.made_in);
-            }
-            match order {
-                Some(order) => {
-                    self.arrivals += 1;
-                    self.lanes
-                        .entry(order.lane)
-                        .or_default()
-                        .insert((order.stamp, self.arrivals), wait);
-                }
-                None => self.polled.push(wait),
-            }
+    fn new(now: Instant) -> Waits {
+        Waits {
+            lanes: HashMap::new(),
+            arrivals: 0,
+            polled: Vec::new(),
+            next: 0,
+            walk: Walk::new(now),
         }
     }
 
-    /// Queries each lane from its front until a wait is still pending; finishes or forgets the
-    /// waits it can.
-    fn sweep_lanes(&mut self, d: &Driver) {
-        let mut news = false;
+    /// Files newly registered waits.
+    fn take(&mut self, registered: Vec<Registered>) {
+        let now = Instant::now();
+        for Registered { wait, order } in registered {
+            let Some(order) = order else {
+                self.polled.push(wait);
+                continue;
+            };
+            self.arrivals += 1;
+            let lane = self.lanes.entry(order.lane).or_insert_with(|| Lane {
+                waits: BTreeMap::new(),
+                news: now,
+                due: now,
+            });
+            lane.waits.insert((order.stamp, self.arrivals), wait);
+            lane.news = now;
+            // Its owner has just queried it: the next look is soon, not at once.
+            lane.due = lane.due.min(now + FASTEST);
+        }
+    }
+
+    /// Queries each lane that is due (or nearly: lanes swept together stay together, so that many
+    /// quiet lanes cost one wake-up of the thread, not one each) from its front until a wait is
+    /// still pending; finishes or forgets the waits it can.
+    fn sweep_lanes(&mut self, check: &impl Fn(&Wait) -> Outcome) {
         let mut gone = Vec::new();
+        let due = Instant::now() + SLOWEST / 8;
         self.lanes.retain(|_, lane| {
-            for (key, wait) in lane.iter() {
-                match check(d, wait) {
+            if lane.due > due {
+                return true;
+            }
+            let mut news = false;
+            for (key, wait) in lane.waits.iter() {
+                match check(wait) {
                     Outcome::Pending => break,
                     Outcome::Finished(result) => {
                         wait.cell.finish(result);
@@ -457,18 +459,25 @@ impl Waits {
                 }
             }
             for key in gone.drain(..) {
-                lane.remove(&key);
+                lane.waits.remove(&key);
             }
-            !lane.is_empty()
+            let now = Instant::now();
+            if news {
+                lane.news = now;
+            }
+            lane.due = now + lane.pause(now);
+            !lane.waits.is_empty()
         });
-        if news {
-            self.last_news = Instant::now();
-        }
     }
 
-    /// Queries up to [`CHUNK`] waits of the walk over all waits in the lanes, if it is behind its
-    /// pace.
-    fn walk_a_chunk(&mut self, d: &Driver) {
+    /// When the next lane is due (`None` when there are none).
+    fn next_sweep(&self) -> Option<Instant> {
+        self.lanes.values().map(|lane| lane.due).min()
+    }
+
+    /// Queries waits of the walk over all waits in the lanes, as many as it is behind its pace
+    /// (at least [`CHUNK`]).
+    fn walk_a_chunk(&mut self, check: &impl Fn(&Wait) -> Outcome) {
         let now = Instant::now();
         let walk = &mut self.walk;
         if walk.at >= walk.lanes.len() {
@@ -477,81 +486,77 @@ impl Waits {
             }
             *walk = Walk::new(now);
             walk.lanes = self.lanes.keys().copied().collect();
-            walk.total = self.lanes.values().map(BTreeMap::len).sum();
+            walk.total = self.lanes.values().map(|lane| lane.waits.len()).sum();
         }
         let elapsed = now.saturating_duration_since(walk.started);
         let due = (walk.total as f64 * (2.0 * elapsed.as_secs_f64() / BEHIND_FRONT.as_secs_f64())) as usize;
-        if walk.queried > due {
+        let Some(mut budget) = due
+            .checked_sub(walk.queried)
+            .map(|behind| behind.clamp(CHUNK, 16 * CHUNK))
+        else {
             return;
-        }
-        let mut news = false;
-        let mut budget = CHUNK;
+        };
         let mut gone = Vec::new();
         while budget > 0 && walk.at < walk.lanes.len() {
             let Some(lane) = self.lanes.get_mut(&walk.lanes[walk.at]) else {
-                walk.at += 1;
-                walk.from = (0, 0);
+                walk.next_lane();
                 continue;
             };
             let mut rest = None;
-            for (key, wait) in lane.range(walk.from..) {
+            let mut out_of_order = false;
+            for (key, wait) in lane.waits.range(walk.from..) {
                 if budget == 0 {
                     rest = Some(*key);
                     break;
                 }
                 budget -= 1;
                 walk.queried += 1;
-                match check(d, wait) {
-                    Outcome::Pending => {}
+                match check(wait) {
+                    Outcome::Pending => walk.pending.push(*key),
                     Outcome::Finished(result) => {
                         wait.cell.finish(result);
-                        news = true;
+                        out_of_order |= !walk.pending.is_empty();
                         gone.push(*key);
                     }
                     Outcome::Forget => gone.push(*key),
                 }
             }
             for key in gone.drain(..) {
-                lane.remove(&key);
+                lane.waits.remove(&key);
             }
-            if lane.is_empty() {
+            if out_of_order {
+                // Asked again: one that has completed since is no sign of disorder.
+                for key in walk.pending.drain(..) {
+                    let Some(outcome) = lane.waits.get(&key).map(check) else {
+                        continue;
+                    };
+                    let wait = lane.waits.remove(&key);
+                    match (outcome, wait) {
+                        (Outcome::Pending, Some(wait)) => self.polled.push(wait),
+                        (Outcome::Finished(result), Some(wait)) => wait.cell.finish(result),
+                        _ => {}
+                    }
+                }
+                lane.news = Instant::now();
+            }
+            if lane.waits.is_empty() {
                 self.lanes.remove(&walk.lanes[walk.at]);
             }
             match rest {
                 Some(key) => walk.from = key,
-                None => {
-                    walk.at += 1;
-                    walk.from = (0, 0);
-                }
+                None => walk.next_lane(),
             }
         }
-        if news {
-            self.last_news = Instant::now();
-        }
-    }
-
-    /// When the lanes are swept next (`None` when they are empty): soon after news, later as time
-    /// passes without any, and never so often that sweeping takes most of a core.
-    fn next_sweep(&self, sweep_cost: Duration) -> Option<Instant> {
-        if self.lanes.is_empty() {
-            return None;
-        }
-        let now = Instant::now();
-        let quiet = now.saturating_duration_since(self.last_news);
-        let pause = (quiet / PATIENCE)
-            .clamp(FASTEST, SLOWEST)
-            .max(sweep_cost * LANE_CPU);
-        Some(now + pause)
     }
 
     /// Queries the next chunk of unordered waits; returns how many chunks a walk over them takes,
     /// or `None` when there are none.
-    fn poll_chunk(&mut self, d: &Driver) -> Option<usize> {
+    fn poll_chunk(&mut self, check: &impl Fn(&Wait) -> Outcome) -> Option<usize> {
         let mut at = self.next.min(self.polled.len());
         let mut queried = 0;
         while at < self.polled.len() && queried < CHUNK {
             queried += 1;
-            match check(d, &self.polled[at]) {
+            match check(&self.polled[at]) {
                 Outcome::Pending => at += 1,
                 Outcome::Finished(result) => self.polled.swap_remove(at).cell.finish(result),
                 Outcome::Forget => drop(self.polled.swap_remove(at)),
@@ -564,55 +569,11 @@ impl Waits {
 
 /// Queries `wait`'s target and decides what happens to it.
 fn check(d: &Driver, wait: &Wait) -> Outcome {
-    let Some(answer) = wait.cell.while_watched(|| wait.target.query(d)) else {
-        return Outcome::Forget;
-    };
-    let answer = match answer {
-        Ok(true) if wait.confirm_context => context_health(d, wait.target.made_in),
-        Ok(true) => Ok(()),
-        Ok(false) => return Outcome::Pending,
-        Err(e) => Err(e),
-    };
-    match answer {
-        Err(e) if is_capture_interference(&e) => Outcome::Pending,
-        answer => Outcome::Finished(answer),
-    }
-}
-
-/// Makes the canary of the context `made_in` names, if it has none: a stream of the thread's own
-/// with one record on it, never synchronized (a canary still pending is a healthy one). A failure
-/// is not a failed context: the next wait that needs one tries again.
-fn make_canary(d: &Driver, made_in: MadeIn) {
-    let Some(instance) = made_in.instance() else {
-        return;
-    };
-    if CANARIES.lock().contains_key(&instance) {
-        return;
-    }
-    let Ok(canary) = Canary::new(d, made_in.device) else {
-        return;
-    };
-    let mut canaries = CANARIES.lock();
-    // Canaries of contexts that a device reset ended go, so that one per live instance stays.
-    canaries.retain(|instance, _| instance.still_alive(d));
-    canaries.entry(instance).or_insert(canary);
-}
-
-/// `Ok` unless the context that `made_in` names has failed, by its canary: what a stream's future
-/// checks before it believes a completion (CUDA reports the events of work a fault killed as
-/// complete). Without a canary nothing is known, which reads as `Ok`.
-fn context_health(d: &Driver, made_in: MadeIn) -> Result<()> {
-    let Some(instance) = made_in.instance() else {
-        return Ok(());
-    };
-    let canaries = CANARIES.lock();
-    let Some(canary) = canaries.get(&instance) else {
-        return Ok(());
-    };
-    match canary.health(d) {
-        // The wait's own target was made in the same instance, so its query says so first.
-        Err(Error::DeviceWasReset { .. }) => Ok(()),
-        other => other,
+    match wait.cell.while_watched(|| wait.target.query(d)) {
+        None => Outcome::Forget,
+        Some(Ok(false)) => Outcome::Pending,
+        Some(Err(e)) if is_capture_interference(&e) => Outcome::Pending,
+        Some(answer) => Outcome::Finished(answer.map(drop)),
     }
 }
 
@@ -701,44 +662,160 @@ mod tests {
         assert!(matches!(cell.look(&Waker::noop().clone()), Some(Ok(()))));
     }
 
-    #[test]
-    fn sweeps_come_quickly_after_news_and_back_off_to_the_slowest_pause() {
-        let now = Instant::now();
-        let mut waits = Waits {
-            lanes: HashMap::new(),
-            arrivals: 0,
-            polled: Vec::new(),
-            next: 0,
-            last_news: now,
-            walk: Walk::new(now),
-        };
-        assert!(waits.next_sweep(Duration::ZERO).is_none(), "no lanes, no sweeps");
+    /// A wait on a pretend event: `id` names it for the test's `check`.
+    fn wait(id: usize) -> (Wait, Arc<WaitCell>) {
+        let cell = Arc::new(WaitCell::default());
         let target = QueryTarget {
-            raw: std::ptr::null_mut(),
+            raw: id as sys::cudaEvent_t,
             made_in: MadeIn::new(0, None),
             exporter: None,
         };
-        let wait = Wait {
-            target,
-            cell: Arc::default(),
-            confirm_context: false,
+        (
+            Wait {
+                target,
+                cell: cell.clone(),
+            },
+            cell,
+        )
+    }
+
+    /// A `check` that answers from `complete` (ids of completed events) and counts its queries.
+    fn checker(complete: &Mutex<Vec<usize>>, queries: &AtomicUsize) -> impl Fn(&Wait) -> Outcome {
+        move |wait: &Wait| {
+            queries.fetch_add(1, Ordering::Relaxed);
+            match wait
+                .cell
+                .while_watched(|| complete.lock().contains(&(wait.target.raw as usize)))
+            {
+                None => Outcome::Forget,
+                Some(true) => Outcome::Finished(Ok(())),
+                Some(false) => Outcome::Pending,
+            }
+        }
+    }
+
+    fn file(waits: &mut Waits, lane: u64, ids: impl IntoIterator<Item = usize>) -> Vec<Arc<WaitCell>> {
+        let mut cells = Vec::new();
+        let registered = ids
+            .into_iter()
+            .map(|id| {
+                let (wait, cell) = wait(id);
+                cells.push(cell);
+                let order = Some(Order {
+                    lane,
+                    stamp: id as u64,
+                });
+                Registered { wait, order }
+            })
+            .collect();
+        waits.take(registered);
+        cells
+    }
+
+    fn done(cell: &WaitCell) -> bool {
+        cell.look(Waker::noop()).is_some()
+    }
+
+    /// Makes every lane due now.
+    fn due_now(waits: &mut Waits) {
+        let now = Instant::now();
+        for lane in waits.lanes.values_mut() {
+            lane.due = now;
+        }
+    }
+
+    #[test]
+    fn a_sweep_queries_each_lane_from_its_front_until_a_wait_is_pending() {
+        let (complete, queries) = (Mutex::new(vec![1, 2]), AtomicUsize::new(0));
+        let check = checker(&complete, &queries);
+        let mut waits = Waits::new(Instant::now());
+        let cells = file(&mut waits, 7, 1..=100);
+        let other = file(&mut waits, 8, 1000..=1000);
+        due_now(&mut waits);
+        waits.sweep_lanes(&check);
+        // Lane 7: 1 and 2 done, 3 pending, nothing behind it asked; lane 8: its one wait.
+        assert_eq!(queries.load(Ordering::Relaxed), 3 + 1);
+        assert!(done(&cells[0]) && done(&cells[1]) && !done(&cells[2]));
+        assert!(!done(&other[0]));
+        complete.lock().extend(3..=100);
+        due_now(&mut waits);
+        waits.sweep_lanes(&check);
+        assert!(cells.iter().all(|cell| done(cell)));
+        assert_eq!(waits.lanes.len(), 1, "an emptied lane stays");
+        // An abandoned front is forgotten, and the wait behind it is asked.
+        let cells = file(&mut waits, 8, [1001, 1002]);
+        other[0].abandon();
+        complete.lock().push(1001);
+        due_now(&mut waits);
+        waits.sweep_lanes(&check);
+        assert!(done(&cells[0]) && !done(&cells[1]));
+    }
+
+    #[test]
+    fn the_walk_asks_every_wait_and_moves_a_lanes_out_of_order_front_to_the_unordered_ones() {
+        let (complete, queries) = (Mutex::new(vec![]), AtomicUsize::new(0));
+        let check = checker(&complete, &queries);
+        let mut waits = Waits::new(Instant::now() - BEHIND_FRONT);
+        // Wait 1's event was recorded again elsewhere: it stays pending while 2..=10 complete.
+        let cells = file(&mut waits, 7, 1..=10);
+        complete.lock().extend(2..=10);
+        due_now(&mut waits);
+        waits.sweep_lanes(&check);
+        assert!(cells.iter().all(|cell| !done(cell)), "the front holds the lane");
+        waits.walk_a_chunk(&check);
+        assert!(cells[1..].iter().all(|cell| done(cell)), "the walk finds them");
+        assert!(!done(&cells[0]));
+        assert!(waits.lanes.is_empty(), "the pending front left its lane");
+        assert_eq!(waits.polled.len(), 1, "for the unordered ones");
+        complete.lock().push(1);
+        waits.poll_chunk(&check);
+        assert!(done(&cells[0]));
+    }
+
+    #[test]
+    fn the_walk_keeps_a_lane_whose_waits_complete_in_order() {
+        let (complete, queries) = (Mutex::new(vec![]), AtomicUsize::new(0));
+        let check = checker(&complete, &queries);
+        let mut waits = Waits::new(Instant::now() - BEHIND_FRONT);
+        let cells = file(&mut waits, 7, 1..=10);
+        waits.walk_a_chunk(&check);
+        assert_eq!(queries.load(Ordering::Relaxed), 10);
+        assert!(cells.iter().all(|cell| !done(cell)));
+        assert_eq!(waits.lanes[&7].waits.len(), 10);
+        assert!(waits.polled.is_empty());
+    }
+
+    #[test]
+    fn a_lane_is_swept_soon_after_its_news_and_less_often_as_it_grows_quiet() {
+        let now = Instant::now();
+        let lane = |quiet: Duration| Lane {
+            waits: BTreeMap::new(),
+            news: now - quiet,
+            due: now,
         };
-        waits.lanes.entry(1).or_default().insert((1, 1), wait);
-        let pause = |waits: &Waits, cost| waits.next_sweep(cost).unwrap() - Instant::now();
-        assert!(pause(&waits, Duration::ZERO) <= FASTEST + Duration::from_micros(5));
-        waits.last_news = now - Duration::from_secs(1);
-        let slow = pause(&waits, Duration::ZERO);
-        assert!(
-            slow <= SLOWEST && slow > SLOWEST - Duration::from_micros(50),
-            "{slow:?}"
-        );
-        waits.last_news = now - Duration::from_micros(800);
-        let middle = pause(&waits, Duration::ZERO);
+        assert_eq!(lane(Duration::ZERO).pause(now), FASTEST);
+        assert_eq!(lane(Duration::from_secs(1)).pause(now), SLOWEST);
+        let middle = lane(Duration::from_millis(2)).pause(now);
         assert!(middle > FASTEST && middle < SLOWEST, "{middle:?}");
-        let costly = pause(&waits, Duration::from_millis(1));
+        // Filing a wait makes its lane due soon, and only its lane.
+        let mut waits = Waits::new(now);
+        file(&mut waits, 1, [1]);
+        file(&mut waits, 2, [2]);
+        let (complete, queries) = (Mutex::new(vec![]), AtomicUsize::new(0));
+        let check = checker(&complete, &queries);
+        for lane in waits.lanes.values_mut() {
+            lane.news = now - Duration::from_secs(10);
+            lane.due = now;
+        }
+        waits.sweep_lanes(&check);
         assert!(
-            costly >= Duration::from_millis(1) * LANE_CPU - Duration::from_micros(50),
-            "{costly:?}"
+            waits
+                .lanes
+                .values()
+                .all(|lane| lane.due >= Instant::now() + SLOWEST / 2)
         );
+        file(&mut waits, 2, [3]);
+        assert!(waits.lanes[&2].due <= Instant::now() + FASTEST);
+        assert!(waits.lanes[&1].due >= Instant::now() + SLOWEST / 2);
     }
 }
