@@ -5,17 +5,17 @@
 use std::ffi::OsString;
 
 /// The variable's value, or None when it is unset or empty.
-pub fn var(name: &str) -> Option<OsString> {
+pub(crate) fn var(name: &str) -> Option<OsString> {
     println!("cargo:rerun-if-env-changed={name}");
     std::env::var_os(name).filter(|value| !value.is_empty())
 }
 
 /// `PATH`, untracked: call [`track_path`] if what was found on it is used.
-pub fn path_untracked() -> Option<OsString> {
+pub(crate) fn path_untracked() -> Option<OsString> {
     std::env::var_os("PATH").filter(|value| !value.is_empty())
 }
 
 /// Reruns the script when `PATH` changes: a program on it found the CUDA in use.
-pub fn track_path() {
+pub(crate) fn track_path() {
     println!("cargo:rerun-if-env-changed=PATH");
 }

@@ -11,10 +11,10 @@ use std::process::Command;
 
 /// The oldest CUDA whose headers declare everything the crates use: `cudaGetDriverEntryPointByVersion`
 /// (12.5) and `PFN_cuEventElapsedTime_v12080` (12.8), as `CUDART_VERSION`.
-pub const MIN_CUDART_VERSION: u32 = 12080;
+pub(crate) const MIN_CUDART_VERSION: u32 = 12080;
 
 /// A CUDA runtime: where its headers and libraries are, and which version the headers declare.
-pub struct Cuda {
+pub(crate) struct Cuda {
     pub root: PathBuf,
     pub include: PathBuf,
     /// Every folder a C compiler needs: `include`, then the one holding `crt/` when that is apart
@@ -36,11 +36,11 @@ const TOOLKIT_DIRS: [&str; 2] = ["/usr/local/cuda", "/opt/cuda"];
 const WHEEL_DIRS: [&str; 2] = ["nvidia/cu13", "nvidia/cuda_runtime"];
 /// Set only inside this project's workspace (its `.cargo/config.toml`): the folder `ci/provision`
 /// unpacks the pinned wheels into. A published build has no such folder and never names it.
-pub const PROVISIONED_VAR: &str = "CUDA_EVENT_SYS_PROVISIONED_DIR";
+pub(crate) const PROVISIONED_VAR: &str = "CUDA_EVENT_SYS_PROVISIONED_DIR";
 
 /// Searches every step in order and returns the first CUDA that has headers of at least
 /// [`MIN_CUDART_VERSION`] and the library `mode` links; the error lists every step with what it found.
-pub fn find(target_arch: &str, mode: Mode) -> Result<Cuda, String> {
+pub(crate) fn find(target_arch: &str, mode: Mode) -> Result<Cuda, String> {
     // An explicit request is not second-guessed: if it is wrong, say so instead of looking elsewhere.
     if let Some(dir) = env::var("CUDA_EVENT_SYS_CUDA_DIR") {
         let dir = PathBuf::from(dir);
@@ -261,7 +261,7 @@ fn probe(root: &Path, target_arch: &str, mode: Mode, name: &str) -> Result<Cuda,
 }
 
 /// `13000` as `"13.0"`.
-pub fn version_text(version: u32) -> String {
+pub(crate) fn version_text(version: u32) -> String {
     format!("{}.{}", version / 1000, version % 1000 / 10)
 }
 
@@ -289,7 +289,7 @@ fn toolkit_of_nvcc() -> Option<PathBuf> {
 }
 
 /// Where a site-packages folder came from, for messages, and whether `PATH` chose it.
-pub struct Origin {
+pub(crate) struct Origin {
     name: &'static str,
     on_path: bool,
 }
@@ -302,7 +302,7 @@ impl std::fmt::Display for Origin {
 
 /// The site-packages folders to look for CUDA wheels in, each with where it came from: the active
 /// virtualenv, the active conda env, then those of `python3` on PATH (system and user).
-pub fn site_packages_dirs() -> Vec<(Origin, PathBuf)> {
+pub(crate) fn site_packages_dirs() -> Vec<(Origin, PathBuf)> {
     let mut dirs = Vec::new();
     for (var, name) in [("VIRTUAL_ENV", "$VIRTUAL_ENV"), ("CONDA_PREFIX", "$CONDA_PREFIX")] {
         if let Some(prefix) = env::var(var) {

@@ -9,13 +9,13 @@ use crate::find_cuda::Cuda;
 use std::path::{Path, PathBuf};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Mode {
+pub(crate) enum Mode {
     Static,
     Dynamic,
 }
 
 impl Mode {
-    pub fn from_env() -> Mode {
+    pub(crate) fn from_env() -> Mode {
         let feature = env::var("CARGO_FEATURE_DYNAMIC").is_some();
         match env::var("CUDA_EVENT_SYS_LINK")
             .as_ref()
@@ -42,7 +42,7 @@ impl Mode {
     }
 
     /// The file this mode links, for messages.
-    pub fn library_file(self) -> &'static str {
+    pub(crate) fn library_file(self) -> &'static str {
         match self {
             Mode::Static => "libcudart_static.a",
             Mode::Dynamic => "libcudart.so",
@@ -51,7 +51,7 @@ impl Mode {
 
     /// The library this mode links, if `dir` has it. A wheel ships only `libcudart.so.<major>`, with
     /// no unversioned link, so any `libcudart.so*` counts.
-    pub fn library_in(self, dir: &Path) -> Option<PathBuf> {
+    pub(crate) fn library_in(self, dir: &Path) -> Option<PathBuf> {
         let wanted = |name: &str| match self {
             Mode::Static => name == "libcudart_static.a",
             Mode::Dynamic => name == "libcudart.so" || name.starts_with("libcudart.so."),
@@ -68,7 +68,7 @@ impl Mode {
     }
 }
 
-pub fn emit(cuda: &Cuda, mode: Mode, out_dir: &Path) {
+pub(crate) fn emit(cuda: &Cuda, mode: Mode, out_dir: &Path) {
     match mode {
         Mode::Static => {
             println!("cargo:rustc-link-search=native={}", cuda.lib_dir.display());

@@ -78,7 +78,7 @@ const VARS: &[&str] = &[
     "CUDART_VERSION",
 ];
 
-pub fn generate(wrapper: &Path, include_path: &[PathBuf], out_dir: &Path) {
+pub(crate) fn generate(wrapper: &Path, include_path: &[PathBuf], out_dir: &Path) {
     println!("cargo:rerun-if-changed={}", wrapper.display());
     ensure_libclang();
     let resource_headers = resource_header_args();

@@ -26,7 +26,7 @@ fn main() {
 }
 
 /// Runs both directions against a `python3` child; the lines it prints are the example's output.
-pub fn run() -> Result<(), Box<dyn Error>> {
+pub(crate) fn run() -> Result<(), Box<dyn Error>> {
     cuda_event::device_count()?;
     let mut torch = Torch::start()?;
     let stream = Stream::new(0)?;

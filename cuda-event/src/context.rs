@@ -137,9 +137,11 @@ impl Context {
     /// no driver call fails (a failed call is what compute-sanitizer reports).
     fn instance_id(self, d: &Driver) -> Option<u64> {
         let (mut flags, mut active) = (0, 0);
-        // SAFETY: `device` came from cuDeviceGet; writes through live locals.
         d.primary_ctx_get_state
-            .call(|f| unsafe { f(self.device, &mut flags, &mut active) })
+            .call(|f| {
+                // SAFETY: `device` came from cuDeviceGet; writes through live locals.
+                unsafe { f(self.device, &mut flags, &mut active) }
+            })
             .ok()?;
         if active == 0 {
             return None;
@@ -157,8 +159,8 @@ impl Context {
 ///
 /// Eight bytes (the device ordinal and the context's id, folded), so that an event's handle is two
 /// words and moves in registers: a new event's first record moves it several times, and a larger
-/// handle stalled there on store forwarding (bench/results has the measurement). The
-/// context is looked up by ordinal in the lock-free table of retained primary contexts.
+/// handle stalled there on store forwarding. The context is looked up by ordinal in the lock-free
+/// table of retained primary contexts.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub(crate) struct ContextInstance {
     device: i32,

@@ -128,6 +128,13 @@
 //! Each driver function's type is the `PFN_*` declaration of `cudaTypedefs.h` at the ABI version the crate asks for, so a wrong
 //! signature does not compile; [`driver_entry_point`] resolves others the same way.
 //!
+//! # Performance
+//! Every hot call (record, wait, query, a pooled first record) is benchmarked against the raw
+//! CUDA calls, the futures' wake latency against a thread blocked in `synchronize`, and
+//! [`measure`] against triton's `do_bench`, on an H200, in the same run each: the figures, how
+//! they were measured and the machine are in [bench/results], which `bench/README.md` indexes.
+//!
+//! [bench/results]: https://github.com/cuda-event/cuda-event/tree/main/bench/results
 //! [`torch.cuda.Event`]: https://pytorch.org/docs/stable/generated/torch.cuda.Event.html
 
 #![deny(missing_docs)]

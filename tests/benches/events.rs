@@ -7,6 +7,10 @@
 //! cargo bench -p cuda-event-tests --bench events   (writes events.md and events.json into
 //! $CUDA_EVENT_BENCH_OUT, or the current folder)
 
+// The FFI calls under measurement sit inside the table's closures and macros, where a comment
+// cannot stand right above each block; every group has its SAFETY argument above it instead.
+#![allow(clippy::undocumented_unsafe_blocks)]
+
 #[path = "../../cuda-event/tests/common/mod.rs"]
 mod common;
 

@@ -35,12 +35,10 @@ pub fn c_abi_table() -> Vec<(String, u64)> {
     let table = unsafe { std::slice::from_raw_parts(cuda_event_abi_table(&mut len), len) };
     table
         .iter()
-        // SAFETY: every name is a string literal in c/abi.c: static and NUL-terminated.
         .map(|e| {
-            (
-                unsafe { CStr::from_ptr(e.name) }.to_string_lossy().into_owned(),
-                e.value,
-            )
+            // SAFETY: every name is a string literal in c/abi.c: static and NUL-terminated.
+            let name = unsafe { CStr::from_ptr(e.name) };
+            (name.to_string_lossy().into_owned(), e.value)
         })
         .collect()
 }

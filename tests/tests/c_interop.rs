@@ -41,10 +41,8 @@ fn c_makes_a_rust_stream_wait_on_a_rust_event() {
     let gate = hold(&held);
     let event = held.record_event().unwrap();
     // SAFETY: a live stream and event owned by Rust values that outlive the call.
-    assert_eq!(
-        unsafe { cuda_event_c_stream_wait(waiter.as_raw(), event.as_raw().unwrap()) },
-        0
-    );
+    let rc = unsafe { cuda_event_c_stream_wait(waiter.as_raw(), event.as_raw().unwrap()) };
+    assert_eq!(rc, 0);
     std::thread::sleep(std::time::Duration::from_millis(20));
     assert_eq!(waiter.query(), Ok(false));
     gate.open();
@@ -59,10 +57,8 @@ fn rust_takes_over_an_event_created_in_c() {
     cuda_event::set_device(0).unwrap();
     let mut raw = std::ptr::null_mut();
     // SAFETY: C writes a new event of the current device (0) through a live local.
-    assert_eq!(
-        unsafe { cuda_event_c_create(&mut raw, sys::cudaEventDisableTiming) },
-        0
-    );
+    let rc = unsafe { cuda_event_c_create(&mut raw, sys::cudaEventDisableTiming) };
+    assert_eq!(rc, 0);
     // SAFETY: C created it on device 0 without timing, and nothing else owns it.
     let event = unsafe { Event::from_raw(raw, 0, Event::builder()) };
     assert_eq!(event.device(), Some(0));

@@ -4,10 +4,10 @@ use cuda_event::{DeviceGuard, sys};
 use std::ffi::c_void;
 
 /// Device memory for the examples, freed on drop.
-pub struct DeviceMemory(pub *mut c_void);
+pub(crate) struct DeviceMemory(pub *mut c_void);
 
 impl DeviceMemory {
-    pub fn new(device: i32, bytes: usize) -> cuda_event::Result<DeviceMemory> {
+    pub(crate) fn new(device: i32, bytes: usize) -> cuda_event::Result<DeviceMemory> {
         let _device = DeviceGuard::new(device)?;
         let mut ptr = std::ptr::null_mut();
         // SAFETY: writes the allocation through a live local.

@@ -121,10 +121,9 @@ pub struct EventBuilder {
 impl EventBuilder {
     /// The event records time, for [`Event::elapsed_time`] (no `cudaEventDisableTiming`). Off by
     /// default, as in torch: every record of a timing event also takes a GPU timestamp, which makes
-    /// it much dearer than a plain record ([bench/results] has the figures), so ask for timing only
-    /// where the time is read. [`Timer`](crate::Timer) keeps pooled timing events for that.
-    ///
-    /// [bench/results]: https://github.com/cuda-event/cuda-event/tree/main/bench/results
+    /// it much dearer than a plain record (see the crate's "Performance" section), so ask for
+    /// timing only where the time is read. [`Timer`](crate::Timer) keeps pooled timing events for
+    /// that.
     pub fn enable_timing(mut self, on: bool) -> Self {
         self.enable_timing = on;
         self
@@ -340,9 +339,10 @@ impl Event {
         stream.in_context(d, || {
             let (raw, s) = (handle.raw, stream.as_raw());
             if self.options.external && stream.is_capturing_with(d)? {
-                // SAFETY: a live event and stream of one device; the flag is a record flag.
-                d.event_record_with_flags
-                    .call(|f| unsafe { f(raw, s, sys::cudaEventRecordExternal) })?;
+                d.event_record_with_flags.call(|f| {
+                    // SAFETY: a live event and stream of one device; the flag is a record flag.
+                    unsafe { f(raw, s, sys::cudaEventRecordExternal) }
+                })?;
                 // The graph records this handle at every launch.
                 self.escape(Escape::ToGraph);
                 return Ok(Recorded::IntoGraph);
@@ -396,9 +396,10 @@ impl Event {
             } else {
                 sys::cudaEventWaitDefault
             };
-            // SAFETY: a live stream and event; CUDA allows them on different devices.
-            d.stream_wait_event
-                .call(|f| unsafe { f(stream.as_raw(), handle.raw, flags) })?;
+            d.stream_wait_event.call(|f| {
+                // SAFETY: a live stream and event; CUDA allows them on different devices.
+                unsafe { f(stream.as_raw(), handle.raw, flags) }
+            })?;
             if external {
                 // The graph waits on this handle at every launch.
                 self.escape(Escape::ToGraph);
@@ -583,9 +584,10 @@ impl Event {
         event.made_in().ensure_alive(d, None)?;
         let _current = context_of(d, event)?.enter(d)?;
         let mut raw = sys::CUipcEventHandle::default();
-        // SAFETY: a live interprocess event, its context current; writes the handle to a live local.
-        d.ipc_get_event_handle
-            .call(|f| unsafe { f(&mut raw, event.raw) })?;
+        d.ipc_get_event_handle.call(|f| {
+            // SAFETY: a live interprocess event, its context current; writes the handle to a live local.
+            unsafe { f(&mut raw, event.raw) }
+        })?;
         let handle = *self.ipc.get_or_init(|| IpcEventHandle::from_driver(&raw));
         ipc::remember_exported(handle);
         // Importers may use it until the exporter destroys it: never reused.
@@ -639,9 +641,10 @@ impl Event {
         let instance = ContextInstance::of_primary(d, device)?;
         let _current = instance.context()?.enter(d)?;
         let mut raw = std::ptr::null_mut();
-        // SAFETY: writes the opened event through a live local, in the device's context made current.
-        d.ipc_open_event_handle
-            .call(|f| unsafe { f(&mut raw, handle.to_driver()) })?;
+        d.ipc_open_event_handle.call(|f| {
+            // SAFETY: writes the opened event through a live local, in the device's context made current.
+            unsafe { f(&mut raw, handle.to_driver()) }
+        })?;
         let mut event = Event::lazy(EventBuilder::default().interprocess(true));
         event.exporter = Exporter::of(&handle);
         event.publish(EventHandle::adopt(raw, device, Some(instance)));

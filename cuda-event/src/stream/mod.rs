@@ -254,10 +254,11 @@ impl Stream {
     pub fn priority(&self) -> Result<i32> {
         let d = driver("Stream::priority")?;
         let mut priority = 0;
-        // SAFETY: as in synchronize; writes through a live local.
         self.in_context_alive(d, || {
-            d.stream_get_priority
-                .call(|f| unsafe { f(self.raw, &mut priority) })
+            d.stream_get_priority.call(|f| {
+                // SAFETY: as in synchronize; writes through a live local.
+                unsafe { f(self.raw, &mut priority) }
+            })
         })?;
         Ok(priority)
     }
@@ -272,9 +273,10 @@ impl Stream {
     /// [`Stream::is_capturing`] for a caller that has the driver and the context already.
     pub(crate) fn is_capturing_with(&self, d: &Driver) -> Result<bool> {
         let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
-        // SAFETY: as in synchronize; writes through a live local.
-        d.stream_is_capturing
-            .call(|f| unsafe { f(self.raw, &mut status) })?;
+        d.stream_is_capturing.call(|f| {
+            // SAFETY: as in synchronize; writes through a live local.
+            unsafe { f(self.raw, &mut status) }
+        })?;
         Ok(status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE)
     }
 

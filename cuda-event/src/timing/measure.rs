@@ -355,9 +355,10 @@ impl L2Flush<'_> {
         let mut l2 = 0;
         let attribute = sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE;
         let device = instance.context()?.cu_device();
-        // SAFETY: a device the driver handed out; writes through a live local.
-        d.device_get_attribute
-            .call(|f| unsafe { f(&mut l2, attribute, device) })?;
+        d.device_get_attribute.call(|f| {
+            // SAFETY: a device the driver handed out; writes through a live local.
+            unsafe { f(&mut l2, attribute, device) }
+        })?;
         Ok(2 * usize::try_from(l2).unwrap_or(0).max(1 << 20))
     }
 

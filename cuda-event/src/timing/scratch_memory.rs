@@ -59,9 +59,10 @@ impl MappedWord {
     fn new(d: &Driver) -> Result<MappedWord> {
         let mut host = std::ptr::null_mut();
         let bytes = std::mem::size_of::<u32>();
-        // SAFETY: writes the allocation through a live local; a context is current.
-        d.mem_host_alloc
-            .call(|f| unsafe { f(&mut host, bytes, sys::CU_MEMHOSTALLOC_DEVICEMAP) })?;
+        d.mem_host_alloc.call(|f| {
+            // SAFETY: writes the allocation through a live local; a context is current.
+            unsafe { f(&mut host, bytes, sys::CU_MEMHOSTALLOC_DEVICEMAP) }
+        })?;
         let mut device_ptr = 0;
         // SAFETY: `host` is mapped memory just allocated in the current context; flags must be 0.
         let mapped = d

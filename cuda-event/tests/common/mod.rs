@@ -15,20 +15,20 @@ const DEADLINE: Duration = Duration::from_secs(30);
 /// Held by a running GPU test: it serializes the GPU tests of one binary (CUDA runs a context's host
 /// functions on one thread, so a held stream of one test would delay another's timing) and ends the
 /// process if the test outlives [`DEADLINE`].
-pub struct GpuTest {
+pub(crate) struct GpuTest {
     _serial: MutexGuard<'static, ()>,
     _watchdog: Watchdog,
 }
 
 /// Ends the process unless dropped within the deadline.
-pub struct Watchdog(Option<std::sync::mpsc::Sender<()>>);
+pub(crate) struct Watchdog(Option<std::sync::mpsc::Sender<()>>);
 
-pub fn watchdog(what: &str) -> Watchdog {
+pub(crate) fn watchdog(what: &str) -> Watchdog {
     watchdog_for(what, DEADLINE)
 }
 
 /// A [`watchdog`] with a deadline of its own.
-pub fn watchdog_for(what: &str, deadline: Duration) -> Watchdog {
+pub(crate) fn watchdog_for(what: &str, deadline: Duration) -> Watchdog {
     let (done, wait) = std::sync::mpsc::channel::<()>();
     let what = what.to_string();
     std::thread::spawn(move || {
@@ -47,12 +47,12 @@ impl Drop for Watchdog {
 }
 
 /// Starts a GPU test: checks that a GPU is there and serializes it with the binary's others.
-pub fn gpu() -> GpuTest {
+pub(crate) fn gpu() -> GpuTest {
     gpu_for(DEADLINE)
 }
 
 /// [`gpu`] for a test that may run up to `deadline`.
-pub fn gpu_for(deadline: Duration) -> GpuTest {
+pub(crate) fn gpu_for(deadline: Duration) -> GpuTest {
     static SERIAL: Mutex<()> = Mutex::new(());
     let serial = SERIAL.lock();
     let name = std::thread::current().name().unwrap_or("a GPU test").to_string();
@@ -66,12 +66,12 @@ pub fn gpu_for(deadline: Duration) -> GpuTest {
 
 /// Like [`gpu`], for the tests that need two GPUs: `None` with fewer, after saying on stdout that
 /// the test was skipped (it then passes: a machine with one GPU runs the rest of the suite green).
-pub fn two_gpus() -> Option<GpuTest> {
+pub(crate) fn two_gpus() -> Option<GpuTest> {
     two_gpus_for(DEADLINE)
 }
 
 /// [`two_gpus`] for a test that may run up to `deadline`.
-pub fn two_gpus_for(deadline: Duration) -> Option<GpuTest> {
+pub(crate) fn two_gpus_for(deadline: Duration) -> Option<GpuTest> {
     let test = gpu_for(deadline);
     let count = cuda_event::device_count().unwrap();
     if count < 2 {
@@ -83,15 +83,15 @@ pub fn two_gpus_for(deadline: Duration) -> Option<GpuTest> {
 }
 
 /// A new event built with `enable_timing`.
-pub fn timed() -> cuda_event::Event {
+pub(crate) fn timed() -> cuda_event::Event {
     cuda_event::Event::builder().enable_timing(true).build().unwrap()
 }
 
 /// Holds a stream: work queued after [`hold`] waits until the gate opens (or the Gate drops).
-pub struct Gate(Arc<(Mutex<bool>, Condvar)>);
+pub(crate) struct Gate(Arc<(Mutex<bool>, Condvar)>);
 
 impl Gate {
-    pub fn open(&self) {
+    pub(crate) fn open(&self) {
         *self.0.0.lock() = true;
         self.0.1.notify_all();
     }
@@ -113,7 +113,7 @@ unsafe extern "C" fn wait_for_gate(data: *mut c_void) {
 }
 
 /// Queues on `stream` a host function that waits for the returned gate to open.
-pub fn hold(stream: &Stream) -> Gate {
+pub(crate) fn hold(stream: &Stream) -> Gate {
     let gate = Arc::new((Mutex::new(false), Condvar::new()));
     let data = Arc::into_raw(gate.clone()) as *mut c_void;
     // SAFETY: the host function takes back the Arc it is given; the stream is live.
@@ -126,7 +126,7 @@ unsafe extern "C" fn sleep_for(data: *mut c_void) {
 }
 
 /// Queues on `stream` a host function that sleeps for `duration`.
-pub fn sleep_on(stream: &Stream, duration: Duration) {
+pub(crate) fn sleep_on(stream: &Stream, duration: Duration) {
     let micros = duration.as_micros() as usize as *mut c_void;
     // SAFETY: the host function reads its argument as a number; the stream is live.
     ok(unsafe { sys::cudaLaunchHostFunc(stream.as_raw(), Some(sleep_for), micros) });
@@ -139,21 +139,21 @@ unsafe extern "C" fn push_to(data: *mut c_void) {
 }
 
 /// Queues on `stream` a host function that appends `value` to `log` when the stream reaches it.
-pub fn log_on(stream: &Stream, log: &Arc<Mutex<Vec<u32>>>, value: u32) {
+pub(crate) fn log_on(stream: &Stream, log: &Arc<Mutex<Vec<u32>>>, value: u32) {
     let data = Box::into_raw(Box::new((log.clone(), value))) as *mut c_void;
     // SAFETY: the host function takes back the box it is given; the stream is live.
     ok(unsafe { sys::cudaLaunchHostFunc(stream.as_raw(), Some(push_to), data) });
 }
 
 /// Device memory for real GPU work; freed on drop.
-pub struct DeviceBuffer {
+pub(crate) struct DeviceBuffer {
     ptr: *mut c_void,
     len: usize,
     device: i32,
 }
 
 impl DeviceBuffer {
-    pub fn new(device: i32, len: usize) -> DeviceBuffer {
+    pub(crate) fn new(device: i32, len: usize) -> DeviceBuffer {
         let _guard = DeviceGuard::new(device).unwrap();
         let mut ptr = std::ptr::null_mut();
         // SAFETY: writes the allocation through a live local.
@@ -162,13 +162,13 @@ impl DeviceBuffer {
     }
 
     /// Queues a cudaMemsetAsync over the whole buffer (an H200 fills about 3 TB/s).
-    pub fn memset(&self, stream: &Stream, value: u8) {
+    pub(crate) fn memset(&self, stream: &Stream, value: u8) {
         // SAFETY: the buffer is len bytes of device memory that outlives the queued work (drop syncs).
         ok(unsafe { sys::cudaMemsetAsync(self.ptr, value.into(), self.len, stream.as_raw()) });
     }
 
     /// Copies the first `n` bytes back to the host (synchronously).
-    pub fn read(&self, n: usize) -> Vec<u8> {
+    pub(crate) fn read(&self, n: usize) -> Vec<u8> {
         let mut host = vec![0u8; n];
         let _guard = DeviceGuard::new(self.device).unwrap();
         // SAFETY: both regions are at least n bytes; the legacy stream orders after prior work.
@@ -181,6 +181,7 @@ impl DeviceBuffer {
                 sys::cudaStreamLegacy,
             )
         });
+        // SAFETY: the legacy default stream of the current device, which always exists.
         ok(unsafe { sys::cudaStreamSynchronize(sys::cudaStreamLegacy) });
         host
     }
@@ -198,7 +199,7 @@ impl Drop for DeviceBuffer {
     }
 }
 
-pub fn ok(code: sys::cudaError_t) {
+pub(crate) fn ok(code: sys::cudaError_t) {
     assert_eq!(
         code,
         sys::cudaError::cudaSuccess,
@@ -208,7 +209,7 @@ pub fn ok(code: sys::cudaError_t) {
 }
 
 /// CPU time (user + system) of the calling thread.
-pub fn thread_cpu_time() -> Duration {
+pub(crate) fn thread_cpu_time() -> Duration {
     // SAFETY: getrusage writes the struct through a pointer to a live, zeroed local.
     let usage = unsafe {
         let mut usage: libc::rusage = std::mem::zeroed();
@@ -221,7 +222,7 @@ pub fn thread_cpu_time() -> Duration {
 
 /// CPU time of this thread and wall time over a synchronize of an event recorded behind 200 ms of
 /// stream work (a sleeping host function), with a blocking or a spinning event.
-pub fn cpu_and_wall_of_a_200ms_synchronize(blocking: bool) -> (Duration, Duration) {
+pub(crate) fn cpu_and_wall_of_a_200ms_synchronize(blocking: bool) -> (Duration, Duration) {
     let stream = Stream::new(0).unwrap();
     let event = cuda_event::Event::builder().blocking(blocking).build().unwrap();
     event.record(&stream).unwrap();
@@ -235,7 +236,7 @@ pub fn cpu_and_wall_of_a_200ms_synchronize(blocking: bool) -> (Duration, Duratio
 
 /// Checks that `event.wait(b)` orders work on `b` after the held work of `a` that the event
 /// recorded: host functions on each stream log 1 (on `a`) and 2 (on `b`) in that order.
-pub fn check_wait_orders_b_after_a(a: &Stream, b: &Stream) {
+pub(crate) fn check_wait_orders_b_after_a(a: &Stream, b: &Stream) {
     let log = Arc::new(Mutex::new(Vec::new()));
     let gate = hold(a);
     log_on(a, &log, 1);
@@ -251,10 +252,10 @@ pub fn check_wait_orders_b_after_a(a: &Stream, b: &Stream) {
 }
 
 /// The environment variable that tells a test binary re-run as a child which part to play.
-pub const ROLE: &str = "CUDA_EVENT_TEST_ROLE";
+pub(crate) const ROLE: &str = "CUDA_EVENT_TEST_ROLE";
 
 /// The role this process plays, if it is a child; a child also gets a watchdog.
-pub fn role() -> Option<String> {
+pub(crate) fn role() -> Option<String> {
     let role = std::env::var(ROLE).ok()?;
     std::mem::forget(watchdog(&format!("child ({role})")));
     Some(role)
@@ -262,12 +263,12 @@ pub fn role() -> Option<String> {
 
 /// Re-runs this test binary as a child that runs only `test`, with `role` and extra environment.
 /// Its stdout is piped to the parent; its stderr goes to the parent's.
-pub fn spawn_child(test: &str, role: &str, envs: &[(&str, &str)]) -> std::process::Child {
+pub(crate) fn spawn_child(test: &str, role: &str, envs: &[(&str, &str)]) -> std::process::Child {
     child_command(test, role, envs).spawn().unwrap()
 }
 
 /// The command of [`spawn_child`], for a caller that changes its stdio before spawning.
-pub fn child_command(test: &str, role: &str, envs: &[(&str, &str)]) -> Command {
+pub(crate) fn child_command(test: &str, role: &str, envs: &[(&str, &str)]) -> Command {
     let mut command = Command::new(std::env::current_exe().unwrap());
     command
         .args([
@@ -288,7 +289,7 @@ pub fn child_command(test: &str, role: &str, envs: &[(&str, &str)]) -> Command {
 /// For a test whose body runs in a child process of its own (a device reset, a dead context):
 /// in the parent, runs the child as `role` under [`gpu`] and returns `None`; in the child, returns
 /// `Some(())` so that the body runs. The child's stdout is printed by the parent.
-pub fn in_a_child(test: &str, role: &str) -> Option<()> {
+pub(crate) fn in_a_child(test: &str, role: &str) -> Option<()> {
     if self::role().as_deref() == Some(role) {
         return Some(());
     }
@@ -298,7 +299,7 @@ pub fn in_a_child(test: &str, role: &str) -> Option<()> {
 }
 
 /// Runs a child (see [`spawn_child`]) to completion and checks that it passed.
-pub fn run_child(test: &str, role: &str, envs: &[(&str, &str)]) -> Output {
+pub(crate) fn run_child(test: &str, role: &str, envs: &[(&str, &str)]) -> Output {
     let output = spawn_child(test, role, envs).wait_with_output().unwrap();
     let text = String::from_utf8_lossy(&output.stdout);
     assert!(
@@ -315,7 +316,7 @@ pub fn run_child(test: &str, role: &str, envs: &[(&str, &str)]) -> Output {
 
 /// A driver function: `F` is its `PFN_*` type from cudaTypedefs.h, and `version` the one that type
 /// names.
-pub fn driver_fn<F>(symbol: &std::ffi::CStr, version: u32) -> F {
+pub(crate) fn driver_fn<F>(symbol: &std::ffi::CStr, version: u32) -> F {
     let function = cuda_event::driver_entry_point(symbol, version).unwrap();
     assert_eq!(std::mem::size_of::<F>(), std::mem::size_of::<*mut c_void>());
     // SAFETY: F is the PFN type of this symbol at this version (the caller's promise), a function
@@ -422,20 +423,20 @@ fn launch(kernel: usize, stream: &Stream, params: &mut [*mut c_void]) {
 }
 
 /// Holds `stream` for `duration` with a kernel that waits on the GPU (no host function).
-pub fn gpu_sleep(stream: &Stream, duration: Duration) {
+pub(crate) fn gpu_sleep(stream: &Stream, duration: Duration) {
     let mut ns = duration.as_nanos() as u64;
     let kernel = kernel(stream.device(), SLEEP_PTX, c"sleep_kernel");
     launch(kernel, stream, &mut [(&mut ns as *mut u64).cast()]);
 }
 
 /// Launches, on `stream`, a kernel that traps (and returns at once).
-pub fn launch_trap(stream: &Stream) {
+pub(crate) fn launch_trap(stream: &Stream) {
     launch(kernel(stream.device(), TRAP_PTX, c"trap_kernel"), stream, &mut []);
 }
 
 /// Launches, on `stream`, a kernel that traps, and waits until the context is dead: from then on
 /// every call in the context returns the sticky error. Returns that error's code.
-pub fn poison_the_context(stream: &Stream) -> u32 {
+pub(crate) fn poison_the_context(stream: &Stream) -> u32 {
     launch_trap(stream);
     match stream.synchronize() {
         Err(cuda_event::Error::Cuda(e)) => {
@@ -447,7 +448,7 @@ pub fn poison_the_context(stream: &Stream) -> u32 {
 }
 
 /// Captures `work` on `stream` (thread-local mode) into a graph and instantiates it.
-pub fn capture_graph(stream: &Stream, work: impl FnOnce()) -> Graph {
+pub(crate) fn capture_graph(stream: &Stream, work: impl FnOnce()) -> Graph {
     let (mut graph, mut exec) = (std::ptr::null_mut(), std::ptr::null_mut());
     let mode = sys::cudaStreamCaptureMode::cudaStreamCaptureModeThreadLocal;
     // SAFETY: captures the stream's work into a graph owned by the returned Graph.
@@ -462,18 +463,18 @@ pub fn capture_graph(stream: &Stream, work: impl FnOnce()) -> Graph {
 }
 
 /// A captured, instantiated CUDA graph; destroyed on drop.
-pub struct Graph {
+pub(crate) struct Graph {
     graph: sys::cudaGraph_t,
     exec: sys::cudaGraphExec_t,
 }
 
 impl Graph {
     /// How many nodes the captured graph has (`cuGraphGetNodes`).
-    pub fn node_count(&self) -> usize {
+    pub(crate) fn node_count(&self) -> usize {
         node_count(self.graph)
     }
 
-    pub fn launch(&self, stream: &Stream) {
+    pub(crate) fn launch(&self, stream: &Stream) {
         // SAFETY: a live graph instance and stream.
         ok(unsafe { sys::cudaGraphLaunch(self.exec, stream.as_raw()) });
     }
@@ -491,7 +492,7 @@ impl Drop for Graph {
 }
 
 /// Resident memory of this process, in KiB (VmRSS of /proc/self/status).
-pub fn resident_kib() -> u64 {
+pub(crate) fn resident_kib() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
     let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
     line.split_whitespace().nth(1).unwrap().parse().unwrap()
@@ -499,14 +500,14 @@ pub fn resident_kib() -> u64 {
 
 /// Whether the system's loader knows a CUDA driver library (`ldconfig -p` lists `libcuda.so.1`):
 /// asked apart from the crate, which asks `dlopen`.
-pub fn driver_library_present() -> bool {
+pub(crate) fn driver_library_present() -> bool {
     let listed = Command::new("ldconfig").arg("-p").output();
     listed.is_ok_and(|out| String::from_utf8_lossy(&out.stdout).contains("libcuda.so.1"))
 }
 
 /// Runs `future` to completion on this thread (a waker that unparks it): for tests that need no
 /// runtime.
-pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
+pub(crate) fn block_on<F: std::future::Future>(future: F) -> F::Output {
     struct Unpark(std::thread::Thread);
     impl std::task::Wake for Unpark {
         fn wake(self: Arc<Self>) {
@@ -525,14 +526,14 @@ pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
 }
 
 /// Polls `future` once with a waker that does nothing: whether it is ready now.
-pub fn poll_once<F: std::future::Future + Unpin>(future: &mut F) -> std::task::Poll<F::Output> {
+pub(crate) fn poll_once<F: std::future::Future + Unpin>(future: &mut F) -> std::task::Poll<F::Output> {
     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
     std::pin::Pin::new(future).poll(&mut cx)
 }
 
 impl DeviceBuffer {
     /// Queues a device-to-device copy of `other` (no longer than this buffer) into this buffer.
-    pub fn copy_from(&self, other: &DeviceBuffer, stream: &Stream) {
+    pub(crate) fn copy_from(&self, other: &DeviceBuffer, stream: &Stream) {
         assert!(other.len <= self.len);
         // SAFETY: both are live allocations of at least other.len bytes, outliving the work.
         ok(unsafe {
@@ -548,7 +549,7 @@ impl DeviceBuffer {
 }
 
 /// How many nodes a live graph has (`cuGraphGetNodes`).
-pub fn node_count(graph: sys::cudaGraph_t) -> usize {
+pub(crate) fn node_count(graph: sys::cudaGraph_t) -> usize {
     type GetNodes = unsafe extern "C" fn(sys::cudaGraph_t, *mut *mut c_void, *mut usize) -> sys::CUresult;
     let get_nodes: GetNodes = driver_fn(c"cuGraphGetNodes", 10000);
     let mut count = 0;
@@ -560,14 +561,14 @@ pub fn node_count(graph: sys::cudaGraph_t) -> usize {
 }
 
 /// Begins a capture of `stream` on this thread in `mode` (end it with [`end_capture`]).
-pub fn begin_capture(stream: &Stream, mode: sys::cudaStreamCaptureMode) {
+pub(crate) fn begin_capture(stream: &Stream, mode: sys::cudaStreamCaptureMode) {
     // SAFETY: a live stream; the caller ends the capture on this thread.
     ok(unsafe { sys::cudaStreamBeginCapture(stream.as_raw(), mode) });
 }
 
 /// Ends the capture of `stream` begun on this thread: the code `cudaStreamEndCapture` returned
 /// and the graph it made (none when it failed, e.g. 901 for a capture another call invalidated).
-pub fn end_capture(stream: &Stream) -> (sys::cudaError_t, Option<RawGraph>) {
+pub(crate) fn end_capture(stream: &Stream) -> (sys::cudaError_t, Option<RawGraph>) {
     let mut graph = std::ptr::null_mut();
     // SAFETY: a live stream under a capture begun on this thread; writes through a live local.
     let code = unsafe { sys::cudaStreamEndCapture(stream.as_raw(), &mut graph) };
@@ -575,10 +576,10 @@ pub fn end_capture(stream: &Stream) -> (sys::cudaError_t, Option<RawGraph>) {
 }
 
 /// A captured graph, not instantiated (so never launched); destroyed on drop.
-pub struct RawGraph(pub sys::cudaGraph_t);
+pub(crate) struct RawGraph(pub sys::cudaGraph_t);
 
 impl RawGraph {
-    pub fn node_count(&self) -> usize {
+    pub(crate) fn node_count(&self) -> usize {
         node_count(self.0)
     }
 }
@@ -592,12 +593,12 @@ impl Drop for RawGraph {
 
 /// A waker that counts its wake-ups.
 #[derive(Default)]
-pub struct CountingWaker {
+pub(crate) struct CountingWaker {
     pub wakes: std::sync::atomic::AtomicUsize,
 }
 
 impl CountingWaker {
-    pub fn count(&self) -> usize {
+    pub(crate) fn count(&self) -> usize {
         self.wakes.load(std::sync::atomic::Ordering::SeqCst)
     }
 }
@@ -613,19 +614,19 @@ impl std::task::Wake for CountingWaker {
 }
 
 /// A [`CountingWaker`] and a `Waker` made from it.
-pub fn counting_waker() -> (Arc<CountingWaker>, std::task::Waker) {
+pub(crate) fn counting_waker() -> (Arc<CountingWaker>, std::task::Waker) {
     let counter = Arc::new(CountingWaker::default());
     (counter.clone(), std::task::Waker::from(counter))
 }
 
 /// A waker that counts its wake-ups and then panics.
 #[derive(Default)]
-pub struct PanickingWaker {
+pub(crate) struct PanickingWaker {
     pub wakes: std::sync::atomic::AtomicUsize,
 }
 
 impl PanickingWaker {
-    pub fn count(&self) -> usize {
+    pub(crate) fn count(&self) -> usize {
         self.wakes.load(std::sync::atomic::Ordering::SeqCst)
     }
 }
@@ -642,13 +643,13 @@ impl std::task::Wake for PanickingWaker {
 }
 
 /// A [`PanickingWaker`] and a `Waker` made from it.
-pub fn panicking_waker() -> (Arc<PanickingWaker>, std::task::Waker) {
+pub(crate) fn panicking_waker() -> (Arc<PanickingWaker>, std::task::Waker) {
     let counter = Arc::new(PanickingWaker::default());
     (counter.clone(), std::task::Waker::from(counter))
 }
 
 /// Polls `future` once with `waker`.
-pub fn poll_with<F: std::future::Future + Unpin>(
+pub(crate) fn poll_with<F: std::future::Future + Unpin>(
     future: &mut F,
     waker: &std::task::Waker,
 ) -> std::task::Poll<F::Output> {
@@ -657,7 +658,7 @@ pub fn poll_with<F: std::future::Future + Unpin>(
 }
 
 /// [`block_on`] that gives up after `timeout`: `None` if `future` was still pending then.
-pub fn block_on_timeout<F: std::future::Future>(future: F, timeout: Duration) -> Option<F::Output> {
+pub(crate) fn block_on_timeout<F: std::future::Future>(future: F, timeout: Duration) -> Option<F::Output> {
     struct Unpark(std::thread::Thread);
     impl std::task::Wake for Unpark {
         fn wake(self: Arc<Self>) {
@@ -681,7 +682,7 @@ pub fn block_on_timeout<F: std::future::Future>(future: F, timeout: Duration) ->
 }
 
 /// CPU time (user + system) of the whole process, every thread.
-pub fn process_cpu_time() -> Duration {
+pub(crate) fn process_cpu_time() -> Duration {
     // SAFETY: getrusage writes the struct through a pointer to a live, zeroed local.
     let usage = unsafe {
         let mut usage: libc::rusage = std::mem::zeroed();
@@ -695,7 +696,7 @@ pub fn process_cpu_time() -> Duration {
 /// Queues on `stream` a host function that signals when it starts and then waits until the
 /// returned sender sends (or drops): it blocks CUDA's host-function thread of the context, which
 /// runs every host function of it. Returns once that host function is running.
-pub fn block_the_host_fn_thread(stream: &Stream) -> std::sync::mpsc::Sender<()> {
+pub(crate) fn block_the_host_fn_thread(stream: &Stream) -> std::sync::mpsc::Sender<()> {
     let (release, released) = std::sync::mpsc::channel::<()>();
     let (started, running) = std::sync::mpsc::channel::<()>();
     stream
