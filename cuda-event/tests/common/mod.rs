@@ -65,7 +65,8 @@ pub(crate) fn gpu_for(deadline: Duration) -> GpuTest {
 }
 
 /// Like [`gpu`], for the tests that need two GPUs: `None` with fewer, after saying on stdout that
-/// the test was skipped (it then passes: a machine with one GPU runs the rest of the suite green).
+/// the test was skipped (it then passes: a machine with one GPU runs the rest of the suite green),
+/// unless `CUDA_EVENT_TEST_GPUS=2` (a run on two GPUs) requires them: then it fails.
 pub(crate) fn two_gpus() -> Option<GpuTest> {
     two_gpus_for(DEADLINE)
 }
@@ -76,10 +77,20 @@ pub(crate) fn two_gpus_for(deadline: Duration) -> Option<GpuTest> {
     let count = cuda_event::device_count().unwrap();
     if count < 2 {
         let name = std::thread::current().name().unwrap_or("this test").to_string();
+        assert!(
+            !required("CUDA_EVENT_TEST_GPUS", "2"),
+            "{name} needs two GPUs, {count} visible, and CUDA_EVENT_TEST_GPUS=2 requires them"
+        );
         println!("skipped: {name} needs two GPUs, {count} visible");
         return None;
     }
     Some(test)
+}
+
+/// Whether the environment variable `name` is set to `value`: a run that requires what a test would
+/// otherwise skip without (`CUDA_EVENT_TEST_GPUS=2`, `CUDA_EVENT_TEST_TORCH=1`).
+pub(crate) fn required(name: &str, value: &str) -> bool {
+    std::env::var(name).is_ok_and(|v| v == value)
 }
 
 /// A new event built with `enable_timing`.
