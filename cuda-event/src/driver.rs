@@ -68,6 +68,9 @@ impl<F: Copy> Entry<F> {
 }
 
 /// Whether `pfn` is `"PFN_" + symbol + "_v" + version`: the typedef names the version asked for.
+// Used only in the table's `const _` assertions, which older compilers (the rust-version among
+// them) do not count as a use.
+#[allow(dead_code)]
 const fn names_version(pfn: &str, symbol: &CStr, version: u32) -> bool {
     let (pfn, symbol) = (pfn.as_bytes(), symbol.to_bytes());
     let mut digits = [0u8; 10];
