@@ -14,7 +14,7 @@ use std::future::{Future, IntoFuture};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// The completion of an event's or a stream's work, as a `Future` whose output is the CUDA error
 /// of that work, if any. Made by [`Event::completion`], [`Stream::completion`], or `.await` on
@@ -239,6 +239,32 @@ impl Event {
     pub fn completion(&self) -> Completion<'_> {
         Completion {
             state: State::Fresh(Source::Borrowed(self)),
+        }
+    }
+
+    /// [`synchronize`](Self::synchronize) for at most `timeout`: `Ok(true)` once the work the
+    /// event captured has completed (at once if never recorded), `Ok(false)` if it has not when
+    /// the time is up. A `blocking` event's wait sleeps (woken by the crate's reactor thread, as
+    /// a [`completion`](Self::completion) is); another event's spins, as its
+    /// `synchronize` would. For diagnosing hangs: work stuck behind a host function, an imported
+    /// event whose exporter stalled.
+    ///
+    /// # Errors
+    /// As [`query`](Self::query).
+    #[doc(alias = "cudaEventSynchronize")]
+    pub fn synchronize_timeout(&self, timeout: Duration) -> Result<bool> {
+        let deadline = Instant::now().checked_add(timeout);
+        if self.is_blocking() {
+            return block_on_until(self.completion(), deadline);
+        }
+        loop {
+            if self.query()? {
+                return Ok(true);
+            }
+            if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+                return Ok(false);
+            }
+            std::hint::spin_loop();
         }
     }
 }

@@ -21,7 +21,6 @@ use std::fmt;
 use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
-use std::time::{Duration, Instant};
 
 /// A CUDA event, with the semantics of PyTorch's `torch.cuda.Event`.
 ///
@@ -216,6 +215,11 @@ impl Event {
     /// The options the event was built with.
     pub fn options(&self) -> EventBuilder {
         self.options
+    }
+
+    /// Whether it was built `blocking`: its waits sleep rather than spin.
+    pub(crate) fn is_blocking(&self) -> bool {
+        self.options.blocking
     }
 
     /// Records the work submitted to `stream` so far: the event completes when that work has.
@@ -470,32 +474,6 @@ impl Event {
             if let Some(cell) = cell.upgrade() {
                 cell.abandon();
             }
-        }
-    }
-
-    /// [`synchronize`](Self::synchronize) for at most `timeout`: `Ok(true)` once the work the
-    /// event captured has completed (at once if never recorded), `Ok(false)` if it has not when
-    /// the time is up. A `blocking` event's wait sleeps (woken by the crate's reactor thread, as
-    /// a [`completion`](Self::completion) is); another event's spins, as its
-    /// `synchronize` would. For diagnosing hangs: work stuck behind a host function, an imported
-    /// event whose exporter stalled.
-    ///
-    /// # Errors
-    /// As [`query`](Self::query).
-    #[doc(alias = "cudaEventSynchronize")]
-    pub fn synchronize_timeout(&self, timeout: Duration) -> Result<bool> {
-        let deadline = Instant::now().checked_add(timeout);
-        if self.options.blocking {
-            return crate::completion::block_on_until(self.completion(), deadline);
-        }
-        loop {
-            if self.query()? {
-                return Ok(true);
-            }
-            if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
-                return Ok(false);
-            }
-            std::hint::spin_loop();
         }
     }
 
