@@ -1,9 +1,9 @@
-//! Faults survived: a context killed by a trapping kernel, bad devices and handles, and a soak of
-//! millions of events on every GPU. Each fault runs in a child process (the context dies with it).
+//! Faults survived: a context killed by a trapping kernel (and the drop errors it leaves, printed to
+//! a stderr that is gone), bad devices and handles, and a soak of millions of events on every GPU. Each fault runs in a child process (the context dies with it).
 
 mod common;
 
-use common::two_gpus_for;
+use common::{gpu, role, two_gpus_for};
 use cuda_event::{Error, Event, Stream};
 use std::time::{Duration, Instant};
 
@@ -204,4 +204,44 @@ fn soak(streams: &[Stream], threads: u64, rounds: u64) {
             });
         }
     });
+}
+
+/// with `print_drop_errors(true)`, a drop error printed to a stderr whose reader is gone
+/// (EPIPE) must not panic the drop. In a child whose stderr is a pipe the parent closed at once; the
+/// drop errors come from a context poisoned by a trapping kernel.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn drop_errors_printed_to_a_closed_stderr_do_not_panic() {
+    const TEST: &str = "drop_errors_printed_to_a_closed_stderr_do_not_panic";
+    if role().as_deref() != Some("closed-stderr") {
+        let _gpu = gpu();
+        let mut child = common::child_command(TEST, "closed-stderr", &[])
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stderr.take()); // the read end closes: the child's writes to stderr fail
+        let out = child.wait_with_output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && text.contains("1 passed"),
+            "child failed ({}):\n{text}",
+            out.status
+        );
+        assert!(text.contains("drop errors kept: "), "{text}");
+        return;
+    }
+    cuda_event::print_drop_errors(true);
+    let stream = Stream::new(0).unwrap();
+    let events: Vec<Event> = (0..4).map(|_| stream.record_event().unwrap()).collect();
+    stream.synchronize().unwrap();
+    cuda_event::set_event_pool(false); // the drops destroy, in the dead context
+    common::poison_the_context(&stream);
+    drop(events);
+    drop(stream);
+    let errors = cuda_event::take_drop_errors();
+    println!("drop errors kept: {}", errors.errors.len());
+    assert!(
+        !errors.errors.is_empty(),
+        "the drops in a dead context met no error"
+    );
 }

@@ -1,5 +1,5 @@
-//! Lifecycle cases that need a process of their own: a device reset under live events, and an event
-//! dropped while the process exits.
+//! Lifecycle cases that need a process of their own: a device reset under live events and under an
+//! event taken over with `from_raw`, and an event dropped while the process exits.
 
 mod common;
 
@@ -74,4 +74,33 @@ fn an_event_dropped_while_the_process_exits_does_not_panic() {
     })
     .join()
     .unwrap();
+}
+
+/// an event taken over with `from_raw` must not be destroyed again after a device reset
+/// destroyed it (a use-after-free inside the driver). In a child: the reset is process-wide.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn an_event_from_raw_dropped_after_a_device_reset_is_not_destroyed_again() {
+    const TEST: &str = "an_event_from_raw_dropped_after_a_device_reset_is_not_destroyed_again";
+    if common::in_a_child(TEST, "reset").is_none() {
+        return;
+    }
+    cuda_event::set_device(0).unwrap();
+    let mut raw = std::ptr::null_mut();
+    // SAFETY: creates an event in device 0's primary context (current after set_device).
+    common::ok(unsafe { sys::cudaEventCreateWithFlags(&mut raw, sys::cudaEventDisableTiming) });
+    // SAFETY: a live event of device 0's primary context, owned by `event` from here on.
+    let event = unsafe { Event::from_raw(raw, 0, Event::builder()) };
+    event.synchronize().unwrap();
+    // SAFETY: resets device 0, destroying the event under `event`: that is the point.
+    common::ok(unsafe { sys::cudaDeviceReset() });
+    drop(event);
+    let errors = cuda_event::take_drop_errors();
+    assert!(
+        errors.errors.is_empty(),
+        "the drop destroyed a destroyed event: {errors:?}"
+    );
+    // The device works after the reset.
+    let stream = Stream::new(0).unwrap();
+    stream.record_event().unwrap().synchronize().unwrap();
 }
