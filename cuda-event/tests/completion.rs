@@ -231,12 +231,12 @@ fn an_event_future_made_during_a_capture_adds_nothing_to_the_graph() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn multi_gpu_the_first_work_to_complete_wakes_first_with_thousands_pending() {
-    const TEST: &str = "multi_gpu_the_first_work_to_complete_wakes_first_with_thousands_pending";
+    let test = common::this_test!();
     if common::role().as_deref() != Some("32-queues") {
         let Some(_gpu) = two_gpus_for(Duration::from_secs(60)) else {
             return;
         };
-        let child = common::run_child(TEST, "32-queues", &[("CUDA_DEVICE_MAX_CONNECTIONS", "32")]);
+        let child = common::run_child(test, "32-queues", &[("CUDA_DEVICE_MAX_CONNECTIONS", "32")]);
         print!("{}", String::from_utf8_lossy(&child.stdout));
         return;
     }
@@ -317,8 +317,8 @@ fn dropping_thousands_of_pending_event_futures_at_once_leaves_the_reactor_workin
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn fault_every_pending_future_resolves_within_a_second_and_a_later_one_to_the_error() {
-    const TEST: &str = "fault_every_pending_future_resolves_within_a_second_and_a_later_one_to_the_error";
-    if common::in_a_child(TEST, "sticky").is_none() {
+    let test = common::this_test!();
+    if common::in_a_child(test, "sticky").is_none() {
         return;
     }
     let held = Stream::new(0).unwrap();
@@ -448,8 +448,8 @@ fn a_million_futures_dropped_at_random_moments_leak_nothing() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn probe_which_calls_report_a_fault_and_when() {
-    const TEST: &str = "probe_which_calls_report_a_fault_and_when";
-    if common::in_a_child(TEST, "probe").is_none() {
+    let test = common::this_test!();
+    if common::in_a_child(test, "probe").is_none() {
         return;
     }
     let held = Stream::new(0).unwrap();
@@ -1099,8 +1099,8 @@ fn a_panicking_waker_does_not_stop_later_futures_from_resolving() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn futures_of_a_new_stream_resolve_ok_after_a_device_reset() {
-    const TEST: &str = "futures_of_a_new_stream_resolve_ok_after_a_device_reset";
-    if common::in_a_child(TEST, "reset").is_none() {
+    let test = common::this_test!();
+    if common::in_a_child(test, "reset").is_none() {
         return;
     }
     let stream = Stream::new(0).unwrap();

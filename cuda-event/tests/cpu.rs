@@ -304,3 +304,9 @@ fn without_a_usable_gpu_every_cuda_call_is_an_err_not_a_panic() {
     }
     println!("checked {} calls", results.len());
 }
+
+/// The name a child-process test passes to its child is the test's own, as libtest filters by it.
+#[test]
+fn this_test_names_the_test_it_is_written_in() {
+    assert_eq!(common::this_test!(), "this_test_names_the_test_it_is_written_in");
+}

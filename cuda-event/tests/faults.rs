@@ -16,8 +16,8 @@ fn is_cuda_error(result: &Result<impl std::fmt::Debug, Error>) -> bool {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn fault_after_a_sticky_error_every_call_returns_the_error() {
-    const TEST: &str = "fault_after_a_sticky_error_every_call_returns_the_error";
-    if common::in_a_child(TEST, "sticky").is_none() {
+    let test = common::this_test!();
+    if common::in_a_child(test, "sticky").is_none() {
         return;
     }
     let stream = Stream::new(0).unwrap();
@@ -82,8 +82,8 @@ fn fault_after_a_sticky_error_every_call_returns_the_error() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn fault_bad_devices_are_typed_errors() {
-    const TEST: &str = "fault_bad_devices_are_typed_errors";
-    if common::in_a_child(TEST, "bad-devices").is_none() {
+    let test = common::this_test!();
+    if common::in_a_child(test, "bad-devices").is_none() {
         return;
     }
     let count = cuda_event::device_count().unwrap();
@@ -212,10 +212,10 @@ fn soak(streams: &[Stream], threads: u64, rounds: u64) {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn drop_errors_printed_to_a_closed_stderr_do_not_panic() {
-    const TEST: &str = "drop_errors_printed_to_a_closed_stderr_do_not_panic";
+    let test = common::this_test!();
     if role().as_deref() != Some("closed-stderr") {
         let _gpu = gpu();
-        let mut child = common::child_command(TEST, "closed-stderr", &[])
+        let mut child = common::child_command(test, "closed-stderr", &[])
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();

@@ -53,7 +53,7 @@ fn finish(mut child: Child, mut rest: BufReader<std::process::ChildStdout>) {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn importer_synchronizes_on_the_exporters_record() {
-    const TEST: &str = "importer_synchronizes_on_the_exporters_record";
+    let test = common::this_test!();
     if role().as_deref() == Some("importer") {
         eprintln!("importer: opening");
         let event = Event::from_ipc_handle(0, handle_from_parent()).unwrap();
@@ -80,7 +80,7 @@ fn importer_synchronizes_on_the_exporters_record() {
     event.record(&stream).unwrap();
     let handle = event.ipc_handle().unwrap().to_string();
     eprintln!("exporter: {event:?} exported {handle}");
-    let mut child = spawn_child(TEST, "importer", &[(HANDLE, &handle)]);
+    let mut child = spawn_child(test, "importer", &[(HANDLE, &handle)]);
     let rest = wait_for_line(&mut child, "queried");
     std::thread::sleep(Duration::from_millis(100));
     gate.open();
@@ -91,7 +91,7 @@ fn importer_synchronizes_on_the_exporters_record() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn importer_records_and_exporter_waits() {
-    const TEST: &str = "importer_records_and_exporter_waits";
+    let test = common::this_test!();
     if role().as_deref() == Some("recorder") {
         eprintln!("recorder: opening");
         let event = Event::from_ipc_handle(0, handle_from_parent()).unwrap();
@@ -109,7 +109,7 @@ fn importer_records_and_exporter_waits() {
     event.record(&stream).unwrap();
     event.synchronize().unwrap();
     let handle = event.ipc_handle().unwrap().to_string();
-    let mut child = spawn_child(TEST, "recorder", &[(HANDLE, &handle)]);
+    let mut child = spawn_child(test, "recorder", &[(HANDLE, &handle)]);
     let rest = wait_for_line(&mut child, "recorded");
     let started = Instant::now();
     assert_eq!(event.query(), Ok(false), "the importer's record is pending");
@@ -158,7 +158,7 @@ fn importing_a_handle_this_process_exported_is_refused() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn fault_an_importer_survives_the_exporter_being_killed() {
-    const TEST: &str = "fault_an_importer_survives_the_exporter_being_killed";
+    let test = common::this_test!();
     if role().as_deref() == Some("doomed-exporter") {
         let stream = Stream::new(0).unwrap();
         let event = interprocess();
@@ -170,7 +170,7 @@ fn fault_an_importer_survives_the_exporter_being_killed() {
         return;
     }
     let _gpu = gpu();
-    let mut child = spawn_child(TEST, "doomed-exporter", &[]);
+    let mut child = spawn_child(test, "doomed-exporter", &[]);
     let mut reader = BufReader::new(child.stdout.take().unwrap());
     let handle = loop {
         let mut line = String::new();

@@ -9,8 +9,8 @@ use cuda_event::{Event, Stream, sys};
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn events_alive_across_a_device_reset_drop_without_panic() {
-    const TEST: &str = "events_alive_across_a_device_reset_drop_without_panic";
-    if common::in_a_child(TEST, "reset").is_none() {
+    let test = common::this_test!();
+    if common::in_a_child(test, "reset").is_none() {
         return;
     }
     let stream = Stream::new(0).unwrap();
@@ -48,10 +48,10 @@ extern "C" fn drop_at_exit() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn an_event_dropped_while_the_process_exits_does_not_panic() {
-    const TEST: &str = "an_event_dropped_while_the_process_exits_does_not_panic";
+    let test = common::this_test!();
     if role().as_deref() != Some("exit") {
         let _gpu = gpu();
-        let out = run_child(TEST, "exit", &[]);
+        let out = run_child(test, "exit", &[]);
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(
             stdout.contains("dropped at exit"),
@@ -81,8 +81,8 @@ fn an_event_dropped_while_the_process_exits_does_not_panic() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn an_event_from_raw_dropped_after_a_device_reset_is_not_destroyed_again() {
-    const TEST: &str = "an_event_from_raw_dropped_after_a_device_reset_is_not_destroyed_again";
-    if common::in_a_child(TEST, "reset").is_none() {
+    let test = common::this_test!();
+    if common::in_a_child(test, "reset").is_none() {
         return;
     }
     cuda_event::set_device(0).unwrap();

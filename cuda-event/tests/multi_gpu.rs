@@ -134,12 +134,12 @@ fn primary_context_active(device: c_int) -> bool {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn multi_gpu_no_call_creates_a_context_on_a_device_the_program_did_not_use() {
-    const TEST: &str = "multi_gpu_no_call_creates_a_context_on_a_device_the_program_did_not_use";
+    let test = common::this_test!();
     if role().as_deref() != Some("device-1-only") {
         let Some(_gpu) = two_gpus() else {
             return;
         };
-        run_child(TEST, "device-1-only", &[]);
+        run_child(test, "device-1-only", &[]);
         return;
     }
     // This process uses device 1 alone, through every kind of call, on two threads, with the
@@ -192,12 +192,12 @@ fn multi_gpu_timer_stopped_on_another_devices_stream_is_an_error() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn multi_gpu_probe_runtime_event_calls_on_a_thread_without_a_context() {
-    const TEST: &str = "multi_gpu_probe_runtime_event_calls_on_a_thread_without_a_context";
+    let test = common::this_test!();
     if role().as_deref() != Some("probe") {
         let Some(_gpu) = two_gpus() else {
             return;
         };
-        let out = run_child(TEST, "probe", &[]);
+        let out = run_child(test, "probe", &[]);
         print!("{}", String::from_utf8_lossy(&out.stdout));
         return;
     }

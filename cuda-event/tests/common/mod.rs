@@ -262,6 +262,21 @@ pub(crate) fn check_wait_orders_b_after_a(a: &Stream, b: &Stream) {
     assert_eq!(*log.lock(), vec![1, 2]);
 }
 
+/// The name of the test function it is written in, as libtest knows it (its path in the test
+/// crate): what a test that runs itself again as a child passes to [`run_child`] and the like, so
+/// that its name is written once.
+#[allow(unused_macros)]
+macro_rules! this_test {
+    () => {{
+        fn here() {}
+        let path = std::any::type_name_of_val(&here);
+        let path = path.strip_suffix("::here").unwrap_or(path);
+        path.split_once("::").map_or(path, |(_test_crate, test)| test)
+    }};
+}
+#[allow(unused_imports)]
+pub(crate) use this_test;
+
 /// The environment variable that tells a test binary re-run as a child which part to play.
 pub(crate) const ROLE: &str = "CUDA_EVENT_TEST_ROLE";
 
@@ -317,6 +332,10 @@ pub(crate) fn run_child(test: &str, role: &str, envs: &[(&str, &str)]) -> Output
         output.status.success(),
         "child {test} ({role}) failed ({}):\n{text}",
         output.status
+    );
+    assert!(
+        text.contains("running 1 test"),
+        "the child ran no test named {test} ({role}):\n{text}"
     );
     assert!(
         text.contains("1 passed"),
