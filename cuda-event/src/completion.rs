@@ -33,8 +33,8 @@ use std::time::{Duration, Instant};
 /// of its wait, and at most about half a millisecond, after its work completes. Every pending
 /// future's own event is also queried at least once a second (for an event recorded again on
 /// another stream, whose order is then not its first stream's). Events recorded on a default
-/// stream or by other code, and imported ones, are queried at least every 100 ms, within a budget
-/// of about 0.5% of a core.
+/// stream or by other code, and imported ones, are queried at least every 100 ms, and otherwise
+/// as often as about 0.5% of a core allows.
 ///
 /// Every CUDA call a future makes, on the polling thread or the reactor's, is made in relaxed
 /// capture mode: awaiting never invalidates a graph capture that another thread makes in global
@@ -250,7 +250,8 @@ impl Event {
     /// event whose exporter stalled.
     ///
     /// # Errors
-    /// As [`query`](Self::query).
+    /// As [`query`](Self::query); for a `blocking` event also as [`completion`](Self::completion)
+    /// ([`Error::ReactorUnavailable`]).
     #[doc(alias = "cudaEventSynchronize")]
     pub fn synchronize_timeout(&self, timeout: Duration) -> Result<bool> {
         let deadline = Instant::now().checked_add(timeout);
@@ -335,7 +336,7 @@ impl Stream {
     /// # Errors
     /// [`Error::StreamCapturing`] while the stream is being captured; CUDA's errors otherwise.
     #[doc(alias = "cudaStreamSynchronize")]
-    pub fn synchronize_timeout(&self, timeout: std::time::Duration) -> Result<bool> {
+    pub fn synchronize_timeout(&self, timeout: Duration) -> Result<bool> {
         block_on_until(self.completion(), Instant::now().checked_add(timeout))
     }
 }

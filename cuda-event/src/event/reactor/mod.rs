@@ -56,7 +56,8 @@ const SLOWEST: Duration = Duration::from_micros(500);
 /// The pause between sweeps is the time since the last news divided by this: a wait is seen at
 /// most about 1/PATIENCE of its own duration late.
 const PATIENCE: u32 = 32;
-/// A sweep of the lanes costs at most about 1/(1 + LANE_CPU) of a core, whatever the pause says.
+/// A sweep of the lanes costs at most about 1/(1 + LANE_CPU) of a core, unless that would leave a
+/// lane unswept for longer than [`SLOWEST`].
 const LANE_CPU: u32 = 3;
 /// The pause after a registration above which the thread is woken for it.
 const WAKE_FOR_NEWS: Duration = Duration::from_micros(100);
@@ -280,15 +281,17 @@ impl Lane {
 }
 
 /// A walk over every wait in the lanes, a chunk at a time: one starts every [`BEHIND_FRONT`]/2
-/// (or as soon as the last one ended, if later) with the waits there are then and is paced to end
-/// within [`BEHIND_FRONT`]/2, so that a wait waits for the next walk and then through it,
-/// [`BEHIND_FRONT`] at most. A wait it finds complete behind waits still pending in its lane shows
-/// that the lane's order is not its events' (see the module's docs): those pending waits leave the
-/// lane for the unordered ones, so that they hold up no one.
+/// (or as soon as the last one ended, if later) with the waits there are then (later ones are the
+/// next walk's) and is paced to end within [`BEHIND_FRONT`]/2, so that a wait waits for the next
+/// walk and then through it, [`BEHIND_FRONT`] at most. A wait it finds complete behind waits still
+/// pending in its lane shows that the lane's order is not its events' (see the module's docs):
+/// those pending waits ahead of it (asked again first) leave the lane for the unordered ones, so
+/// that they hold up no one; those behind it stay.
 struct Walk {
     started: Instant,
-    /// The lanes as they were at the start, and how many waits they held.
-    lanes: Vec<u64>,
+    /// The lanes as they were at the start, each with its last wait then (waits filed later are
+    /// the next walk's), and how many waits they held.
+    lanes: Vec<(u64, (u64, u64))>,
     total: usize,
     /// Where it is: a lane, and the first key not yet queried in it.
     at: usize,
@@ -357,12 +360,12 @@ impl Drop for Running<'_> {
 
 impl Reactor {
     fn run(&self, d: &'static Driver) {
-        RelaxedCapture::enter(d).forever();
-        precise_sleeps();
         let mut running = Running {
             reactor: self,
             waits: Waits::new(Instant::now()),
         };
+        RelaxedCapture::enter(d).forever();
+        precise_sleeps();
         let waits = &mut running.waits;
         let check = |wait: &Wait| check(d, wait);
         let mut next_poll = None;
@@ -429,10 +432,17 @@ impl Waits {
                 news: now,
                 due: now,
             });
-            lane.waits.insert((order.stamp, self.arrivals), wait);
-            lane.news = now;
-            // Its owner has just queried it: the next look is soon, not at once.
-            lane.due = lane.due.min(now + FASTEST);
+            let key = (order.stamp, self.arrivals);
+            lane.waits.insert(key, wait);
+            // A wait behind a pending front is no news: it cannot complete before the front.
+            if lane
+                .waits
+                .first_key_value()
+                .is_some_and(|(front, _)| *front == key)
+            {
+                lane.news = now;
+                lane.due = lane.due.min(now + FASTEST);
+            }
         }
     }
 
@@ -485,7 +495,11 @@ impl Waits {
                 return;
             }
             *walk = Walk::new(now);
-            walk.lanes = self.lanes.keys().copied().collect();
+            walk.lanes = self
+                .lanes
+                .iter()
+                .filter_map(|(id, lane)| Some((*id, *lane.waits.last_key_value()?.0)))
+                .collect();
             walk.total = self.lanes.values().map(|lane| lane.waits.len()).sum();
         }
         let elapsed = now.saturating_duration_since(walk.started);
@@ -498,13 +512,15 @@ impl Waits {
         };
         let mut gone = Vec::new();
         while budget > 0 && walk.at < walk.lanes.len() {
-            let Some(lane) = self.lanes.get_mut(&walk.lanes[walk.at]) else {
+            let (id, end) = walk.lanes[walk.at];
+            let Some(lane) = self.lanes.get_mut(&id) else {
                 walk.next_lane();
                 continue;
             };
             let mut rest = None;
-            let mut out_of_order = false;
-            for (key, wait) in lane.waits.range(walk.from..) {
+            // How many of the pending waits found so far stand ahead of a completed one.
+            let mut ahead = 0;
+            for (key, wait) in lane.waits.range(walk.from..=end) {
                 if budget == 0 {
                     rest = Some(*key);
                     break;
@@ -515,7 +531,7 @@ impl Waits {
                     Outcome::Pending => walk.pending.push(*key),
                     Outcome::Finished(result) => {
                         wait.cell.finish(result);
-                        out_of_order |= !walk.pending.is_empty();
+                        ahead = walk.pending.len();
                         gone.push(*key);
                     }
                     Outcome::Forget => gone.push(*key),
@@ -524,9 +540,9 @@ impl Waits {
             for key in gone.drain(..) {
                 lane.waits.remove(&key);
             }
-            if out_of_order {
+            if ahead > 0 {
                 // Asked again: one that has completed since is no sign of disorder.
-                for key in walk.pending.drain(..) {
+                for key in walk.pending.drain(..ahead) {
                     let Some(outcome) = lane.waits.get(&key).map(check) else {
                         continue;
                     };
@@ -540,7 +556,7 @@ impl Waits {
                 lane.news = Instant::now();
             }
             if lane.waits.is_empty() {
-                self.lanes.remove(&walk.lanes[walk.at]);
+                self.lanes.remove(&id);
             }
             match rest {
                 Some(key) => walk.from = key,
@@ -773,6 +789,47 @@ mod tests {
     }
 
     #[test]
+    fn the_walk_moves_only_the_pending_waits_ahead_of_a_completed_one() {
+        let (complete, queries) = (Mutex::new(vec![2, 3]), AtomicUsize::new(0));
+        let check = checker(&complete, &queries);
+        let mut waits = Waits::new(Instant::now() - BEHIND_FRONT);
+        // 1 was recorded again elsewhere; 2 and 3 are done; 4..=100 are pending in order.
+        let cells = file(&mut waits, 7, 1..=100);
+        waits.walk_a_chunk(&check);
+        assert!(done(&cells[1]) && done(&cells[2]));
+        assert_eq!(
+            waits.polled.len(),
+            1,
+            "only the wait ahead of the completed ones moved"
+        );
+        assert_eq!(
+            waits.lanes[&7].waits.len(),
+            97,
+            "the waits behind them stay in the lane"
+        );
+    }
+
+    #[test]
+    fn a_walk_covers_the_waits_there_were_when_it_started() {
+        let (complete, queries) = (Mutex::new(vec![]), AtomicUsize::new(0));
+        let check = checker(&complete, &queries);
+        let mut waits = Waits::new(Instant::now() - BEHIND_FRONT);
+        file(&mut waits, 7, 1..=10);
+        waits.walk.queried = usize::MAX / 2; // paced out: the walk starts, queries nothing yet
+        waits.walk_a_chunk(&check);
+        assert_eq!(waits.walk.total, 10);
+        file(&mut waits, 7, 11..=5000); // filed during the walk
+        waits.walk.queried = 0;
+        waits.walk_a_chunk(&check);
+        assert_eq!(
+            queries.load(Ordering::Relaxed),
+            10,
+            "later waits are the next walk's"
+        );
+        assert!(waits.walk.at >= waits.walk.lanes.len(), "the walk ended");
+    }
+
+    #[test]
     fn the_walk_keeps_a_lane_whose_waits_complete_in_order() {
         let (complete, queries) = (Mutex::new(vec![]), AtomicUsize::new(0));
         let check = checker(&complete, &queries);
@@ -814,7 +871,11 @@ mod tests {
                 .values()
                 .all(|lane| lane.due >= Instant::now() + SLOWEST / 2)
         );
+        // Behind the pending front: no news.
         file(&mut waits, 2, [3]);
+        assert!(waits.lanes[&2].due >= Instant::now() + SLOWEST / 2);
+        // In front: news for its lane only.
+        file(&mut waits, 2, [1]);
         assert!(waits.lanes[&2].due <= Instant::now() + FASTEST);
         assert!(waits.lanes[&1].due >= Instant::now() + SLOWEST / 2);
     }
