@@ -1,4 +1,4 @@
-"""Turns a benchmark run (events.json from tests/benches/events.rs, torch_events.json from
+"""Turns a benchmark run (events.json from systest/benches/events.rs, torch_events.json from
 bench/torch_events.py) into the committed results: a markdown table and an SVG bar chart of
 ns/call by operation and implementation. No dependencies beyond Python 3.
 

@@ -1,4 +1,4 @@
-"""PyTorch's torch.cuda.Event, timed the way tests/benches/events.rs times the Rust and C side:
+"""PyTorch's torch.cuda.Event, timed the way systest/benches/events.rs times the Rust and C side:
 median ns/call over 15 rounds after a warm-up, each round a fixed count of calls.
 
     python3 bench/torch_events.py OUT_DIR     (writes torch_events.json)

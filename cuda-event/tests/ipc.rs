@@ -49,7 +49,7 @@ fn finish(mut child: Child, mut rest: BufReader<std::process::ChildStdout>) {
 
 /// The importer synchronizes on the exporter's record while the exporter's stream is held by a
 /// host function that waits for the importer: the gate opens only after the importer has queried
-/// (and 100 ms more). The Rust twin of tests/tests/ipc_hold.rs's C case.
+/// (and 100 ms more). The Rust twin of systest/tests/ipc_hold.rs's C case.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn importer_synchronizes_on_the_exporters_record() {

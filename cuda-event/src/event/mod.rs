@@ -602,7 +602,7 @@ impl Event {
     ///
     /// The exporter may hold its stream with a host function that waits for the importer (say,
     /// until the importer has queried): the importer's open, query and synchronize do not wait for
-    /// the exporter's host-function thread (reproduced in C and in Rust, `tests/tests/ipc_hold.rs`
+    /// the exporter's host-function thread (reproduced in C and in Rust, `systest/tests/ipc_hold.rs`
     /// and `importer_synchronizes_on_the_exporters_record`; an earlier hang of that shape was not
     /// CUDA's). What does hang is a wait on the GPU for work that waits on the host of a process that
     /// waits for it.

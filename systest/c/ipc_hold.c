@@ -1,6 +1,6 @@
 /* The IPC hold case in plain C, with no Rust in the way: an exporter whose stream is held by a host
  * function, and an importer that opens, queries and synchronizes the exporter's event while it is
- * held. The test harness (tests/tests/ipc_hold.rs) runs each side in its own process, relays their
+ * held. The test harness (systest/tests/ipc_hold.rs) runs each side in its own process, relays their
  * lines, and says whether a call of the importer waited for the exporter's host function.
  *
  * hold: 0 = the host function blocks until a line arrives on the exporter's stdin (the importer's

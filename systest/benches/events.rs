@@ -4,7 +4,7 @@
 //! reports the median ns/call of each and the median of per-round ratios against raw Rust FFI.
 //! Then thread scaling, and CPU time over a 200 ms wait.
 //!
-//! cargo bench -p cuda-event-tests --bench events   (writes events.md and events.json into
+//! cargo bench -p cuda-event-systest --bench events   (writes events.md and events.json into
 //! $CUDA_EVENT_BENCH_OUT, or the current folder)
 
 // The FFI calls under measurement sit inside the table's closures and macros, where a comment
@@ -15,7 +15,7 @@
 mod common;
 
 use cuda_event::{Event, Stream, StreamOptions, sys};
-use cuda_event_tests::bench_c::*;
+use cuda_event_systest::bench_c::*;
 use std::fmt::Write as _;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
@@ -505,7 +505,7 @@ fn scaling() -> Vec<Scaling> {
     for threads in [1, 2, 4, 8] {
         // Each thread's streams are made in an order rotated by thread: where a stream falls in
         // the order of creation decides which hardware queue it shares (records from threads whose
-        // streams share a queue contend: tests/examples/stream_placement.rs), and a fixed order
+        // streams share a queue contend: systest/examples/stream_placement.rs), and a fixed order
         // gave one implementation's streams the same few queues at every thread count.
         let objects: Vec<ThreadObjects> = (0..threads)
             .map(|t| {

@@ -13,7 +13,7 @@
 //! moves its throughput, in a pattern not worked out, so the events benchmark compares
 //! implementations on the same stream.
 //!
-//! Run on a GPU machine: `cargo run --release -p cuda-event-tests --example stream_placement`.
+//! Run on a GPU machine: `cargo run --release -p cuda-event-systest --example stream_placement`.
 use cuda_event::{Stream, StreamOptions, sys};
 use std::time::Instant;
 

@@ -5,7 +5,7 @@
 //! times one cudarc copy, its closure returning cudarc's errors through this program's own error
 //! type.
 //!
-//! cargo run -p cuda-event-tests --example cudarc_interop
+//! cargo run -p cuda-event-systest --example cudarc_interop
 //!
 //! Without a GPU it exits with status 1 and one line naming the error.
 

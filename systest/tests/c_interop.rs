@@ -6,7 +6,7 @@ mod common;
 
 use common::{gpu, hold};
 use cuda_event::{Event, Stream, sys};
-use cuda_event_tests::{
+use cuda_event_systest::{
     cuda_event_c_create, cuda_event_c_query, cuda_event_c_record, cuda_event_c_stream_wait,
 };
 

@@ -86,13 +86,13 @@ fn ipc_hold_in_c() {
         Some("c-exporter") => {
             let hold = std::env::var(HOLD).unwrap().parse().unwrap();
             // SAFETY: a C function taking an int; it makes and tears down its own CUDA objects.
-            assert_eq!(unsafe { cuda_event_tests::ipc_hold_exporter(hold) }, 0);
+            assert_eq!(unsafe { cuda_event_systest::ipc_hold_exporter(hold) }, 0);
             return;
         }
         Some("c-importer") => {
             let hex = std::ffi::CString::new(std::env::var(HANDLE).unwrap()).unwrap();
             // SAFETY: a NUL-terminated string that outlives the call.
-            assert_eq!(unsafe { cuda_event_tests::ipc_hold_importer(hex.as_ptr()) }, 0);
+            assert_eq!(unsafe { cuda_event_systest::ipc_hold_importer(hex.as_ptr()) }, 0);
             return;
         }
         _ => {}

@@ -1,7 +1,7 @@
 //! The bindings agree with C compiled against the same headers (no GPU needed).
 
 use cuda_event_sys::*;
-use cuda_event_tests::c_abi_table;
+use cuda_event_systest::c_abi_table;
 use std::mem::{align_of, offset_of, size_of};
 
 /// What the Rust side says for each entry of the C table; None for a name it does not know.
