@@ -131,7 +131,7 @@
 //! # Performance
 //! Every hot call (record, wait, query, a pooled first record) is benchmarked against the raw
 //! CUDA calls, the futures' wake latency against a thread blocked in `synchronize`, and
-//! [`measure`] against triton's `do_bench`, on an H200, in the same run each: the figures, how
+//! [`measure`] against triton's `do_bench`, in the same run each: the figures, how
 //! they were measured and the machine are in [bench/results], which `bench/README.md` indexes.
 //!
 //! [bench/results]: https://github.com/cuda-event/cuda-event/tree/main/bench/results

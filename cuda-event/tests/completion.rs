@@ -310,9 +310,9 @@ fn dropping_thousands_of_pending_event_futures_at_once_leaves_the_reactor_workin
 }
 
 /// After a kernel fault CUDA runs no host function; every pending future still resolves within a
-/// second, to what CUDA's query of its event says: for work the fault killed, "complete" (on
-/// driver 580, from microseconds after the fault until the fault shows, a fraction of a second
-/// later), then the fault's error. Once the fault has shown, a new stream future resolves to the
+/// second, to what CUDA's query of its event says: for work the fault killed, "complete" (from
+/// microseconds after the fault until the fault shows, a fraction of a second later), then the
+/// fault's error. Once the fault has shown, a new stream future resolves to the
 /// error.
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -1357,8 +1357,7 @@ fn a_stream_future_can_be_spawned_and_outlives_its_stream() {
 /// future and a stream future behind each), with 10,000 more pending on a held stream, wake at p99
 /// within 2 ms of their work being done, as a thread spinning on the events' queries sees it, and
 /// each within 20 ms (before: past 32 a stream, futures fell back to polling and woke up to 1.1 s
-/// late; then, with wake-ups on streams of the crate's own, p50 44 ms). The wake benchmark
-/// measures the p99 against the 1 ms goal.
+/// late). The wake benchmark measures the p99 against the 1 ms goal.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn each_of_a_thousand_futures_on_one_stream_wakes_within_20_ms_of_its_work_among_ten_thousand_pending() {

@@ -322,7 +322,6 @@ impl Walk {
 }
 
 /// What a query of a wait's target decided.
-#[derive(Debug)]
 enum Outcome {
     Finished(Result<()>),
     Pending,
