@@ -157,6 +157,10 @@ impl Future for Completion<'_> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
         let this = self.get_mut();
+        if crate::fork::in_forked_child() && !matches!(this.state, State::Done(_)) {
+            // No reactor thread in a forked child, and its cell's lock may be held for ever.
+            this.state = State::Done(Err(Error::ForkedChild));
+        }
         if let State::Fresh(_) = this.state {
             let State::Fresh(source) = std::mem::replace(&mut this.state, State::Done(Ok(()))) else {
                 unreachable!("just matched")
@@ -193,7 +197,9 @@ fn ask(target: QueryTarget) -> Result<bool> {
 impl Drop for Completion<'_> {
     fn drop(&mut self) {
         // Before an owned event drops: nothing queries it after this, and the waker goes.
-        if let State::Waiting { cell, .. } = &self.state {
+        if let State::Waiting { cell, .. } = &self.state
+            && !crate::fork::in_forked_child()
+        {
             cell.abandon();
         }
     }
@@ -220,7 +226,11 @@ impl Event {
     ///
     /// Making it calls no CUDA function; the first poll queries the event and, while it is
     /// pending, hands it to the crate's reactor thread (see [`Completion`]). It waits for the
-    /// record current at its first poll, and follows a later record of the event.
+    /// record current at its first poll, and follows a later record of the event; a later record
+    /// into a stream under graph capture ends it with `CUDA_ERROR_CAPTURED_EVENT` (what a query of
+    /// the event then says), before the record, since a query of an event recorded in an open
+    /// capture would invalidate that capture. (A first poll racing such a record on another
+    /// thread is the race of that thread's capture, as the poll's own query would be.)
     ///
     /// The future borrows the event. To move a wait into a spawned task, move the event in:
     ///

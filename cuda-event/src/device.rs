@@ -11,6 +11,7 @@ use std::marker::PhantomData;
 #[doc(alias = "cudaGetDeviceCount")]
 pub fn device_count() -> Result<i32> {
     let mut count = 0;
+    crate::fork::refuse_in_forked_child()?;
     // SAFETY: writes one int through a pointer to a live local.
     check_runtime("cudaGetDeviceCount", unsafe {
         sys::cudaGetDeviceCount(&mut count)
@@ -22,6 +23,7 @@ pub fn device_count() -> Result<i32> {
 #[doc(alias = "cudaGetDevice")]
 pub fn current_device() -> Result<i32> {
     let mut device = 0;
+    crate::fork::refuse_in_forked_child()?;
     // SAFETY: writes one int through a pointer to a live local.
     check_runtime("cudaGetDevice", unsafe { sys::cudaGetDevice(&mut device) })?;
     Ok(device)
@@ -30,6 +32,7 @@ pub fn current_device() -> Result<i32> {
 /// Makes `device` the calling thread's current device (this creates its context if it had none).
 #[doc(alias = "cudaSetDevice")]
 pub fn set_device(device: i32) -> Result<()> {
+    crate::fork::refuse_in_forked_child()?;
     // SAFETY: takes an int; an invalid ordinal is an error, not UB.
     check_runtime("cudaSetDevice", unsafe { sys::cudaSetDevice(device) })
 }

@@ -174,14 +174,19 @@ static DRIVER: OnceLock<std::result::Result<Driver, CudaError>> = OnceLock::new(
 /// the crate's public function the user called: a failure to load is reported as that call's.
 #[inline]
 pub(crate) fn driver(operation: &'static str) -> Result<&'static Driver> {
+    crate::fork::refuse_in_forked_child()?;
     match DRIVER.get_or_init(load) {
         Ok(driver) => Ok(driver),
         Err(e) => Err(Error::Cuda(e.clone().during(operation))),
     }
 }
 
-/// The driver, if it is already loaded (for `Drop`, which has nothing to do without one).
+/// The driver, if it is already loaded (for `Drop`, which has nothing to do without one); none in
+/// a forked child, which must not call it.
 pub(crate) fn loaded_driver() -> Option<&'static Driver> {
+    if crate::fork::in_forked_child() {
+        return None;
+    }
     DRIVER.get()?.as_ref().ok()
 }
 

@@ -44,6 +44,9 @@ pub fn print_drop_errors(on: bool) {
 /// Keeps the error of a drop, if any; shutdown errors at process exit are expected and skipped.
 pub(crate) fn report(result: Result<()>) {
     let Err(error) = result else { return };
+    if error == Error::ForkedChild {
+        return; // a drop in a forked child releases nothing by design, and must not lock
+    }
     if let Error::Cuda(e) = &error {
         // CUDA_ERROR_DEINITIALIZED and cudaErrorCudartUnloading share code 4.
         if e.code() == sys::CUresult::CUDA_ERROR_DEINITIALIZED.0 {

@@ -91,6 +91,12 @@ pub enum Error {
         /// Why the thread did not start (as the operating system said it) or ended.
         reason: String,
     },
+    /// This process is a child forked from one that had used CUDA through this crate. CUDA does
+    /// not support a child using its parent's CUDA state, so the crate makes no CUDA call in it:
+    /// every call returns this, futures resolve to it, and dropping an event or stream releases
+    /// nothing (the parent still owns them). Start helpers with `std::process::Command` (which
+    /// execs), or fork before the first CUDA call.
+    ForkedChild,
 }
 
 /// A failed CUDA call: which call, the code it returned, and CUDA's name and message for it.
@@ -311,6 +317,10 @@ impl fmt::Display for Error {
                 f,
                 "cuda-event's reactor thread, which watches pending GPU work for futures, could \
                  not be started: {reason}"
+            ),
+            Error::ForkedChild => f.write_str(
+                "this process was forked from one that used CUDA: CUDA cannot be used in a forked \
+                 child (exec a new program, or fork before the first CUDA call)",
             ),
             Error::PerThreadStreamOfAnotherThread => f.write_str(
                 "a per-thread default stream was used on another thread than the one that made it \

@@ -117,6 +117,12 @@
 //! the current device belongs to a thread. A [`Stream::per_thread`] stream names the stream of the
 //! thread that uses it, so on another thread it returns [`Error::PerThreadStreamOfAnotherThread`].
 //!
+//! # Processes and `fork`
+//! CUDA does not support a child forked from a process that used it. In a child forked after the
+//! crate's first CUDA call, every call returns [`Error::ForkedChild`], futures resolve to it, and
+//! dropping an event or stream the parent made calls nothing and takes no lock (the parent still
+//! owns them). Start workers with `std::process::Command`, which execs a new program.
+//!
 //! # How it calls CUDA
 //! Through the driver API, resolved once with `cudaGetDriverEntryPointByVersion` from the linked
 //! runtime: driver calls on explicit handles never create a context on the thread's current device
@@ -153,6 +159,7 @@ mod device;
 mod driver;
 mod drop_errors;
 mod error;
+mod fork;
 mod timing;
 
 pub use completion::Completion;

@@ -642,6 +642,73 @@ fn event_futures_polled_while_another_thread_captures_their_stream_add_nothing_a
     );
 }
 
+/// An awaited event that its owner re-records into a capture on another stream (the user's own
+/// record, into the user's own graph). A query of an event recorded in an open capture
+/// invalidates the capture, whatever the capture mode of either thread, and a query after such a
+/// capture crashed the driver (probe `capq.c` in the results; this test crashed the process before
+/// the fix), so the reactor must stop querying it before the record. 1,000 rounds: record on a
+/// busy stream, poll a future on it (the reactor watches it), capture a record of the same event
+/// on a second stream for 5-49 us, end the capture. Every capture ends with success, and every
+/// future resolves at once: `Err(CUDA_ERROR_CAPTURED_EVENT)`, what a query of the event says then
+/// (or `Ok` had its work been done).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn an_awaited_event_rerecorded_into_a_capture_leaves_the_capture_valid() {
+    const ROUNDS: usize = 1_000;
+    let _gpu = gpu_for(Duration::from_secs(60));
+    let (busy, captured) = (Stream::new(0).unwrap(), Stream::new(0).unwrap());
+    gpu_sleep(&busy, Duration::from_micros(1));
+    busy.synchronize().unwrap();
+    let events: Vec<Event> = (0..ROUNDS / 10).map(|_| Event::new()).collect();
+    let mut futures = Vec::new();
+    let mut failures = Vec::new();
+    let mut busy_until = Instant::now();
+    for round in 0..ROUNDS {
+        let event = &events[round % events.len()];
+        keep_busy(&busy, &mut busy_until);
+        event.record(&busy).unwrap();
+        let mut future = event.completion();
+        let _ = poll_once(&mut future);
+        futures.push(future);
+        let mode = capture_mode(round);
+        common::begin_capture(&captured, mode);
+        let recorded = event.record(&captured);
+        let start = Instant::now();
+        while start.elapsed() < capture_time(round) {
+            std::hint::spin_loop();
+        }
+        let (code, graph) = common::end_capture(&captured);
+        if recorded.is_err() || code != sys::cudaError::cudaSuccess || graph.is_none() {
+            failures.push(format!(
+                "round {round} (mode {}): record {recorded:?}, end capture {}",
+                mode.0, code.0
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {ROUNDS} captures went wrong, first: {:?}",
+        failures.len(),
+        &failures[..failures.len().min(5)]
+    );
+    let (mut ok, mut captured_event, mut other) = (0, 0, Vec::new());
+    for mut future in futures {
+        match poll_once(&mut future) {
+            Poll::Ready(Ok(())) => ok += 1,
+            Poll::Ready(Err(Error::Cuda(e))) if e.code() == sys::CUresult::CUDA_ERROR_CAPTURED_EVENT.0 => {
+                captured_event += 1
+            }
+            other_result => other.push(format!("{other_result:?}")),
+        }
+    }
+    println!("{ROUNDS} captures valid; futures: {captured_event} captured-event errors, {ok} Ok");
+    assert!(
+        other.is_empty(),
+        "futures not ended by the captured record: {other:?}"
+    );
+    busy.synchronize().unwrap();
+}
+
 /// The same race for `Stream::completion`: each future is made on the capturing thread just before
 /// its capture begins (its record is the one call asked for, made outside the capture) and polled
 /// by another thread while the capture is open. Nothing may go into the graph, and no call may

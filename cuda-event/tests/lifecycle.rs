@@ -104,3 +104,106 @@ fn an_event_from_raw_dropped_after_a_device_reset_is_not_destroyed_again() {
     let stream = Stream::new(0).unwrap();
     stream.record_event().unwrap().synchronize().unwrap();
 }
+
+/// A process forked from one using the crate (review F14): in the forked child every call is an
+/// `Err(ForkedChild)`, a future made before the fork resolves to it instead of waiting on a
+/// reactor thread the child does not have, and dropping what the parent made returns at once and
+/// calls no CUDA (the child may hold the crate's locks as other threads left them). The forking
+/// process runs in a child of the test, since a forked copy of libtest must not go on running.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_forked_child_gets_errors_and_drops_without_calling_cuda() {
+    let test = common::this_test!();
+    if common::in_a_child(test, "fork").is_none() {
+        return;
+    }
+    let stream = Stream::new(0).unwrap();
+    common::gpu_sleep(&stream, std::time::Duration::from_secs(2));
+    let event = stream.record_event().unwrap();
+    let mut pending = event.completion();
+    assert!(common::poll_once(&mut pending).is_pending());
+    let mut stream_pending = stream.completion();
+    assert!(common::poll_once(&mut stream_pending).is_pending());
+    drop(Event::builder().build().unwrap()); // a created event for this thread's pool
+    let unrecorded_stream = Stream::new(0).unwrap();
+    let pooled = unrecorded_stream.record_event().unwrap();
+    drop(pooled);
+
+    // SAFETY: fork in a process with other threads; the child below calls only the crate (whose
+    // behaviour after a fork is the subject) and async-signal-safe libc functions, then `_exit`s.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        let code = forked_child_checks(&stream, &event, pending, stream_pending, unrecorded_stream);
+        // SAFETY: ends the forked child without running the parent's exit handlers (CUDA's).
+        unsafe { libc::_exit(code) };
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut status = 0;
+    loop {
+        // SAFETY: waits for the child forked above without blocking.
+        let done = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        if done == pid {
+            break;
+        }
+        if std::time::Instant::now() > deadline {
+            // SAFETY: kills the child forked above, which hung.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            panic!("the forked child hung (a poll, a call or a drop waited for ever)");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let failures = [
+        "",
+        "a pending event future did not resolve to Err(ForkedChild)",
+        "a pending stream future did not resolve to Err(ForkedChild)",
+        "Event::query did not return Err(ForkedChild)",
+        "Stream::new did not return Err(ForkedChild)",
+        "a new future did not resolve to Err(ForkedChild)",
+        "Event::record did not return Err(ForkedChild)",
+    ];
+    assert!(
+        libc::WIFEXITED(status),
+        "the forked child died: status {status:#x}"
+    );
+    let code = libc::WEXITSTATUS(status) as usize;
+    assert_eq!(code, 0, "{}", failures.get(code).unwrap_or(&"the child crashed"));
+    // The parent's own futures and objects are unaffected.
+    stream.synchronize().unwrap();
+    assert_eq!(event.query(), Ok(true));
+}
+
+/// What the forked child of [`a_forked_child_gets_errors_and_drops_without_calling_cuda`] checks;
+/// returns 0 or the number of the first failure.
+fn forked_child_checks(
+    stream: &Stream,
+    event: &Event,
+    mut pending: cuda_event::Completion<'_>,
+    mut stream_pending: cuda_event::Completion<'static>,
+    unrecorded_stream: Stream,
+) -> i32 {
+    use cuda_event::Error::ForkedChild;
+    let ready_err =
+        |poll: std::task::Poll<cuda_event::Result<()>>| poll == std::task::Poll::Ready(Err(ForkedChild));
+    if !ready_err(common::poll_once(&mut pending)) {
+        return 1;
+    }
+    if !ready_err(common::poll_once(&mut stream_pending)) {
+        return 2;
+    }
+    if event.query() != Err(ForkedChild) {
+        return 3;
+    }
+    if Stream::new(0).err() != Some(ForkedChild) {
+        return 4;
+    }
+    let fresh = Event::builder().build().unwrap();
+    if fresh.record(stream) != Err(ForkedChild) {
+        return 6;
+    }
+    if !ready_err(common::poll_once(&mut event.completion())) {
+        return 5;
+    }
+    drop((pending, stream_pending, fresh, unrecorded_stream));
+    0
+}

@@ -86,6 +86,8 @@ pub struct Event {
     /// The wait cells of futures that waited on its CUDA event: abandoned before the CUDA event is
     /// given up, so that nothing queries it after (a leaked future's included).
     watchers: Mutex<Vec<Weak<WaitCell>>>,
+    /// Whether a future ever waited on it: only then does a record look for live watchers.
+    watched: AtomicBool,
     /// The stream last recorded on, if owned or borrowed ([`StreamId::to_word`]): the lane its
     /// futures wait in, in the reactor.
     last_stream: AtomicU64,
@@ -207,6 +209,7 @@ impl Event {
             ipc: OnceLock::new(),
             exporter: None,
             watchers: Mutex::new(Vec::new()),
+            watched: AtomicBool::new(false),
             last_stream: AtomicU64::new(0),
             last_record: AtomicU64::new(0),
         }
@@ -234,6 +237,9 @@ impl Event {
     #[doc(alias = "cudaEventRecordWithFlags")]
     pub fn record(&self, stream: &Stream) -> Result<()> {
         let d = driver("Event::record")?;
+        if self.watched.load(Ordering::Relaxed) {
+            self.end_waits_before_a_captured_record(d, stream)?;
+        }
         match self.created.get() {
             Some(handle) => drop(self.record_handle(d, handle, stream, None)?),
             None => self.record_first(d, stream)?,
@@ -455,12 +461,39 @@ impl Event {
     /// `cell` may query this event's CUDA event until abandoned: it is abandoned before the CUDA
     /// event is given up.
     pub(crate) fn watch(&self, cell: &Arc<WaitCell>) {
+        if !self.watched.load(Ordering::Relaxed) {
+            self.watched.store(true, Ordering::Relaxed);
+        }
         let mut watchers = self.watchers.lock();
         // Cells of futures already dropped go, so that a loop making futures stays bounded.
         if watchers.len() >= 8 && watchers.len().is_power_of_two() {
             watchers.retain(|cell| cell.strong_count() > 0);
         }
         watchers.push(Arc::downgrade(cell));
+    }
+
+    /// Before a record into a stream that is being captured, while futures wait on this event:
+    /// the reactor's query of an event recorded in an open capture invalidates that capture (in
+    /// any capture mode, from any thread), and once the capture ends a query may crash inside the
+    /// driver. So those futures end first, with the error CUDA gives a query of such an event,
+    /// and no query is in flight when this returns; the CUDA event is never pooled after.
+    #[cold]
+    fn end_waits_before_a_captured_record(&self, d: &Driver, stream: &Stream) -> Result<()> {
+        let mut watchers = self.watchers.lock();
+        watchers.retain(|cell| cell.strong_count() > 0);
+        if watchers.is_empty() || !stream.is_capturing_with(d)? {
+            return Ok(());
+        }
+        let error = d
+            .event_query
+            .error(crate::driver::CUresult::CUDA_ERROR_CAPTURED_EVENT);
+        for cell in watchers.drain(..) {
+            if let Some(cell) = cell.upgrade() {
+                cell.end_with(Err(error.clone()));
+            }
+        }
+        self.may_be_in_a_graph();
+        Ok(())
     }
 
     /// Its last record may have been swallowed by a graph capture: its CUDA event is never reused.
@@ -785,6 +818,9 @@ fn synchronize_imported(d: &Driver, raw: sys::cudaEvent_t, exporter: Exporter) -
 
 impl Drop for Event {
     fn drop(&mut self) {
+        if crate::fork::in_forked_child() {
+            return; // the parent owns the CUDA event; the child takes no lock (see `fork`)
+        }
         let Some(handle) = self.created.take() else {
             return;
         };

@@ -155,6 +155,19 @@ impl WaitCell {
         *self.target_in_use.lock() = true;
     }
 
+    /// Ends the wait with `result` on the owner's side (unless the reactor finished it first) and,
+    /// as [`abandon`](Self::abandon), returns once the target is never queried again; the waker
+    /// is woken.
+    pub(crate) fn end_with(&self, result: Result<()>) {
+        let waker = {
+            let mut state = self.state.lock();
+            state.result.get_or_insert(result);
+            state.waker.take()
+        };
+        *self.target_in_use.lock() = true;
+        wake(waker);
+    }
+
     /// Runs `call`, which uses the target, unless the owner gave up or the result is known; the
     /// owner's [`abandon`](Self::abandon) waits for it.
     fn while_watched<R>(&self, call: impl FnOnce() -> R) -> Option<R> {
@@ -647,6 +660,46 @@ mod tests {
         assert!(
             cell.while_watched(|| -> bool { panic!("queried after abandon") })
                 .is_none()
+        );
+    }
+
+    #[test]
+    fn a_wait_its_owner_ends_wakes_once_with_that_result_and_is_never_queried_again() {
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = Waker::from(count.clone());
+        let cell = WaitCell::default();
+        assert!(cell.look(&waker).is_none());
+        cell.end_with(Err(Error::StreamCapturing));
+        cell.finish(Ok(()));
+        assert_eq!(count.0.load(Ordering::Relaxed), 1);
+        assert!(matches!(cell.look(&waker), Some(Err(Error::StreamCapturing))));
+        assert!(
+            cell.while_watched(|| -> bool { panic!("queried after it was ended") })
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn ending_a_wait_returns_only_once_a_query_in_flight_is_done() {
+        let cell = Arc::new(WaitCell::default());
+        let (started, query_started) = std::sync::mpsc::channel();
+        let querying = {
+            let cell = cell.clone();
+            std::thread::spawn(move || {
+                cell.while_watched(|| {
+                    started.send(()).unwrap();
+                    std::thread::sleep(Duration::from_millis(50));
+                    Instant::now()
+                })
+            })
+        };
+        query_started.recv().unwrap();
+        cell.end_with(Ok(()));
+        let ended = Instant::now();
+        let query_ended = querying.join().unwrap().expect("the query ran");
+        assert!(
+            query_ended <= ended,
+            "end_with returned while the query was in flight"
         );
     }
 
