@@ -19,11 +19,12 @@
 //! 2. **Every future's wake-up** (issue 18 item 5): every future measured, each a tokio task of
 //!    its own, spawned and polled while its stream is held: (a) 9,984 event futures over 64
 //!    streams (39 steps of 5 ms of work per stream, staggered, 4 futures on each step's event),
-//!    (b) 3 event futures and 2 stream futures on each of 200 steps of 5 ms on one stream while
+//!    (b) 12 event futures and 8 stream futures on each of 50 steps of 20 ms on one stream while
 //!    9,000 event and 1,000 stream futures wait on a held stream. The floor, in the same run: a
-//!    thread per stream blocked in `synchronize` on each (blocking) event in turn; the reference:
-//!    threads spinning on the events' `query`. Latencies count from each event's first sighting by
-//!    any observer; reported per phase and observer (p50, p99, max) with the goal's verdict.
+//!    thread blocked in `synchronize` on each blocking event in turn (in (a) on one more stream
+//!    stepping alike, in (b) on the steps' own events); the reference: threads spinning on the
+//!    events' `query`. Latencies count from each event's first sighting; reported per phase and
+//!    observer (p50, p99, max) with the goal's verdict.
 //! 3. **Wake latency of one waiter** (the earlier phases): a host function reads the host clock just
 //!    before the measured record (or the stream completion's record), the waiter reads it when its
 //!    wait returns; p50 and p99 of 200 trials, with none and with 10,000 futures pending on later
@@ -87,8 +88,11 @@ fn main() {
         println!("the wake benchmark runs with --bench (cargo bench passes it)");
         return;
     }
-    // SAFETY: set before any thread or CUDA call exists.
-    unsafe { std::env::set_var("CUDA_DEVICE_MAX_CONNECTIONS", "32") };
+    // 32 hardware queues unless the caller chose (the header says which).
+    if std::env::var_os("CUDA_DEVICE_MAX_CONNECTIONS").is_none() {
+        // SAFETY: set before any thread or CUDA call exists.
+        unsafe { std::env::set_var("CUDA_DEVICE_MAX_CONNECTIONS", "32") };
+    }
     let quick = std::env::var_os("CUDA_EVENT_WAKE_QUICK").is_some();
     let select_hold = if quick { SELECT_HOLD_QUICK } else { SELECT_HOLD };
     // Whatever hangs, the process ends (the device's budget is tight); what was measured is saved.
@@ -189,7 +193,7 @@ fn header(devices: i32, quick: bool, select_hold: Duration) -> (String, String) 
         "# Wake benchmark: select! calls, every future's wake-up, wake latency, idle cost, throughput\n\n\
          - GPUs: {} ({devices})\n\
          - driver {module} (CUDA driver API {}), CUDA runtime {}\n\
-         - mode: {mode}; CUDA_DEVICE_MAX_CONNECTIONS=32\n\
+         - mode: {mode}; CUDA_DEVICE_MAX_CONNECTIONS={}\n\
          - select!: {SELECT_PAIRS} make + poll once (no-op waker) + drop per kind, on a fresh stream of \
          GPU 0 held by a {} s kernel with {SELECT_QUEUED} near-empty kernels queued behind it\n\
          - every future: (a) {} event futures over {SPREAD_STREAMS} streams, (b) {} on one stream \
@@ -199,6 +203,7 @@ fn header(devices: i32, quick: bool, select_hold: Duration) -> (String, String) 
         gpus.join(", "),
         version(driver_api),
         version(runtime_api),
+        std::env::var("CUDA_DEVICE_MAX_CONNECTIONS").unwrap_or_default(),
         select_hold.as_secs_f64(),
         SPREAD_STREAMS * SPREAD_STEPS * SPREAD_FUTURES_PER_EVENT,
         ONE_STREAM_STEPS * (ONE_STREAM_EVENT_FUTURES + ONE_STREAM_STREAM_FUTURES),
@@ -482,20 +487,21 @@ const SPREAD_STEPS: usize = 39;
 const SPREAD_FUTURES_PER_EVENT: usize = 4;
 const SPREAD_STEP: Duration = Duration::from_millis(5);
 /// Phase (b): steps on the one measured stream, event and stream futures on each step (1,000 in
-/// all; each stream future is a record, and the stream's operations stay under what one hardware
-/// queue holds, or queueing them would block), a step's length, and the futures pending on a held
-/// stream beside it (event, then stream futures).
-const ONE_STREAM_STEPS: usize = 200;
-const ONE_STREAM_EVENT_FUTURES: usize = 3;
-const ONE_STREAM_STREAM_FUTURES: usize = 2;
-const ONE_STREAM_STEP: Duration = Duration::from_millis(5);
+/// all), a step's length, and the futures pending on a held stream beside it (event, then stream
+/// futures). Its events are the floor's too, and blocking: CUDA queues only a few dozen records
+/// of blocking events behind unfinished work before a record waits for the GPU (probe
+/// `qdepth.c` in the results), so the steps are few and long.
+const ONE_STREAM_STEPS: usize = 50;
+const ONE_STREAM_EVENT_FUTURES: usize = 12;
+const ONE_STREAM_STREAM_FUTURES: usize = 8;
+const ONE_STREAM_STEP: Duration = Duration::from_millis(20);
 const HELD_EVENT_FUTURES: usize = 9_000;
 const HELD_STREAM_FUTURES: usize = 1_000;
 /// How long the streams are held before their steps begin: every future is spawned and polled
 /// within it (checked: the phase says so if not).
-const STEPS_BEGIN_AFTER: Duration = Duration::from_secs(2);
-/// Section 2's tokio workers: with the floor's and the reference's threads, under the GPU
-/// machine's cores.
+const STEPS_BEGIN_AFTER: Duration = Duration::from_secs(1);
+/// Section 2's tokio workers: with the spinning and blocked threads, under the GPU machine's
+/// cores.
 const EVERY_WORKERS: usize = 4;
 /// Streams per spinning thread (the spinners are the reference, see [`Sightings`]).
 const STREAMS_PER_SPINNER: usize = 8;
@@ -503,46 +509,33 @@ const STREAMS_PER_SPINNER: usize = 8;
 const EVERY_P99_GOAL: Duration = Duration::from_millis(1);
 const EVERY_P50_RATIO_GOAL: f64 = 2.0;
 
-/// When each observer saw each measured event complete: the futures (one time per future), and
-/// per event a thread blocked in `synchronize` (the floor) and a thread spinning on `query`.
-/// Latencies count from the earliest of all sightings of the event, which the spinner usually
-/// is (a few microseconds after the GPU, as section 3 measures).
+/// When each measured event was seen complete: by a thread spinning on `query` (the reference,
+/// a few microseconds after the GPU, as section 3 measures) and by each future's task. A
+/// latency counts from the event's first sighting by either.
 struct Sightings {
-    /// Per future: its event's index and when its task saw it resolve.
-    futures: Vec<(usize, Instant)>,
-    synchronized: Vec<Instant>,
-    spun: Vec<Instant>,
+    /// Per stream, per event in stream order: when the spinner saw it complete.
+    spun: Vec<Vec<Instant>>,
+    /// Per future: its event (stream, index) and when its task saw it resolve.
+    futures: Vec<((usize, usize), Instant)>,
 }
 
 impl Sightings {
-    /// Latencies in microseconds from each event's first sighting: the futures', the floor's
-    /// and the spinner's. `others` are more futures of the same events, which count toward the
-    /// first sighting.
-    fn latencies(&self, others: &[&Sightings]) -> [Vec<f64>; 3] {
-        let mut first: Vec<Instant> = self
-            .synchronized
-            .iter()
-            .zip(&self.spun)
-            .map(|(a, b)| *a.min(b))
-            .collect();
-        for (event, at) in self.futures.iter().chain(others.iter().flat_map(|o| &o.futures)) {
-            first[*event] = first[*event].min(*at);
+    /// Each future's latency in microseconds; futures in `others` (of the same events) count
+    /// toward the first sightings.
+    fn latencies(&self, others: &[&Sightings]) -> Vec<f64> {
+        let mut first = self.spun.clone();
+        for ((s, i), at) in self.futures.iter().chain(others.iter().flat_map(|o| &o.futures)) {
+            first[*s][*i] = first[*s][*i].min(*at);
         }
-        let after = |at: &Instant, event: usize| us(at.duration_since(first[event]));
-        [
-            self.futures.iter().map(|(event, at)| after(at, *event)).collect(),
-            self.synchronized
-                .iter()
-                .enumerate()
-                .map(|(e, at)| after(at, e))
-                .collect(),
-            self.spun.iter().enumerate().map(|(e, at)| after(at, e)).collect(),
-        ]
+        self.futures
+            .iter()
+            .map(|((s, i), at)| us(at.duration_since(first[*s][*i])))
+            .collect()
     }
 }
 
-/// `n` blocking events, created (recorded once on `stream`, which is then synchronized) before
-/// the measured steps, so that no creation falls in the hold.
+/// `n` blocking, timing-free events, created before the measured steps (recorded once on
+/// `stream`, which is then synchronized), so that no creation falls in the hold.
 fn blocking_events(stream: &Stream, n: usize) -> Vec<Event> {
     let events: Vec<Event> = (0..n)
         .map(|_| {
@@ -555,31 +548,29 @@ fn blocking_events(stream: &Stream, n: usize) -> Vec<Event> {
     events
 }
 
-/// A step: `work` on `stream`, then a record of `event`.
-fn step(stream: &Stream, work: Duration, event: &Event) {
-    gpu_sleep(stream, work);
-    event.record(stream).unwrap();
+/// Steps on `stream`: for each event, `work`, then a record of the event.
+fn steps(stream: &Stream, work: Duration, events: &[Event]) {
+    for event in events {
+        gpu_sleep(stream, work);
+        event.record(stream).unwrap();
+    }
 }
 
-/// Threads that see `events` (per stream, in stream order) complete: one per stream blocked in
-/// `synchronize` on each in turn, and one per [`STREAMS_PER_SPINNER`] streams spinning on
-/// the oldest pending event of each. Returns (synchronized, spun), per stream.
-fn watch_events(events: &[Vec<Event>]) -> (Vec<Vec<Instant>>, Vec<Vec<Instant>>) {
+/// Sees `events` (per stream, in stream order) complete: a thread per [`STREAMS_PER_SPINNER`]
+/// streams spinning on the oldest pending event of each, and, for `floor`, a thread blocked in
+/// `synchronize` on each of its (blocking) events in turn. Returns when each was seen: spun (per
+/// stream) and synchronized.
+fn watch_events(events: &[&[Event]], floor: &[Event]) -> (Vec<Vec<Instant>>, Vec<Instant>) {
     std::thread::scope(|scope| {
-        let blocked: Vec<_> = events
-            .iter()
-            .map(|stream| {
-                scope.spawn(move || {
-                    stream
-                        .iter()
-                        .map(|e| {
-                            e.synchronize().unwrap();
-                            Instant::now()
-                        })
-                        .collect::<Vec<_>>()
+        let blocked = scope.spawn(move || {
+            floor
+                .iter()
+                .map(|e| {
+                    e.synchronize().unwrap();
+                    Instant::now()
                 })
-            })
-            .collect();
+                .collect::<Vec<_>>()
+        });
         let spinners: Vec<_> = events
             .chunks(STREAMS_PER_SPINNER)
             .map(|mine| {
@@ -602,10 +593,20 @@ fn watch_events(events: &[Vec<Event>]) -> (Vec<Vec<Instant>>, Vec<Vec<Instant>>)
             })
             .collect();
         (
-            blocked.into_iter().map(|t| t.join().unwrap()).collect(),
             spinners.into_iter().flat_map(|t| t.join().unwrap()).collect(),
+            blocked.join().unwrap(),
         )
     })
+}
+
+/// The floor's latency in microseconds: each synchronize's return after the spinner's sighting
+/// (or the synchronize's own, if it saw the event first).
+fn floor_latencies(synchronized: &[Instant], spun: &[Instant]) -> Vec<f64> {
+    synchronized
+        .iter()
+        .zip(spun)
+        .map(|(sync, spin)| us(sync.duration_since(*sync.min(spin))))
+        .collect()
 }
 
 type Task = tokio::task::JoinHandle<cuda_event::Result<Instant>>;
@@ -618,34 +619,48 @@ fn resolved(runtime: &tokio::runtime::Runtime, tasks: Vec<Task>) -> Vec<Instant>
         .collect()
 }
 
-/// Phase (a): event futures spread over [`SPREAD_STREAMS`] streams, every one measured. Returns
-/// the sightings and how long queueing the work and spawning the tasks took.
-fn spread_phase(runtime: &tokio::runtime::Runtime) -> (Sightings, Setup) {
-    let streams: Vec<Stream> = (0..SPREAD_STREAMS).map(|_| Stream::new(0).unwrap()).collect();
+/// A phase's measurements: futures' and floor's latencies (microseconds), and how long queueing
+/// the work, then also spawning the tasks, took.
+struct Phase {
+    futures: Vec<(&'static str, Vec<f64>)>,
+    floor: Vec<f64>,
+    queued: Duration,
+    spawned: Duration,
+}
+
+/// Phase (a): event futures on pooled events spread over [`SPREAD_STREAMS`] streams, every one
+/// measured; the floor on a stream of its own beside them, stepping alike with blocking events.
+fn spread_phase(runtime: &tokio::runtime::Runtime) -> Phase {
+    let streams: Vec<Stream> = (0..=SPREAD_STREAMS).map(|_| Stream::new(0).unwrap()).collect();
     for stream in &streams {
         gpu_sleep(stream, Duration::from_micros(1));
         stream.synchronize().unwrap();
     }
-    let events: Arc<Vec<Vec<Event>>> = Arc::new(
-        streams
-            .iter()
-            .map(|stream| blocking_events(stream, SPREAD_STEPS))
-            .collect(),
-    );
-    let setup = Instant::now();
-    for (s, stream) in streams.iter().enumerate() {
+    let (floor_stream, streams) = streams.split_last().unwrap();
+    let floor = blocking_events(floor_stream, SPREAD_STEPS);
+    let start = Instant::now();
+    for (s, stream) in streams.iter().chain([floor_stream]).enumerate() {
         // Then the streams step in turn, staggered.
         gpu_sleep(
             stream,
-            STEPS_BEGIN_AFTER + SPREAD_STEP * s as u32 / SPREAD_STREAMS as u32,
+            STEPS_BEGIN_AFTER + SPREAD_STEP * s as u32 / (SPREAD_STREAMS + 1) as u32,
         );
     }
-    for (stream, events) in streams.iter().zip(events.iter()) {
-        for event in events {
-            step(stream, SPREAD_STEP, event);
-        }
-    }
-    let queued = setup.elapsed();
+    let events: Arc<Vec<Vec<Event>>> = Arc::new(
+        streams
+            .iter()
+            .map(|stream| {
+                (0..SPREAD_STEPS)
+                    .map(|_| {
+                        gpu_sleep(stream, SPREAD_STEP);
+                        stream.record_event().unwrap()
+                    })
+                    .collect()
+            })
+            .collect(),
+    );
+    steps(floor_stream, SPREAD_STEP, &floor);
+    let queued = start.elapsed();
     let mut tasks = Vec::new();
     let mut futures = Vec::new();
     for s in 0..SPREAD_STREAMS {
@@ -655,66 +670,76 @@ fn spread_phase(runtime: &tokio::runtime::Runtime) -> (Sightings, Setup) {
                 tasks.push(
                     runtime.spawn(async move { events[s][i].completion().await.map(|()| Instant::now()) }),
                 );
-                futures.push(s * SPREAD_STEPS + i);
+                futures.push((s, i));
             }
         }
     }
-    let setup = (queued, setup.elapsed());
-    let (synchronized, spun) = watch_events(&events);
+    let spawned = start.elapsed();
+    // The floor's events are spun too (as the last stream), for its reference.
+    let watched: Vec<&[Event]> = events
+        .iter()
+        .map(Vec::as_slice)
+        .chain([floor.as_slice()])
+        .collect();
+    let (mut spun, synchronized) = watch_events(&watched, &floor);
+    let floor_spun = spun.pop().unwrap();
     let sightings = Sightings {
+        spun,
         futures: futures.into_iter().zip(resolved(runtime, tasks)).collect(),
-        synchronized: synchronized.concat(),
-        spun: spun.concat(),
     };
-    (sightings, setup)
+    Phase {
+        futures: vec![("Event::completion", sightings.latencies(&[]))],
+        floor: floor_latencies(&synchronized, &floor_spun),
+        queued,
+        spawned,
+    }
 }
 
 /// Phase (b): [`ONE_STREAM_EVENT_FUTURES`] event futures and [`ONE_STREAM_STREAM_FUTURES`] stream
-/// futures on each of [`ONE_STREAM_STEPS`] steps of one stream, every one measured, with [`HELD_EVENT_FUTURES`] and [`HELD_STREAM_FUTURES`] pending
-/// on a held stream. Returns the event futures', the stream futures' sightings (the same events'
-/// floors) and the setup time.
-fn one_stream_phase(runtime: &tokio::runtime::Runtime) -> (Sightings, Sightings, Setup) {
+/// futures on each of [`ONE_STREAM_STEPS`] steps of one stream, every one measured, with
+/// [`HELD_EVENT_FUTURES`] and [`HELD_STREAM_FUTURES`] pending on a held stream; the floor waits
+/// on the steps' (blocking) events.
+fn one_stream_phase(runtime: &tokio::runtime::Runtime) -> Phase {
     let (held, measured) = (Stream::new(0).unwrap(), Stream::new(0).unwrap());
     gpu_sleep(&measured, Duration::from_micros(1));
     measured.synchronize().unwrap();
-    let steps = ONE_STREAM_STEP * ONE_STREAM_STEPS as u32;
-    gpu_sleep(&held, STEPS_BEGIN_AFTER * 2 + steps * 2);
+    let steps_take = ONE_STREAM_STEP * ONE_STREAM_STEPS as u32;
+    gpu_sleep(&held, STEPS_BEGIN_AFTER * 2 + steps_take * 2);
     let held_events: Vec<Event> = (0..HELD_EVENT_FUTURES)
         .map(|_| held.record_event().unwrap())
         .collect();
     let mut pending: Vec<Completion> = held_events.iter().map(Event::completion).collect();
     pending.extend((0..HELD_STREAM_FUTURES).map(|_| held.completion()));
     assert!(pending.iter_mut().all(|f| poll_now(Pin::new(f)).is_pending()));
-    let events = Arc::new(vec![blocking_events(&measured, ONE_STREAM_STEPS)]);
-    let setup = Instant::now();
+    let events = Arc::new(blocking_events(&measured, ONE_STREAM_STEPS));
+    let start = Instant::now();
     gpu_sleep(&measured, STEPS_BEGIN_AFTER);
     let mut stream_futures = Vec::new();
-    for (i, event) in events[0].iter().enumerate() {
-        step(&measured, ONE_STREAM_STEP, event);
-        stream_futures.extend((0..ONE_STREAM_STREAM_FUTURES).map(|_| (i, measured.completion())));
+    for (i, event) in events.iter().enumerate() {
+        steps(&measured, ONE_STREAM_STEP, std::slice::from_ref(event));
+        stream_futures.extend((0..ONE_STREAM_STREAM_FUTURES).map(|_| ((0, i), measured.completion())));
     }
-    let queued = setup.elapsed();
-    let event_tasks: Vec<(usize, Task)> = (0..ONE_STREAM_STEPS * ONE_STREAM_EVENT_FUTURES)
+    let queued = start.elapsed();
+    let event_tasks: Vec<((usize, usize), Task)> = (0..ONE_STREAM_STEPS * ONE_STREAM_EVENT_FUTURES)
         .map(|f| {
             let (events, i) = (events.clone(), f / ONE_STREAM_EVENT_FUTURES);
             (
-                i,
-                runtime.spawn(async move { events[0][i].completion().await.map(|()| Instant::now()) }),
+                (0, i),
+                runtime.spawn(async move { events[i].completion().await.map(|()| Instant::now()) }),
             )
         })
         .collect();
-    let stream_tasks: Vec<(usize, Task)> = stream_futures
+    let stream_tasks: Vec<((usize, usize), Task)> = stream_futures
         .into_iter()
-        .map(|(i, f)| (i, runtime.spawn(async move { f.await.map(|()| Instant::now()) })))
+        .map(|(at, f)| (at, runtime.spawn(async move { f.await.map(|()| Instant::now()) })))
         .collect();
-    let setup = (queued, setup.elapsed());
-    let (synchronized, spun) = watch_events(&events);
-    let sightings = |tasks: Vec<(usize, Task)>| {
-        let (steps, tasks): (Vec<usize>, Vec<Task>) = tasks.into_iter().unzip();
+    let spawned = start.elapsed();
+    let (spun, synchronized) = watch_events(&[events.as_slice()], &events);
+    let sightings = |tasks: Vec<((usize, usize), Task)>| {
+        let (at, tasks): (Vec<(usize, usize)>, Vec<Task>) = tasks.into_iter().unzip();
         Sightings {
-            futures: steps.into_iter().zip(resolved(runtime, tasks)).collect(),
-            synchronized: synchronized[0].clone(),
-            spun: spun[0].clone(),
+            spun: spun.clone(),
+            futures: at.into_iter().zip(resolved(runtime, tasks)).collect(),
         }
     };
     let (event_sightings, stream_sightings) = (sightings(event_tasks), sightings(stream_tasks));
@@ -725,55 +750,68 @@ fn one_stream_phase(runtime: &tokio::runtime::Runtime) -> (Sightings, Sightings,
         .count();
     assert_eq!(still, pending.len(), "a future on the held stream resolved early");
     drop(pending);
-    (event_sightings, stream_sightings, setup)
+    Phase {
+        futures: vec![
+            (
+                "Event::completion",
+                event_sightings.latencies(&[&stream_sightings]),
+            ),
+            (
+                "Stream::completion",
+                stream_sightings.latencies(&[&event_sightings]),
+            ),
+        ],
+        floor: floor_latencies(&synchronized, &spun[0]),
+        queued,
+        spawned,
+    }
 }
 
-/// How long a phase took to queue its work, and to queue it and spawn its tasks.
-type Setup = (Duration, Duration);
-
-/// Writes one phase's rows: the futures', the floor's and the spinner's latency, and the verdict.
-fn write_every(
-    out: &mut Output,
-    phase: &str,
-    (queued, setup): Setup,
-    futures: &str,
-    latencies: [Vec<f64>; 3],
-) {
-    let [mut future, mut floor, mut spin] = latencies;
-    let n = future.len();
-    let over_1ms = future.iter().filter(|&&l| l > 1e3).count();
-    let [f, b, s] = [&mut future, &mut floor, &mut spin].map(|l| summary(l).unwrap());
-    let ratio = f[0] / b[0];
-    let valid = setup < STEPS_BEGIN_AFTER;
-    for (observer, [p50, p99, max]) in [
-        (futures, f),
-        ("blocked synchronize (floor)", b),
-        ("spinning query", s),
-    ] {
+/// Writes a phase's rows (each kind of future, then the floor) and its verdicts.
+fn write_every(out: &mut Output, name: &str, phase: Phase) {
+    let mut floor = phase.floor;
+    let floor_n = floor.len();
+    let [floor_p50, floor_p99, floor_max] = summary(&mut floor).unwrap();
+    let valid = phase.spawned < STEPS_BEGIN_AFTER;
+    let setup_ms = phase.spawned.as_secs_f64() * 1e3;
+    let row = |out: &mut Output, observer: &str, n: usize, [p50, p99, max]: [f64; 3]| {
         let _ = writeln!(
             out.report,
-            "| {phase} | {observer} | {p50:.1} | {p99:.1} | {max:.1} |"
+            "| {name} | {observer} | {n} | {p50:.1} | {p99:.1} | {max:.1} |"
         );
         out.json.push(format!(
-            "{{\"section\":\"every\",\"phase\":{phase:?},\"observer\":{observer:?},\"p50_us\":{p50:.1},\
-             \"p99_us\":{p99:.1},\"max_us\":{max:.1},\"futures\":{n},\"setup_ms\":{:.1},\"valid\":{valid}}}",
-            setup.as_secs_f64() * 1e3
+            "{{\"section\":\"every\",\"phase\":{name:?},\"observer\":{observer:?},\"n\":{n},\
+             \"p50_us\":{p50:.1},\"p99_us\":{p99:.1},\"max_us\":{max:.1},\"setup_ms\":{setup_ms:.1},\
+             \"valid\":{valid}}}"
+        ));
+    };
+    for (kind, mut latencies) in phase.futures {
+        let n = latencies.len();
+        let over_1ms = latencies.iter().filter(|&&l| l > 1e3).count();
+        let [p50, p99, max] = summary(&mut latencies).unwrap();
+        row(out, kind, n, [p50, p99, max]);
+        let ratio = p50 / floor_p50;
+        let meets = ratio <= EVERY_P50_RATIO_GOAL && p99 <= us(EVERY_P99_GOAL);
+        out.notes.push(format!(
+            "{name}, {kind}: p50 {ratio:.2}x the floor's, p99 {p99:.1} us, {over_1ms} of {n} over 1 ms: \
+             goal (p50 within {EVERY_P50_RATIO_GOAL}x the floor's, p99 within {} ms) {}",
+            EVERY_P99_GOAL.as_millis(),
+            if meets { "met" } else { "NOT met" },
         ));
     }
-    let meets = ratio <= EVERY_P50_RATIO_GOAL && f[1] <= us(EVERY_P99_GOAL);
+    row(
+        out,
+        "blocked synchronize (floor)",
+        floor_n,
+        [floor_p50, floor_p99, floor_max],
+    );
     out.notes.push(format!(
-        "{phase}, {futures}: {n} futures, p50 {ratio:.2}x the floor's, p99 {:.1} us, {over_1ms} over 1 ms; \
-         goal (p50 within {EVERY_P50_RATIO_GOAL}x, p99 within {} ms) {}; work queued in {:.1} ms, \
-         tasks spawned by {:.1} ms{}",
-        f[1],
-        EVERY_P99_GOAL.as_millis(),
-        if meets { "met" } else { "NOT met" },
-        queued.as_secs_f64() * 1e3,
-        setup.as_secs_f64() * 1e3,
+        "{name}: work queued in {:.1} ms, tasks spawned by {setup_ms:.1} ms{}",
+        phase.queued.as_secs_f64() * 1e3,
         if valid {
             ""
         } else {
-            " (longer than the hold: some futures were polled after their work, INVALID)"
+            " (after the steps began: some futures were polled after their work; INVALID)"
         },
     ));
 }
@@ -787,46 +825,27 @@ fn every_future_section(out: &mut Output) {
     let _ = writeln!(
         out.report,
         "## Every future's wake-up\n\n\
-         Every future measured, each its own tokio task, spawned and polled while its stream is \
-         held, on {EVERY_WORKERS} workers. (a) {} event futures over {SPREAD_STREAMS} streams \
+         Every future measured, each its own tokio task (on {EVERY_WORKERS} workers), spawned and \
+         polled while its stream is held. (a) {} event futures over {SPREAD_STREAMS} streams \
          ({SPREAD_STEPS} steps of {} ms per stream, staggered, {SPREAD_FUTURES_PER_EVENT} futures \
-         per step's event); (b) one stream of {ONE_STREAM_STEPS} steps of {} ms with \
-         {ONE_STREAM_EVENT_FUTURES} event futures and {ONE_STREAM_STREAM_FUTURES} stream futures \
-         per step, while {HELD_EVENT_FUTURES} event and {HELD_STREAM_FUTURES} stream futures wait \
-         on a held stream. Latency: from the first sighting of the event's completion by any \
-         observer (a thread spinning on `query`, {STREAMS_PER_SPINNER} streams each; a thread \
-         per stream blocked in `synchronize` on each blocking event in turn; the futures) to \
-         each observer's. Microseconds.\n\n\
-         | phase | observer | p50 us | p99 us | max us |\n|---|---|---|---|---|",
+         per step's event); the floor on one more stream stepping alike. (b) One stream of \
+         {ONE_STREAM_STEPS} steps of {} ms with {ONE_STREAM_EVENT_FUTURES} event futures and \
+         {ONE_STREAM_STREAM_FUTURES} stream futures per step, while {HELD_EVENT_FUTURES} event and \
+         {HELD_STREAM_FUTURES} stream futures wait on a held stream; the floor on the steps' own \
+         events. Floor: a thread blocked in `synchronize` on each blocking event in turn. \
+         Latency: from the first sighting of the event's completion, by a thread spinning on \
+         `query` ({STREAMS_PER_SPINNER} streams each) or by any future, to the observer's. \
+         Microseconds.\n\n\
+         | phase | observer | n | p50 us | p99 us | max us |\n|---|---|---|---|---|---|",
         SPREAD_STREAMS * SPREAD_STEPS * SPREAD_FUTURES_PER_EVENT,
         SPREAD_STEP.as_millis(),
         ONE_STREAM_STEP.as_millis(),
     );
-    let (spread, setup) = spread_phase(runtime);
-    write_every(
-        out,
-        "(a) over 64 streams",
-        setup,
-        "Event::completion",
-        spread.latencies(&[]),
-    );
+    let spread = spread_phase(runtime);
+    write_every(out, "(a) over 64 streams", spread);
     out.save();
-    let (events, streams, setup) = one_stream_phase(runtime);
-    let phase = "(b) 1,000 on one stream among 10,000";
-    write_every(
-        out,
-        phase,
-        setup,
-        "Event::completion",
-        events.latencies(&[&streams]),
-    );
-    write_every(
-        out,
-        phase,
-        setup,
-        "Stream::completion",
-        streams.latencies(&[&events]),
-    );
+    let one = one_stream_phase(runtime);
+    write_every(out, "(b) 1,000 on one stream among 10,000", one);
     out.report.push('\n');
     for note in std::mem::take(&mut out.notes) {
         let _ = writeln!(out.report, "- {note}");
@@ -834,6 +853,7 @@ fn every_future_section(out: &mut Output) {
     out.report.push('\n');
     out.save();
 }
+
 // ---------------------------------------------------------------------------------------------
 // Sections 3-5: wake latency of one waiter, idle cost, throughput.
 
