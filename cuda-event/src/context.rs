@@ -197,6 +197,31 @@ impl ContextInstance {
         Ok(ContextInstance { device, id: fold(id) })
     }
 
+    /// The instance of `device`'s primary context, made current on this thread until the guard
+    /// drops: what creating anything in it (an event, a stream, an import) needs.
+    pub(crate) fn enter_primary(d: &Driver, device: i32) -> Result<(ContextInstance, CurrentContextGuard)> {
+        let instance = ContextInstance::of_primary(d, device)?;
+        let current = instance.context()?.enter(d)?;
+        Ok((instance, current))
+    }
+
+    /// Destroys an object made in `made_in` (`None`: not known, destroyed) with `destroy`, unless
+    /// a device reset already did: CUDA freed it with that context, and destroying it again
+    /// would be a use-after-free inside the driver. Nothing without a loaded driver; a failure is
+    /// kept for `take_drop_errors`.
+    pub(crate) fn destroy_unless_reset(
+        made_in: Option<ContextInstance>,
+        destroy: impl FnOnce(&Driver) -> Result<()>,
+    ) {
+        let Some(d) = crate::driver::loaded_driver() else {
+            return;
+        };
+        if made_in.is_some_and(|instance| !instance.still_alive(d)) {
+            return;
+        }
+        crate::drop_errors::report(destroy(d));
+    }
+
     /// The device's primary context. An instance exists only once its context was retained, so
     /// the table has it; a missing entry is reported as a reset.
     pub(crate) fn context(self) -> Result<Context> {
@@ -255,6 +280,18 @@ impl MadeIn {
     pub(crate) fn instance(self) -> Option<ContextInstance> {
         let device = self.device;
         self.id.map(|id| ContextInstance { device, id })
+    }
+
+    /// `Ok` unless a device reset destroyed either object of one call (an event and its stream, or
+    /// two events), checking each instance once and none that `known_alive` already is.
+    pub(crate) fn ensure_both_alive(
+        d: &Driver,
+        first: MadeIn,
+        second: MadeIn,
+        known_alive: Option<ContextInstance>,
+    ) -> Result<()> {
+        let known_alive = first.ensure_alive(d, known_alive)?;
+        second.ensure_alive(d, known_alive).map(drop)
     }
 
     /// `Ok` unless a device reset destroyed the object ([`ContextInstance::ensure_alive`]); no

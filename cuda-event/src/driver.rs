@@ -51,6 +51,16 @@ impl<F: Copy> Entry<F> {
         call(self.function)
     }
 
+    /// A code of a function that asks whether GPU work is done, as its answer: done
+    /// (`CUDA_SUCCESS`), not yet (`CUDA_ERROR_NOT_READY`, an answer, not an error), or the error.
+    #[inline]
+    pub(crate) fn ready(&self, code: CUresult) -> Result<bool> {
+        match code {
+            CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+            code => self.check(code).map(|()| true),
+        }
+    }
+
     /// A code this function returned, as a `Result` naming the symbol.
     #[inline]
     pub(crate) fn check(&self, code: CUresult) -> Result<()> {

@@ -1,7 +1,7 @@
 //! The CUDA event behind an [`Event`](crate::Event): made, kept in a pool, and destroyed here.
 
 use crate::context::{ContextInstance, MadeIn};
-use crate::driver::{CUresult, Driver};
+use crate::driver::Driver;
 use crate::error::{Error, Result};
 use crate::event::ipc::Exporter;
 use cuda_event_sys as sys;
@@ -47,8 +47,7 @@ pub fn cuda_events_alive() -> u64 {
 impl EventHandle {
     /// A new CUDA event with `flags` on `device`, made in its primary context.
     pub(crate) fn create(d: &Driver, device: i32, flags: u32) -> Result<EventHandle> {
-        let instance = ContextInstance::of_primary(d, device)?;
-        let _current = instance.context()?.enter(d)?;
+        let (instance, _current) = ContextInstance::enter_primary(d, device)?;
         let mut raw = std::ptr::null_mut();
         // SAFETY: writes the new event through a live local, in the device's context made current.
         d.event_create.call(|f| unsafe { f(&mut raw, flags) })?;
@@ -89,15 +88,11 @@ impl EventHandle {
     /// `take_drop_errors`. Needs no current context.
     pub(crate) fn destroy(self) {
         ALIVE.fetch_sub(1, Ordering::Relaxed);
-        let Some(d) = crate::driver::loaded_driver() else {
-            return;
-        };
-        if self.instance().is_some_and(|instance| !instance.still_alive(d)) {
-            return;
-        }
-        // SAFETY: this crate owns the event and gives it up; a pending event may be destroyed (CUDA
-        // releases it when its work completes), and no current context is needed.
-        crate::drop_errors::report(d.event_destroy.call(|f| unsafe { f(self.raw) }));
+        ContextInstance::destroy_unless_reset(self.instance(), |d| {
+            // SAFETY: this crate owns the event and gives it up; a pending event may be destroyed
+            // (CUDA releases it when its work completes), and no current context is needed.
+            d.event_destroy.call(|f| unsafe { f(self.raw) })
+        });
     }
 
     /// Keeps the CUDA event alive for as long as its context lives, because a CUDA graph may use
@@ -155,8 +150,5 @@ pub(crate) fn query_handle(
 /// `cuEventQuery` as torch reads it: complete, not ready, or an error.
 pub(crate) fn query_raw(d: &Driver, raw: sys::cudaEvent_t) -> Result<bool> {
     // SAFETY: a live event.
-    match d.event_query.code(|f| unsafe { f(raw) }) {
-        CUresult::CUDA_ERROR_NOT_READY => Ok(false),
-        code => d.event_query.check(code).map(|()| true),
-    }
+    d.event_query.ready(d.event_query.code(|f| unsafe { f(raw) }))
 }

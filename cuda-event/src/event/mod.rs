@@ -6,7 +6,7 @@ pub(crate) mod pool;
 mod publish_once;
 pub(crate) mod reactor;
 
-use crate::context::{Context, ContextInstance};
+use crate::context::{Context, ContextInstance, MadeIn};
 use crate::device::current_device;
 use crate::driver::{CUresult, Driver, driver};
 use crate::error::{Error, Result};
@@ -347,8 +347,7 @@ impl Event {
                 stream: stream.device(),
             });
         }
-        let known_alive = handle.made_in().ensure_alive(d, known_alive)?;
-        stream.made_in().ensure_alive(d, known_alive)?;
+        MadeIn::ensure_both_alive(d, handle.made_in(), stream.made_in(), known_alive)?;
         stream.in_context(d, || {
             let (raw, s) = (handle.raw, stream.as_raw());
             if self.options.external && stream.is_capturing_with(d)? {
@@ -394,8 +393,7 @@ impl Event {
             return Ok(());
         };
         let d = driver("Event::wait")?;
-        let known_alive = handle.made_in().ensure_alive(d, None)?;
-        stream.made_in().ensure_alive(d, known_alive)?;
+        MadeIn::ensure_both_alive(d, handle.made_in(), stream.made_in(), None)?;
         if let Some(exporter) = self.exporter {
             // A wait on work that will never complete would hang the stream for good.
             if !query_raw(d, handle.raw)? && exporter.is_gone() {
@@ -487,9 +485,7 @@ impl Event {
         if watchers.is_empty() || !stream.is_capturing_with(d)? {
             return Ok(());
         }
-        let error = d
-            .event_query
-            .error(crate::driver::CUresult::CUDA_ERROR_CAPTURED_EVENT);
+        let error = d.event_query.error(CUresult::CUDA_ERROR_CAPTURED_EVENT);
         for cell in watchers.drain(..) {
             if let Some(cell) = cell.upgrade() {
                 cell.end_with(Err(error.clone()));
@@ -550,8 +546,7 @@ impl Event {
             return Err(Error::NotRecorded);
         };
         let d = driver("Event::elapsed_time")?;
-        let known_alive = start_event.made_in().ensure_alive(d, None)?;
-        end_event.made_in().ensure_alive(d, known_alive)?;
+        MadeIn::ensure_both_alive(d, start_event.made_in(), end_event.made_in(), None)?;
         if start_event.device() != end_event.device() {
             // torch's order: incomplete work is reported before the device mismatch.
             if !query_raw(d, start_event.raw)? || !query_raw(d, end_event.raw)? {
@@ -569,10 +564,10 @@ impl Event {
         let code = d
             .event_elapsed_time
             .code(|f| unsafe { f(&mut ms, start_event.raw, end_event.raw) });
-        if code == CUresult::CUDA_ERROR_NOT_READY {
-            return Err(Error::NotComplete);
+        match d.event_elapsed_time.ready(code)? {
+            true => Ok(ms),
+            false => Err(Error::NotComplete),
         }
-        d.event_elapsed_time.check(code).map(|()| ms)
     }
 
     /// The handle another process opens this event with ([`Event::from_ipc_handle`]). Creates the
@@ -652,8 +647,7 @@ impl Event {
             return Err(Error::IpcHandleFromThisProcess);
         }
         let d = driver("Event::from_ipc_handle")?;
-        let instance = ContextInstance::of_primary(d, device)?;
-        let _current = instance.context()?.enter(d)?;
+        let (instance, _current) = ContextInstance::enter_primary(d, device)?;
         let mut raw = std::ptr::null_mut();
         d.ipc_open_event_handle.call(|f| {
             // SAFETY: writes the opened event through a live local, in the device's context made current.

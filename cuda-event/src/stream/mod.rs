@@ -4,7 +4,7 @@
 mod host_fn;
 
 use crate::context::{Context, ContextInstance, MadeIn};
-use crate::driver::{CUresult, Driver, driver};
+use crate::driver::{Driver, driver};
 use crate::error::{Error, Result, check_runtime};
 use cuda_event_sys as sys;
 use std::fmt;
@@ -128,8 +128,7 @@ impl Stream {
 
     fn create(operation: &'static str, device: i32, options: StreamOptions) -> Result<Stream> {
         let d = driver(operation)?;
-        let instance = ContextInstance::of_primary(d, device)?;
-        let _current = instance.context()?.enter(d)?;
+        let (instance, _current) = ContextInstance::enter_primary(d, device)?;
         let flags = if options.non_blocking {
             sys::cudaStreamNonBlocking
         } else {
@@ -243,10 +242,7 @@ impl Stream {
         let d = driver("Stream::query")?;
         // SAFETY: as in synchronize.
         let code = self.in_context_alive(d, || Ok(d.stream_query.code(|f| unsafe { f(self.raw) })))?;
-        if code == CUresult::CUDA_ERROR_NOT_READY {
-            return Ok(false);
-        }
-        d.stream_query.check(code).map(|()| true)
+        d.stream_query.ready(code)
     }
 
     /// The stream's priority.
@@ -318,15 +314,11 @@ impl Stream {
 impl Drop for Stream {
     fn drop(&mut self) {
         let Kind::Owned(instance) = self.kind else { return };
-        // After a device reset the stream is already gone with its context.
-        let Some(d) = crate::driver::loaded_driver() else {
-            return;
-        };
-        if !instance.still_alive(d) {
-            return;
-        }
-        // SAFETY: the stream was created here and is destroyed once; pending work still completes.
-        crate::drop_errors::report(d.stream_destroy.call(|f| unsafe { f(self.raw) }));
+        ContextInstance::destroy_unless_reset(Some(instance), |d| {
+            // SAFETY: the stream was created here and is destroyed once; pending work still
+            // completes.
+            d.stream_destroy.call(|f| unsafe { f(self.raw) })
+        });
     }
 }
 

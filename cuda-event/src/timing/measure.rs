@@ -291,8 +291,7 @@ where
     if stream.is_capturing()? {
         return Err(Error::StreamCapturing.into());
     }
-    let instance = ContextInstance::of_primary(d, stream.device())?;
-    let _current = instance.context()?.enter(d)?;
+    let (instance, _current) = ContextInstance::enter_primary(d, stream.device())?;
     let flush_bytes = match options.flush_l2 {
         true => Some(L2Flush::bytes(d, instance)?),
         false => None,
