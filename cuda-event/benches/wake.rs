@@ -45,8 +45,7 @@
 //! measured until then is saved. `CUDA_EVENT_WAKE_SECTIONS` (say `13`) runs only the sections it
 //! names.
 
-#[path = "../tests/common/mod.rs"]
-mod common;
+use cuda_event_testkit as common;
 
 use common::gpu_sleep;
 use cuda_event::{Completion, Event, Stream, sys};

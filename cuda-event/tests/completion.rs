@@ -8,7 +8,7 @@
 //! millisecond of its work, every pending one is confirmed by a query of its own event at least
 //! once a second; `Event::completion` makes no CUDA call until first polled.
 
-mod common;
+use cuda_event_testkit as common;
 
 use common::{block_on, block_on_timeout, gpu, gpu_for, gpu_sleep, poll_once, poll_with, two_gpus_for};
 use cuda_event::{Completion, Error, Event, Stream, sys};

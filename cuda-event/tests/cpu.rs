@@ -1,7 +1,7 @@
 //! What holds without a GPU: building events, IPC handle text, errors, thread safety, and that every
 //! call that needs CUDA returns an error (never panics) when no GPU can be used.
 
-mod common;
+use cuda_event_testkit as common;
 
 use cuda_event::{Error, Event, EventBuilder, IpcEventHandle, Stream, StreamOptions};
 

@@ -1,7 +1,7 @@
 //! Faults survived: a context killed by a trapping kernel (and the drop errors it leaves, printed to
 //! a stderr that is gone), bad devices and handles, and a soak of millions of events on every GPU. Each fault runs in a child process (the context dies with it).
 
-mod common;
+use cuda_event_testkit as common;
 
 use common::{gpu, role, two_gpus_for};
 use cuda_event::{Error, Event, Stream};

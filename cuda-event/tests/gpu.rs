@@ -1,6 +1,6 @@
 //! The contract on one GPU: basics, timing, cross-stream ordering, blocking, threads.
 
-mod common;
+use cuda_event_testkit as common;
 
 use common::{DeviceBuffer, cpu_and_wall_of_a_200ms_synchronize, gpu, hold, log_on, sleep_on, timed};
 use cuda_event::{Error, Event, Stream, StreamOptions, sys};

@@ -1,7 +1,7 @@
 //! Events shared between processes: the test binary re-runs itself as the importing child
 //! (`current_exe()`, its role in an environment variable) and passes the handle as hex.
 
-mod common;
+use cuda_event_testkit as common;
 
 use common::{gpu, hold, role, sleep_on, spawn_child};
 use cuda_event::{Error, Event, IpcEventHandle, Stream};

@@ -1,7 +1,7 @@
 //! Lifecycle cases that need a process of their own: a device reset under live events and under an
 //! event taken over with `from_raw`, and an event dropped while the process exits.
 
-mod common;
+use cuda_event_testkit as common;
 
 use common::{gpu, role, run_child};
 use cuda_event::{Event, Stream, sys};

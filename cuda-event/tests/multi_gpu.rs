@@ -1,7 +1,7 @@
 //! The contract's two-GPU cases. Every test name starts with `multi_gpu_`; each fails clearly when
 //! fewer than two GPUs are visible, and a one-GPU run skips them with `--skip multi_gpu`.
 
-mod common;
+use cuda_event_testkit as common;
 
 use common::{hold, role, run_child, timed, two_gpus};
 use cuda_event::{DeviceGuard, Error, Event, Stream, current_device, sys};

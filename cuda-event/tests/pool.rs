@@ -2,7 +2,7 @@
 //! can still use it. Each test failed before its fix: a first record that failed, handles that
 //! escaped the event (`as_raw`, a captured graph's record or wait node).
 
-mod common;
+use cuda_event_testkit as common;
 
 use common::{capture_graph, gpu, hold};
 use cuda_event::{Error, Event, Stream, StreamOptions, sys};

@@ -1,7 +1,7 @@
 //! Lazy creation is exactly once: alone in its binary, so that the process-wide count of created CUDA
 //! events moves only because of this test.
 
-mod common;
+use cuda_event_testkit as common;
 
 use cuda_event::{Event, Stream, cuda_events_created};
 use std::sync::Barrier;

@@ -2,7 +2,7 @@
 //! never a wait for another stream, repetitions too large for the gate, the caller's own errors,
 //! and every misuse a typed error.
 
-mod common;
+use cuda_event_testkit as common;
 
 use common::{DeviceBuffer, driver_fn, gpu, gpu_for, gpu_sleep, ok};
 use cuda_event::{DeviceGuard, Error, MeasureOptions, Measurement, Stream, Timer, measure, sys};

@@ -4,7 +4,7 @@
 #[path = "../examples/torch_ipc.rs"]
 mod example;
 
-mod common;
+use cuda_event_testkit as common;
 
 #[test]
 #[ignore = "needs a CUDA GPU"]

@@ -11,8 +11,7 @@
 // cannot stand right above each block; every group has its SAFETY argument above it instead.
 #![allow(clippy::undocumented_unsafe_blocks)]
 
-#[path = "../../cuda-event/tests/common/mod.rs"]
-mod common;
+use cuda_event_testkit as common;
 
 use cuda_event::{Event, Stream, StreamOptions, sys};
 use cuda_event_systest::bench_c::*;

@@ -1,8 +1,7 @@
 //! C interop both ways, on a GPU: C records, queries and waits on events handed in from Rust, and
 //! Rust takes over an event created in C (c/abi.c, compiled against the same headers).
 
-#[path = "../../cuda-event/tests/common/mod.rs"]
-mod common;
+use cuda_event_testkit as common;
 
 use common::{gpu, hold};
 use cuda_event::{Event, Stream, sys};

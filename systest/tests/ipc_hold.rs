@@ -9,8 +9,7 @@
 //! once and the synchronize returned 0.3-0.5 ms after the importer's "queried" released it: no hang
 //! in CUDA.
 
-#[path = "../../cuda-event/tests/common/mod.rs"]
-mod common;
+use cuda_event_testkit as common;
 
 use common::{gpu, role};
 use std::io::{BufRead, BufReader, Write};

@@ -1,5 +1,6 @@
-//! Helpers for the GPU tests: serializing them, holding a stream, real GPU work, child processes.
-#![allow(dead_code)] // each test binary uses a different part
+//! What cuda-event's tests, its wake benchmark and the system tests share: serializing GPU tests,
+//! holding a stream, real GPU work, child processes. A crate of its own (not published) instead of a
+//! file each test crate includes by path; cuda-event's packaged tests are those that need none of it.
 
 use cuda_event::{DeviceGuard, Stream, sys};
 use parking_lot::{Condvar, Mutex, MutexGuard};
@@ -15,20 +16,22 @@ const DEADLINE: Duration = Duration::from_secs(30);
 /// Held by a running GPU test: it serializes the GPU tests of one binary (CUDA runs a context's host
 /// functions on one thread, so a held stream of one test would delay another's timing) and ends the
 /// process if the test outlives [`DEADLINE`].
-pub(crate) struct GpuTest {
+#[derive(Debug)]
+pub struct GpuTest {
     _serial: MutexGuard<'static, ()>,
     _watchdog: Watchdog,
 }
 
 /// Ends the process unless dropped within the deadline.
-pub(crate) struct Watchdog(Option<std::sync::mpsc::Sender<()>>);
+#[derive(Debug)]
+pub struct Watchdog(Option<std::sync::mpsc::Sender<()>>);
 
-pub(crate) fn watchdog(what: &str) -> Watchdog {
+pub fn watchdog(what: &str) -> Watchdog {
     watchdog_for(what, DEADLINE)
 }
 
 /// A [`watchdog`] with a deadline of its own.
-pub(crate) fn watchdog_for(what: &str, deadline: Duration) -> Watchdog {
+pub fn watchdog_for(what: &str, deadline: Duration) -> Watchdog {
     let (done, wait) = std::sync::mpsc::channel::<()>();
     let what = what.to_string();
     std::thread::spawn(move || {
@@ -47,12 +50,12 @@ impl Drop for Watchdog {
 }
 
 /// Starts a GPU test: checks that a GPU is there and serializes it with the binary's others.
-pub(crate) fn gpu() -> GpuTest {
+pub fn gpu() -> GpuTest {
     gpu_for(DEADLINE)
 }
 
 /// [`gpu`] for a test that may run up to `deadline`.
-pub(crate) fn gpu_for(deadline: Duration) -> GpuTest {
+pub fn gpu_for(deadline: Duration) -> GpuTest {
     static SERIAL: Mutex<()> = Mutex::new(());
     let serial = SERIAL.lock();
     let name = std::thread::current().name().unwrap_or("a GPU test").to_string();
@@ -67,12 +70,12 @@ pub(crate) fn gpu_for(deadline: Duration) -> GpuTest {
 /// Like [`gpu`], for the tests that need two GPUs: `None` with fewer, after saying on stdout that
 /// the test was skipped (it then passes: a machine with one GPU runs the rest of the suite green),
 /// unless `CUDA_EVENT_TEST_GPUS=2` (a run on two GPUs) requires them: then it fails.
-pub(crate) fn two_gpus() -> Option<GpuTest> {
+pub fn two_gpus() -> Option<GpuTest> {
     two_gpus_for(DEADLINE)
 }
 
 /// [`two_gpus`] for a test that may run up to `deadline`.
-pub(crate) fn two_gpus_for(deadline: Duration) -> Option<GpuTest> {
+pub fn two_gpus_for(deadline: Duration) -> Option<GpuTest> {
     let test = gpu_for(deadline);
     let count = cuda_event::device_count().unwrap();
     if count < 2 {
@@ -89,20 +92,21 @@ pub(crate) fn two_gpus_for(deadline: Duration) -> Option<GpuTest> {
 
 /// Whether the environment variable `name` is set to `value`: a run that requires what a test would
 /// otherwise skip without (`CUDA_EVENT_TEST_GPUS=2`, `CUDA_EVENT_TEST_TORCH=1`).
-pub(crate) fn required(name: &str, value: &str) -> bool {
+pub fn required(name: &str, value: &str) -> bool {
     std::env::var(name).is_ok_and(|v| v == value)
 }
 
 /// A new event built with `enable_timing`.
-pub(crate) fn timed() -> cuda_event::Event {
+pub fn timed() -> cuda_event::Event {
     cuda_event::Event::builder().enable_timing(true).build().unwrap()
 }
 
 /// Holds a stream: work queued after [`hold`] waits until the gate opens (or the Gate drops).
-pub(crate) struct Gate(Arc<(Mutex<bool>, Condvar)>);
+#[derive(Debug)]
+pub struct Gate(Arc<(Mutex<bool>, Condvar)>);
 
 impl Gate {
-    pub(crate) fn open(&self) {
+    pub fn open(&self) {
         *self.0.0.lock() = true;
         self.0.1.notify_all();
     }
@@ -124,7 +128,7 @@ unsafe extern "C" fn wait_for_gate(data: *mut c_void) {
 }
 
 /// Queues on `stream` a host function that waits for the returned gate to open.
-pub(crate) fn hold(stream: &Stream) -> Gate {
+pub fn hold(stream: &Stream) -> Gate {
     let gate = Arc::new((Mutex::new(false), Condvar::new()));
     let data = Arc::into_raw(gate.clone()) as *mut c_void;
     // SAFETY: the host function takes back the Arc it is given; the stream is live.
@@ -137,7 +141,7 @@ unsafe extern "C" fn sleep_for(data: *mut c_void) {
 }
 
 /// Queues on `stream` a host function that sleeps for `duration`.
-pub(crate) fn sleep_on(stream: &Stream, duration: Duration) {
+pub fn sleep_on(stream: &Stream, duration: Duration) {
     let micros = duration.as_micros() as usize as *mut c_void;
     // SAFETY: the host function reads its argument as a number; the stream is live.
     ok(unsafe { sys::cudaLaunchHostFunc(stream.as_raw(), Some(sleep_for), micros) });
@@ -150,21 +154,22 @@ unsafe extern "C" fn push_to(data: *mut c_void) {
 }
 
 /// Queues on `stream` a host function that appends `value` to `log` when the stream reaches it.
-pub(crate) fn log_on(stream: &Stream, log: &Arc<Mutex<Vec<u32>>>, value: u32) {
+pub fn log_on(stream: &Stream, log: &Arc<Mutex<Vec<u32>>>, value: u32) {
     let data = Box::into_raw(Box::new((log.clone(), value))) as *mut c_void;
     // SAFETY: the host function takes back the box it is given; the stream is live.
     ok(unsafe { sys::cudaLaunchHostFunc(stream.as_raw(), Some(push_to), data) });
 }
 
 /// Device memory for real GPU work; freed on drop.
-pub(crate) struct DeviceBuffer {
+#[derive(Debug)]
+pub struct DeviceBuffer {
     ptr: *mut c_void,
     len: usize,
     device: i32,
 }
 
 impl DeviceBuffer {
-    pub(crate) fn new(device: i32, len: usize) -> DeviceBuffer {
+    pub fn new(device: i32, len: usize) -> DeviceBuffer {
         let _guard = DeviceGuard::new(device).unwrap();
         let mut ptr = std::ptr::null_mut();
         // SAFETY: writes the allocation through a live local.
@@ -173,13 +178,13 @@ impl DeviceBuffer {
     }
 
     /// Queues a cudaMemsetAsync over the whole buffer (an H200 fills about 3 TB/s).
-    pub(crate) fn memset(&self, stream: &Stream, value: u8) {
+    pub fn memset(&self, stream: &Stream, value: u8) {
         // SAFETY: the buffer is len bytes of device memory that outlives the queued work (drop syncs).
         ok(unsafe { sys::cudaMemsetAsync(self.ptr, value.into(), self.len, stream.as_raw()) });
     }
 
     /// Copies the first `n` bytes back to the host (synchronously).
-    pub(crate) fn read(&self, n: usize) -> Vec<u8> {
+    pub fn read(&self, n: usize) -> Vec<u8> {
         let mut host = vec![0u8; n];
         let _guard = DeviceGuard::new(self.device).unwrap();
         // SAFETY: both regions are at least n bytes; the legacy stream orders after prior work.
@@ -210,7 +215,7 @@ impl Drop for DeviceBuffer {
     }
 }
 
-pub(crate) fn ok(code: sys::cudaError_t) {
+pub fn ok(code: sys::cudaError_t) {
     assert_eq!(
         code,
         sys::cudaError::cudaSuccess,
@@ -220,7 +225,7 @@ pub(crate) fn ok(code: sys::cudaError_t) {
 }
 
 /// CPU time (user + system) of the calling thread.
-pub(crate) fn thread_cpu_time() -> Duration {
+pub fn thread_cpu_time() -> Duration {
     // SAFETY: getrusage writes the struct through a pointer to a live, zeroed local.
     let usage = unsafe {
         let mut usage: libc::rusage = std::mem::zeroed();
@@ -233,7 +238,7 @@ pub(crate) fn thread_cpu_time() -> Duration {
 
 /// CPU time of this thread and wall time over a synchronize of an event recorded behind 200 ms of
 /// stream work (a sleeping host function), with a blocking or a spinning event.
-pub(crate) fn cpu_and_wall_of_a_200ms_synchronize(blocking: bool) -> (Duration, Duration) {
+pub fn cpu_and_wall_of_a_200ms_synchronize(blocking: bool) -> (Duration, Duration) {
     let stream = Stream::new(0).unwrap();
     let event = cuda_event::Event::builder().blocking(blocking).build().unwrap();
     event.record(&stream).unwrap();
@@ -247,7 +252,7 @@ pub(crate) fn cpu_and_wall_of_a_200ms_synchronize(blocking: bool) -> (Duration, 
 
 /// Checks that `event.wait(b)` orders work on `b` after the held work of `a` that the event
 /// recorded: host functions on each stream log 1 (on `a`) and 2 (on `b`) in that order.
-pub(crate) fn check_wait_orders_b_after_a(a: &Stream, b: &Stream) {
+pub fn check_wait_orders_b_after_a(a: &Stream, b: &Stream) {
     let log = Arc::new(Mutex::new(Vec::new()));
     let gate = hold(a);
     log_on(a, &log, 1);
@@ -265,7 +270,7 @@ pub(crate) fn check_wait_orders_b_after_a(a: &Stream, b: &Stream) {
 /// The name of the test function it is written in, as libtest knows it (its path in the test
 /// crate): what a test that runs itself again as a child passes to [`run_child`] and the like, so
 /// that its name is written once.
-#[allow(unused_macros)]
+#[macro_export]
 macro_rules! this_test {
     () => {{
         fn here() {}
@@ -274,14 +279,12 @@ macro_rules! this_test {
         path.split_once("::").map_or(path, |(_test_crate, test)| test)
     }};
 }
-#[allow(unused_imports)]
-pub(crate) use this_test;
 
 /// The environment variable that tells a test binary re-run as a child which part to play.
-pub(crate) const ROLE: &str = "CUDA_EVENT_TEST_ROLE";
+pub const ROLE: &str = "CUDA_EVENT_TEST_ROLE";
 
 /// The role this process plays, if it is a child; a child also gets a watchdog.
-pub(crate) fn role() -> Option<String> {
+pub fn role() -> Option<String> {
     let role = std::env::var(ROLE).ok()?;
     std::mem::forget(watchdog(&format!("child ({role})")));
     Some(role)
@@ -289,12 +292,12 @@ pub(crate) fn role() -> Option<String> {
 
 /// Re-runs this test binary as a child that runs only `test`, with `role` and extra environment.
 /// Its stdout is piped to the parent; its stderr goes to the parent's.
-pub(crate) fn spawn_child(test: &str, role: &str, envs: &[(&str, &str)]) -> std::process::Child {
+pub fn spawn_child(test: &str, role: &str, envs: &[(&str, &str)]) -> std::process::Child {
     child_command(test, role, envs).spawn().unwrap()
 }
 
 /// The command of [`spawn_child`], for a caller that changes its stdio before spawning.
-pub(crate) fn child_command(test: &str, role: &str, envs: &[(&str, &str)]) -> Command {
+pub fn child_command(test: &str, role: &str, envs: &[(&str, &str)]) -> Command {
     let mut command = Command::new(std::env::current_exe().unwrap());
     command
         .args([
@@ -315,7 +318,7 @@ pub(crate) fn child_command(test: &str, role: &str, envs: &[(&str, &str)]) -> Co
 /// For a test whose body runs in a child process of its own (a device reset, a dead context):
 /// in the parent, runs the child as `role` under [`gpu`] and returns `None`; in the child, returns
 /// `Some(())` so that the body runs. The child's stdout is printed by the parent.
-pub(crate) fn in_a_child(test: &str, role: &str) -> Option<()> {
+pub fn in_a_child(test: &str, role: &str) -> Option<()> {
     if self::role().as_deref() == Some(role) {
         return Some(());
     }
@@ -325,7 +328,7 @@ pub(crate) fn in_a_child(test: &str, role: &str) -> Option<()> {
 }
 
 /// Runs a child (see [`spawn_child`]) to completion and checks that it passed.
-pub(crate) fn run_child(test: &str, role: &str, envs: &[(&str, &str)]) -> Output {
+pub fn run_child(test: &str, role: &str, envs: &[(&str, &str)]) -> Output {
     let output = spawn_child(test, role, envs).wait_with_output().unwrap();
     let text = String::from_utf8_lossy(&output.stdout);
     assert!(
@@ -346,7 +349,7 @@ pub(crate) fn run_child(test: &str, role: &str, envs: &[(&str, &str)]) -> Output
 
 /// A driver function: `F` is its `PFN_*` type from cudaTypedefs.h, and `version` the one that type
 /// names.
-pub(crate) fn driver_fn<F>(symbol: &std::ffi::CStr, version: u32) -> F {
+pub fn driver_fn<F>(symbol: &std::ffi::CStr, version: u32) -> F {
     let function = cuda_event::driver_entry_point(symbol, version).unwrap();
     assert_eq!(std::mem::size_of::<F>(), std::mem::size_of::<*mut c_void>());
     // SAFETY: F is the PFN type of this symbol at this version (the caller's promise), a function
@@ -453,20 +456,20 @@ fn launch(kernel: usize, stream: &Stream, params: &mut [*mut c_void]) {
 }
 
 /// Holds `stream` for `duration` with a kernel that waits on the GPU (no host function).
-pub(crate) fn gpu_sleep(stream: &Stream, duration: Duration) {
+pub fn gpu_sleep(stream: &Stream, duration: Duration) {
     let mut ns = duration.as_nanos() as u64;
     let kernel = kernel(stream.device(), SLEEP_PTX, c"sleep_kernel");
     launch(kernel, stream, &mut [(&mut ns as *mut u64).cast()]);
 }
 
 /// Launches, on `stream`, a kernel that traps (and returns at once).
-pub(crate) fn launch_trap(stream: &Stream) {
+pub fn launch_trap(stream: &Stream) {
     launch(kernel(stream.device(), TRAP_PTX, c"trap_kernel"), stream, &mut []);
 }
 
 /// Launches, on `stream`, a kernel that traps, and waits until the context is dead: from then on
 /// every call in the context returns the sticky error. Returns that error's code.
-pub(crate) fn poison_the_context(stream: &Stream) -> u32 {
+pub fn poison_the_context(stream: &Stream) -> u32 {
     launch_trap(stream);
     match stream.synchronize() {
         Err(cuda_event::Error::Cuda(e)) => {
@@ -478,7 +481,7 @@ pub(crate) fn poison_the_context(stream: &Stream) -> u32 {
 }
 
 /// Captures `work` on `stream` (thread-local mode) into a graph and instantiates it.
-pub(crate) fn capture_graph(stream: &Stream, work: impl FnOnce()) -> Graph {
+pub fn capture_graph(stream: &Stream, work: impl FnOnce()) -> Graph {
     let (mut graph, mut exec) = (std::ptr::null_mut(), std::ptr::null_mut());
     let mode = sys::cudaStreamCaptureMode::cudaStreamCaptureModeThreadLocal;
     // SAFETY: captures the stream's work into a graph owned by the returned Graph.
@@ -493,18 +496,19 @@ pub(crate) fn capture_graph(stream: &Stream, work: impl FnOnce()) -> Graph {
 }
 
 /// A captured, instantiated CUDA graph; destroyed on drop.
-pub(crate) struct Graph {
+#[derive(Debug)]
+pub struct Graph {
     graph: sys::cudaGraph_t,
     exec: sys::cudaGraphExec_t,
 }
 
 impl Graph {
     /// How many nodes the captured graph has (`cuGraphGetNodes`).
-    pub(crate) fn node_count(&self) -> usize {
+    pub fn node_count(&self) -> usize {
         node_count(self.graph)
     }
 
-    pub(crate) fn launch(&self, stream: &Stream) {
+    pub fn launch(&self, stream: &Stream) {
         // SAFETY: a live graph instance and stream.
         ok(unsafe { sys::cudaGraphLaunch(self.exec, stream.as_raw()) });
     }
@@ -522,7 +526,7 @@ impl Drop for Graph {
 }
 
 /// Resident memory of this process, in KiB (VmRSS of /proc/self/status).
-pub(crate) fn resident_kib() -> u64 {
+pub fn resident_kib() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
     let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
     line.split_whitespace().nth(1).unwrap().parse().unwrap()
@@ -530,14 +534,14 @@ pub(crate) fn resident_kib() -> u64 {
 
 /// Whether the system's loader knows a CUDA driver library (`ldconfig -p` lists `libcuda.so.1`):
 /// asked apart from the crate, which asks `dlopen`.
-pub(crate) fn driver_library_present() -> bool {
+pub fn driver_library_present() -> bool {
     let listed = Command::new("ldconfig").arg("-p").output();
     listed.is_ok_and(|out| String::from_utf8_lossy(&out.stdout).contains("libcuda.so.1"))
 }
 
 /// Runs `future` to completion on this thread (a waker that unparks it): for tests that need no
 /// runtime.
-pub(crate) fn block_on<F: std::future::Future>(future: F) -> F::Output {
+pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
     struct Unpark(std::thread::Thread);
     impl std::task::Wake for Unpark {
         fn wake(self: Arc<Self>) {
@@ -556,14 +560,14 @@ pub(crate) fn block_on<F: std::future::Future>(future: F) -> F::Output {
 }
 
 /// Polls `future` once with a waker that does nothing: whether it is ready now.
-pub(crate) fn poll_once<F: std::future::Future + Unpin>(future: &mut F) -> std::task::Poll<F::Output> {
+pub fn poll_once<F: std::future::Future + Unpin>(future: &mut F) -> std::task::Poll<F::Output> {
     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
     std::pin::Pin::new(future).poll(&mut cx)
 }
 
 impl DeviceBuffer {
     /// Queues a device-to-device copy of `other` (no longer than this buffer) into this buffer.
-    pub(crate) fn copy_from(&self, other: &DeviceBuffer, stream: &Stream) {
+    pub fn copy_from(&self, other: &DeviceBuffer, stream: &Stream) {
         assert!(other.len <= self.len);
         // SAFETY: both are live allocations of at least other.len bytes, outliving the work.
         ok(unsafe {
@@ -579,7 +583,7 @@ impl DeviceBuffer {
 }
 
 /// How many nodes a live graph has (`cuGraphGetNodes`).
-pub(crate) fn node_count(graph: sys::cudaGraph_t) -> usize {
+fn node_count(graph: sys::cudaGraph_t) -> usize {
     type GetNodes = unsafe extern "C" fn(sys::cudaGraph_t, *mut *mut c_void, *mut usize) -> sys::CUresult;
     let get_nodes: GetNodes = driver_fn(c"cuGraphGetNodes", 10000);
     let mut count = 0;
@@ -591,14 +595,14 @@ pub(crate) fn node_count(graph: sys::cudaGraph_t) -> usize {
 }
 
 /// Begins a capture of `stream` on this thread in `mode` (end it with [`end_capture`]).
-pub(crate) fn begin_capture(stream: &Stream, mode: sys::cudaStreamCaptureMode) {
+pub fn begin_capture(stream: &Stream, mode: sys::cudaStreamCaptureMode) {
     // SAFETY: a live stream; the caller ends the capture on this thread.
     ok(unsafe { sys::cudaStreamBeginCapture(stream.as_raw(), mode) });
 }
 
 /// Ends the capture of `stream` begun on this thread: the code `cudaStreamEndCapture` returned
 /// and the graph it made (none when it failed, e.g. 901 for a capture another call invalidated).
-pub(crate) fn end_capture(stream: &Stream) -> (sys::cudaError_t, Option<RawGraph>) {
+pub fn end_capture(stream: &Stream) -> (sys::cudaError_t, Option<RawGraph>) {
     let mut graph = std::ptr::null_mut();
     // SAFETY: a live stream under a capture begun on this thread; writes through a live local.
     let code = unsafe { sys::cudaStreamEndCapture(stream.as_raw(), &mut graph) };
@@ -606,10 +610,11 @@ pub(crate) fn end_capture(stream: &Stream) -> (sys::cudaError_t, Option<RawGraph
 }
 
 /// A captured graph, not instantiated (so never launched); destroyed on drop.
-pub(crate) struct RawGraph(pub sys::cudaGraph_t);
+#[derive(Debug)]
+pub struct RawGraph(pub sys::cudaGraph_t);
 
 impl RawGraph {
-    pub(crate) fn node_count(&self) -> usize {
+    pub fn node_count(&self) -> usize {
         node_count(self.0)
     }
 }
@@ -622,13 +627,13 @@ impl Drop for RawGraph {
 }
 
 /// A waker that counts its wake-ups.
-#[derive(Default)]
-pub(crate) struct CountingWaker {
+#[derive(Debug, Default)]
+pub struct CountingWaker {
     pub wakes: std::sync::atomic::AtomicUsize,
 }
 
 impl CountingWaker {
-    pub(crate) fn count(&self) -> usize {
+    pub fn count(&self) -> usize {
         self.wakes.load(std::sync::atomic::Ordering::SeqCst)
     }
 }
@@ -644,19 +649,19 @@ impl std::task::Wake for CountingWaker {
 }
 
 /// A [`CountingWaker`] and a `Waker` made from it.
-pub(crate) fn counting_waker() -> (Arc<CountingWaker>, std::task::Waker) {
+pub fn counting_waker() -> (Arc<CountingWaker>, std::task::Waker) {
     let counter = Arc::new(CountingWaker::default());
     (counter.clone(), std::task::Waker::from(counter))
 }
 
 /// A waker that counts its wake-ups and then panics.
-#[derive(Default)]
-pub(crate) struct PanickingWaker {
+#[derive(Debug, Default)]
+pub struct PanickingWaker {
     pub wakes: std::sync::atomic::AtomicUsize,
 }
 
 impl PanickingWaker {
-    pub(crate) fn count(&self) -> usize {
+    pub fn count(&self) -> usize {
         self.wakes.load(std::sync::atomic::Ordering::SeqCst)
     }
 }
@@ -673,13 +678,13 @@ impl std::task::Wake for PanickingWaker {
 }
 
 /// A [`PanickingWaker`] and a `Waker` made from it.
-pub(crate) fn panicking_waker() -> (Arc<PanickingWaker>, std::task::Waker) {
+pub fn panicking_waker() -> (Arc<PanickingWaker>, std::task::Waker) {
     let counter = Arc::new(PanickingWaker::default());
     (counter.clone(), std::task::Waker::from(counter))
 }
 
 /// Polls `future` once with `waker`.
-pub(crate) fn poll_with<F: std::future::Future + Unpin>(
+pub fn poll_with<F: std::future::Future + Unpin>(
     future: &mut F,
     waker: &std::task::Waker,
 ) -> std::task::Poll<F::Output> {
@@ -688,7 +693,7 @@ pub(crate) fn poll_with<F: std::future::Future + Unpin>(
 }
 
 /// [`block_on`] that gives up after `timeout`: `None` if `future` was still pending then.
-pub(crate) fn block_on_timeout<F: std::future::Future>(future: F, timeout: Duration) -> Option<F::Output> {
+pub fn block_on_timeout<F: std::future::Future>(future: F, timeout: Duration) -> Option<F::Output> {
     struct Unpark(std::thread::Thread);
     impl std::task::Wake for Unpark {
         fn wake(self: Arc<Self>) {
@@ -712,7 +717,7 @@ pub(crate) fn block_on_timeout<F: std::future::Future>(future: F, timeout: Durat
 }
 
 /// CPU time (user + system) of the whole process, every thread.
-pub(crate) fn process_cpu_time() -> Duration {
+pub fn process_cpu_time() -> Duration {
     // SAFETY: getrusage writes the struct through a pointer to a live, zeroed local.
     let usage = unsafe {
         let mut usage: libc::rusage = std::mem::zeroed();
@@ -726,7 +731,7 @@ pub(crate) fn process_cpu_time() -> Duration {
 /// Queues on `stream` a host function that signals when it starts and then waits until the
 /// returned sender sends (or drops): it blocks CUDA's host-function thread of the context, which
 /// runs every host function of it. Returns once that host function is running.
-pub(crate) fn block_the_host_fn_thread(stream: &Stream) -> std::sync::mpsc::Sender<()> {
+pub fn block_the_host_fn_thread(stream: &Stream) -> std::sync::mpsc::Sender<()> {
     let (release, released) = std::sync::mpsc::channel::<()>();
     let (started, running) = std::sync::mpsc::channel::<()>();
     stream
