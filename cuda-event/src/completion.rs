@@ -232,8 +232,9 @@ impl Event {
     /// record current at its first poll, and follows a later record of the event; a later record
     /// into a stream under graph capture ends it with `CUDA_ERROR_CAPTURED_EVENT` (what a query of
     /// the event then says), before the record, since a query of an event recorded in an open
-    /// capture would invalidate that capture. (A first poll racing such a record on another
-    /// thread is the race of that thread's capture, as the poll's own query would be.)
+    /// capture would invalidate that capture. A future first polled while another thread records
+    /// the event into a capture can miss this and be queried during that capture: order the two
+    /// (a future polled before the record, or a record after the first poll has returned).
     ///
     /// The future borrows the event. To move a wait into a spawned task, move the event in:
     ///

@@ -265,6 +265,7 @@ fn entry_point(symbol: &CStr, version: u32) -> std::result::Result<*mut c_void, 
 /// `version` or does not have the symbol.
 #[doc(alias = "cudaGetDriverEntryPointByVersion")]
 pub fn driver_entry_point(symbol: &CStr, version: u32) -> Result<std::ptr::NonNull<c_void>> {
+    crate::fork::refuse_in_forked_child()?;
     let function = entry_point(symbol, version)?;
     std::ptr::NonNull::new(function).ok_or_else(|| symbol_not_found().into())
 }

@@ -30,6 +30,10 @@ pub struct DropErrors {
 /// after a device reset, say). `Drop` never panics and never prints unless
 /// [`print_drop_errors`] asked it to.
 pub fn take_drop_errors() -> DropErrors {
+    if crate::fork::in_forked_child() {
+        // The parent's errors, behind a lock another thread may have held at the fork.
+        return DropErrors::default();
+    }
     DropErrors {
         errors: ERRORS.lock().drain(..).collect(),
         lost: LOST.swap(0, Ordering::Relaxed),

@@ -8,34 +8,49 @@
 //! would.
 
 use crate::error::{Error, Result};
-use std::sync::Once;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+/// Set by the first check before a CUDA call; a child forked after it is marked.
+static USED: AtomicBool = AtomicBool::new(false);
 static FORKED: AtomicBool = AtomicBool::new(false);
-static MARK_CHILDREN: Once = Once::new();
 
-extern "C" fn mark_child() {
-    FORKED.store(true, Ordering::Relaxed);
+/// Registers the child handler when the program starts, before any thread can fork: registering
+/// it at first use instead could leave a child that forked meanwhile with a registration half
+/// done. (The entry in `.init_array` is what the C runtime calls at start-up.)
+#[cfg(target_os = "linux")]
+#[used]
+#[unsafe(link_section = ".init_array")]
+static REGISTER_AT_START: extern "C" fn() = register_child_handler;
+
+#[cfg(target_os = "linux")]
+extern "C" fn register_child_handler() {
+    // SAFETY: registers a child handler only (no prepare or parent handler). It reads and stores
+    // atomics, which is async-signal-safe as a handler run in the child of a multithreaded
+    // process must be. A failure (out of memory) leaves children unmarked.
+    unsafe { libc::pthread_atfork(None, None, Some(mark_child)) };
 }
 
-/// Whether this process is a child forked after the driver was loaded.
+extern "C" fn mark_child() {
+    if USED.load(Ordering::Relaxed) {
+        FORKED.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Whether this process is a child forked after the crate's first CUDA call.
 #[inline]
 pub(crate) fn in_forked_child() -> bool {
     FORKED.load(Ordering::Relaxed)
 }
 
 /// The check before every CUDA call the crate makes on a caller's behalf: `Err(ForkedChild)` in a
-/// forked child; elsewhere it makes sure that children forked from now on will know they are.
+/// forked child; elsewhere it notes that children forked from now on inherit CUDA state.
 #[inline]
 pub(crate) fn refuse_in_forked_child() -> Result<()> {
     if in_forked_child() {
         return Err(Error::ForkedChild);
     }
-    MARK_CHILDREN.call_once(|| {
-        // SAFETY: registers a child handler only (no prepare or parent handler). It stores to an
-        // atomic, which is async-signal-safe as a handler run in the child of a multithreaded
-        // process must be. A failure (out of memory) leaves children unmarked, as before.
-        unsafe { libc::pthread_atfork(None, None, Some(mark_child)) };
-    });
+    if !USED.load(Ordering::Relaxed) {
+        USED.store(true, Ordering::Relaxed);
+    }
     Ok(())
 }

@@ -128,13 +128,30 @@ fn a_forked_child_gets_errors_and_drops_without_calling_cuda() {
     let unrecorded_stream = Stream::new(0).unwrap();
     let pooled = unrecorded_stream.record_event().unwrap();
     drop(pooled);
+    let exported = Event::builder().interprocess(true).build().unwrap();
+    exported.record(&unrecorded_stream).unwrap();
+    let handle = exported.ipc_handle().unwrap();
 
     // SAFETY: fork in a process with other threads; the child below calls only the crate (whose
     // behaviour after a fork is the subject) and async-signal-safe libc functions, then `_exit`s.
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0, "fork failed");
     if pid == 0 {
-        let code = forked_child_checks(&stream, &event, pending, stream_pending, unrecorded_stream);
+        let mut code = forked_child_checks(&stream, &event, pending, stream_pending, unrecorded_stream);
+        if code == 0 && Event::from_ipc_handle(0, handle).err() != Some(cuda_event::Error::ForkedChild) {
+            code = 7;
+        }
+        if code == 0
+            && cuda_event::driver_entry_point(c"cuInit", 2000).err() != Some(cuda_event::Error::ForkedChild)
+        {
+            code = 8;
+        }
+        if code == 0 && exported.ipc_handle().err() != Some(cuda_event::Error::ForkedChild) {
+            code = 9;
+        }
+        // Neither may take a lock or call CUDA here.
+        let _ = cuda_event::take_drop_errors();
+        let _ = exported.into_raw();
         // SAFETY: ends the forked child without running the parent's exit handlers (CUDA's).
         unsafe { libc::_exit(code) };
     }
@@ -161,6 +178,9 @@ fn a_forked_child_gets_errors_and_drops_without_calling_cuda() {
         "Stream::new did not return Err(ForkedChild)",
         "a new future did not resolve to Err(ForkedChild)",
         "Event::record did not return Err(ForkedChild)",
+        "Event::from_ipc_handle did not return Err(ForkedChild)",
+        "driver_entry_point did not return Err(ForkedChild)",
+        "ipc_handle of an exported event did not return Err(ForkedChild)",
     ];
     assert!(
         libc::WIFEXITED(status),

@@ -240,9 +240,6 @@ impl Event {
     #[doc(alias = "cudaEventRecordWithFlags")]
     pub fn record(&self, stream: &Stream) -> Result<()> {
         let d = driver("Event::record")?;
-        if self.watched.load(Ordering::Relaxed) {
-            self.end_waits_before_a_captured_record(d, stream)?;
-        }
         match self.created.get() {
             Some(handle) => drop(self.record_handle(d, handle, stream, None)?),
             None => self.record_first(d, stream)?,
@@ -350,7 +347,12 @@ impl Event {
         MadeIn::ensure_both_alive(d, handle.made_in(), stream.made_in(), known_alive)?;
         stream.in_context(d, || {
             let (raw, s) = (handle.raw, stream.as_raw());
-            if self.options.external && stream.is_capturing_with(d)? {
+            let watched = self.watched.load(Ordering::Relaxed);
+            let capturing = (self.options.external || watched) && stream.is_capturing_with(d)?;
+            if capturing && watched {
+                self.end_waits_before_a_captured_record(d);
+            }
+            if self.options.external && capturing {
                 d.event_record_with_flags.call(|f| {
                     // SAFETY: a live event and stream of one device; the flag is a record flag.
                     unsafe { f(raw, s, sys::cudaEventRecordExternal) }
@@ -473,26 +475,26 @@ impl Event {
         watchers.push(Arc::downgrade(cell));
     }
 
-    /// Before a record into a stream that is being captured, while futures wait on this event:
-    /// the reactor's query of an event recorded in an open capture invalidates that capture (in
-    /// any capture mode, from any thread), and once the capture ends a query may crash inside the
-    /// driver. So those futures end first, with the error CUDA gives a query of such an event,
-    /// and no query is in flight when this returns; the CUDA event is never pooled after.
+    /// Before a record into a stream that is being captured, while futures may wait on this
+    /// event: the reactor's query of an event recorded in an open capture invalidates that capture
+    /// (in any capture mode, from any thread), and once the capture ends a query may crash inside
+    /// the driver. So those futures end first, with the error CUDA gives a query of such an event,
+    /// and no query is in flight when this returns. The CUDA event is not pooled after (its last
+    /// record is a capture's), but destroyed when the event drops.
     #[cold]
-    fn end_waits_before_a_captured_record(&self, d: &Driver, stream: &Stream) -> Result<()> {
-        let mut watchers = self.watchers.lock();
-        watchers.retain(|cell| cell.strong_count() > 0);
-        if watchers.is_empty() || !stream.is_capturing_with(d)? {
-            return Ok(());
-        }
+    fn end_waits_before_a_captured_record(&self, d: &Driver) {
+        let cells: Vec<Arc<WaitCell>> = self
+            .watchers
+            .lock()
+            .drain(..)
+            .filter_map(|cell| cell.upgrade())
+            .collect();
         let error = d.event_query.error(CUresult::CUDA_ERROR_CAPTURED_EVENT);
-        for cell in watchers.drain(..) {
-            if let Some(cell) = cell.upgrade() {
-                cell.end_with(Err(error.clone()));
-            }
+        // Outside the lock: ending a wait wakes its task, which may poll a new future at once.
+        for cell in cells {
+            cell.end_with(Err(error.clone()));
         }
-        self.may_be_in_a_graph();
-        Ok(())
+        self.escape(Escape::ToCaller);
     }
 
     /// Its last record may have been swallowed by a graph capture: its CUDA event is never reused.
@@ -579,6 +581,7 @@ impl Event {
     #[doc(alias = "cudaIpcGetEventHandle")]
     #[doc(alias = "cuIpcGetEventHandle")]
     pub fn ipc_handle(&self) -> Result<IpcEventHandle> {
+        crate::fork::refuse_in_forked_child()?;
         if !self.options.interprocess {
             return Err(Error::NotInterprocess);
         }
@@ -643,10 +646,10 @@ impl Event {
     #[doc(alias = "cudaIpcOpenEventHandle")]
     #[doc(alias = "cuIpcOpenEventHandle")]
     pub fn from_ipc_handle(device: i32, handle: IpcEventHandle) -> Result<Event> {
+        let d = driver("Event::from_ipc_handle")?;
         if ipc::exported_here(&handle) {
             return Err(Error::IpcHandleFromThisProcess);
         }
-        let d = driver("Event::from_ipc_handle")?;
         let (instance, _current) = ContextInstance::enter_primary(d, device)?;
         let mut raw = std::ptr::null_mut();
         d.ipc_open_event_handle.call(|f| {
@@ -699,6 +702,10 @@ impl Event {
     /// `None` if the CUDA event was never created.
     pub fn into_raw(self) -> Option<sys::cudaEvent_t> {
         let mut this = ManuallyDrop::new(self);
+        if crate::fork::in_forked_child() {
+            // No reactor, and its locks may be held for ever (see `fork`).
+            return this.created.take().map(EventHandle::release);
+        }
         // A leaked future must not go on querying a handle its new owner may destroy.
         this.unwatch();
         let raw = this.created.take().map(EventHandle::release);
