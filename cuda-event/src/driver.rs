@@ -173,6 +173,7 @@ driver_table! {
     mem_alloc: PFN_cuMemAlloc_v3020 = c"cuMemAlloc" @ 3020;
     memset_d32_async: PFN_cuMemsetD32Async_v3020 = c"cuMemsetD32Async" @ 3020;
     mem_host_alloc: PFN_cuMemHostAlloc_v2020 = c"cuMemHostAlloc" @ 2020;
+    mem_free: PFN_cuMemFree_v3020 = c"cuMemFree" @ 3020;
     mem_free_host: PFN_cuMemFreeHost_v2000 = c"cuMemFreeHost" @ 2000;
     mem_host_get_device_pointer: PFN_cuMemHostGetDevicePointer_v3020 = c"cuMemHostGetDevicePointer" @ 3020;
     stream_wait_value32: PFN_cuStreamWaitValue32_v11070 = c"cuStreamWaitValue32" @ 11070;

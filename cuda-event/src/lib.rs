@@ -175,6 +175,7 @@ pub use event::pool::{POOL_PER_THREAD, empty_event_pool, set_event_pool};
 pub use event::{Event, EventBuilder};
 pub use stream::{Stream, StreamOptions};
 pub use timing::measure::{MeasureOptions, Measurement, StopReason, measure};
+pub use timing::scratch_memory::release_measure_memory;
 pub use timing::timer::{Timer, Timing};
 
 // The README is the crates.io page: its Rust blocks compile as doctests.

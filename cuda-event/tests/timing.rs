@@ -4,10 +4,42 @@
 
 use cuda_event_testkit as common;
 
-use common::{DeviceBuffer, driver_fn, gpu, gpu_for, gpu_sleep, ok};
+use common::{DeviceBuffer, GpuTest, driver_fn, gpu_sleep, ok};
 use cuda_event::{DeviceGuard, Error, MeasureOptions, Measurement, Stream, Timer, measure, sys};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
+
+/// A GPU test of this binary: when it ends, the memory `measure` keeps per device is freed, so
+/// that the binary exits with nothing of it allocated (`ci/sanitize` runs it with a leak check).
+struct Measuring(#[allow(dead_code)] GpuTest);
+
+impl Drop for Measuring {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            cuda_event::release_measure_memory().expect("freeing measure's memory");
+        }
+    }
+}
+
+fn gpu() -> Measuring {
+    Measuring(common::gpu())
+}
+
+fn gpu_for(deadline: Duration) -> Measuring {
+    Measuring(common::gpu_for(deadline))
+}
+
+/// Free device memory, as `cuMemGetInfo` reports it (device 0's primary context current).
+fn free_device_memory() -> usize {
+    type GetInfo = unsafe extern "C" fn(*mut usize, *mut usize) -> sys::CUresult;
+    let get_info: GetInfo = driver_fn(c"cuMemGetInfo", 3020);
+    let _device = DeviceGuard::new(0).unwrap();
+    let (mut free, mut total) = (0, 0);
+    // SAFETY: writes two sizes through live locals; a context is current (the guard made it).
+    let code = unsafe { get_info(&mut free, &mut total) };
+    assert_eq!(code, sys::CUresult::CUDA_SUCCESS);
+    free
+}
 
 fn quick() -> MeasureOptions {
     MeasureOptions::default()
@@ -449,4 +481,32 @@ fn measure_on_a_stream_being_captured_is_an_error() {
         result = Some(measure(&stream, &quick(), |_| Ok::<(), Error>(())).map(drop));
     });
     assert_eq!(result, Some(Err(Error::StreamCapturing)));
+}
+
+/// `release_measure_memory` gives back what measurements keep (the flush buffer is twice the
+/// L2 of the device: tens of MiB), a measurement after it allocates anew and works, and a second
+/// release with nothing kept is `Ok`.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn release_measure_memory_gives_the_flush_buffer_back_and_a_later_measurement_works() {
+    let _gpu = gpu();
+    let stream = Stream::new(0).unwrap();
+    let work = |s: &Stream| -> cuda_event::Result<()> {
+        gpu_sleep(s, Duration::from_micros(20));
+        Ok(())
+    };
+    measure(&stream, &quick(), work).unwrap();
+    let kept = free_device_memory();
+    cuda_event::release_measure_memory().unwrap();
+    let released = free_device_memory();
+    println!("free device memory: {kept} bytes while kept, {released} after the release");
+    assert!(
+        released >= kept + (16 << 20),
+        "the release gave back {} bytes",
+        released.saturating_sub(kept)
+    );
+    let again = measure(&stream, &quick(), work).unwrap();
+    assert!(again.l2_flushed() && !again.samples().is_empty());
+    cuda_event::release_measure_memory().unwrap();
+    cuda_event::release_measure_memory().unwrap();
 }

@@ -275,7 +275,8 @@ impl Measurement {
 ///
 /// It never waits for other streams of the device: the flush buffer and the gate's flag are made
 /// once per device (per instance of its primary context: again after a device reset) and kept for
-/// later measurements, never freed (CUDA's frees wait for every stream of the device). Measurements
+/// later measurements, not freed by `measure` (CUDA's frees wait for every stream of the device):
+/// [`release_measure_memory`](crate::release_measure_memory) frees them when asked. Measurements
 /// on one device at the same time each get their own.
 ///
 /// # Errors

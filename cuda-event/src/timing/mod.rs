@@ -2,5 +2,5 @@
 
 mod gate;
 pub(crate) mod measure;
-mod scratch_memory;
+pub(crate) mod scratch_memory;
 pub(crate) mod timer;

@@ -178,3 +178,46 @@ impl Drop for ScratchLease {
         }
     }
 }
+
+/// Frees the memory that [`measure`](crate::measure) and [`Timer`](crate::Timer) keep per device
+/// for the next measurement (an L2-sized flush buffer, a word of mapped host memory), for a
+/// program done measuring or about to exit under a leak checker. Measurements under way keep
+/// theirs; a later one allocates anew.
+///
+/// It waits for all work of each device it frees memory on (`cuMemFree` does), which is why the
+/// measurements themselves never free.
+///
+/// # Errors
+/// The first failure of a free; the memory of that context instance is forgotten.
+pub fn release_measure_memory() -> Result<()> {
+    let Some(d) = crate::driver::loaded_driver() else {
+        return Ok(()); // nothing was ever allocated (or a forked child, which frees nothing)
+    };
+    let idle = std::mem::take(&mut *IDLE.lock());
+    let mut first_error = Ok(());
+    for scratch in idle {
+        let freed = free(d, scratch);
+        if first_error.is_ok() {
+            first_error = freed;
+        }
+    }
+    first_error
+}
+
+/// Frees one context instance's scratch memory, unless a device reset already did.
+fn free(d: &Driver, scratch: Scratch) -> Result<()> {
+    if !scratch.instance.still_alive(d) {
+        return Ok(());
+    }
+    let _current = scratch.instance.context()?.enter(d)?;
+    if let Some(buffer) = scratch.flush {
+        // SAFETY: device memory allocated in this context instance, idle (out of the cache, so no
+        // measurement uses it), freed once.
+        d.mem_free.call(|f| unsafe { f(buffer.ptr) })?;
+    }
+    if let Some(word) = scratch.word {
+        // SAFETY: mapped host memory allocated in this context instance, idle, freed once.
+        d.mem_free_host.call(|f| unsafe { f(word.host) })?;
+    }
+    Ok(())
+}
