@@ -29,13 +29,16 @@ fn gpu_for(deadline: Duration) -> Measuring {
     Measuring(common::gpu_for(deadline))
 }
 
-/// Free device memory, as `cuMemGetInfo` reports it (device 0's primary context current).
+/// Free device memory on device 0, as `cuMemGetInfo` reports it.
 fn free_device_memory() -> usize {
     type GetInfo = unsafe extern "C" fn(*mut usize, *mut usize) -> sys::CUresult;
     let get_info: GetInfo = driver_fn(c"cuMemGetInfo", 3020);
     let _device = DeviceGuard::new(0).unwrap();
+    // SAFETY: freeing null frees nothing; the runtime makes device 0's primary context current on
+    // this thread for it, which cuMemGetInfo needs.
+    ok(unsafe { sys::cudaFree(std::ptr::null_mut()) });
     let (mut free, mut total) = (0, 0);
-    // SAFETY: writes two sizes through live locals; a context is current (the guard made it).
+    // SAFETY: writes two sizes through live locals; a context is current.
     let code = unsafe { get_info(&mut free, &mut total) };
     assert_eq!(code, sys::CUresult::CUDA_SUCCESS);
     free
