@@ -1,5 +1,5 @@
-//! The contract's two-GPU cases. Every test name starts with `multi_gpu_`; each fails clearly when
-//! fewer than two GPUs are visible, and a one-GPU run skips them with `--skip multi_gpu`.
+//! The contract's two-GPU cases. Every test name starts with `multi_gpu_`; with fewer than two GPUs
+//! visible each says it was skipped and passes, unless `CUDA_EVENT_TEST_GPUS=2` requires them.
 
 use cuda_event_testkit as common;
 
@@ -246,4 +246,104 @@ fn multi_gpu_probe_runtime_event_calls_on_a_thread_without_a_context() {
     .join()
     .unwrap();
     drop((event, stream, other));
+}
+
+/// Futures pending on both devices while device 1 is reset (in a child: a reset is process-wide):
+/// the reactor keeps its state per context instance, so device 0's futures resolve `Ok` as their
+/// work completes, and device 1's resolve (to whatever a query of a reset device's event says)
+/// instead of hanging.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn multi_gpu_a_reset_of_device_1_leaves_device_0_futures_resolving_ok() {
+    let test = common::this_test!();
+    if role().as_deref() != Some("reset") {
+        let Some(_gpu) = two_gpus() else {
+            return;
+        };
+        print!(
+            "{}",
+            String::from_utf8_lossy(&run_child(test, "reset", &[]).stdout)
+        );
+        return;
+    }
+    let (on_0, on_1) = (Stream::new(0).unwrap(), Stream::new(1).unwrap());
+    common::gpu_sleep(&on_0, std::time::Duration::from_millis(300));
+    let events_0: Vec<Event> = (0..100).map(|_| on_0.record_event().unwrap()).collect();
+    let mut futures_0: Vec<_> = events_0.iter().map(Event::completion).collect();
+    futures_0.extend((0..100).map(|_| on_0.completion()));
+    common::gpu_sleep(&on_1, std::time::Duration::from_millis(300));
+    let event_1 = on_1.record_event().unwrap();
+    let mut futures_1 = vec![event_1.completion(), on_1.completion()];
+    for future in &mut futures_0 {
+        assert!(common::poll_once(future).is_pending());
+    }
+    for future in &mut futures_1 {
+        assert!(common::poll_once(future).is_pending());
+    }
+    {
+        let _on_device_1 = DeviceGuard::new(1).unwrap();
+        // SAFETY: resets device 1 under live events, streams and futures: that is the point.
+        common::ok(unsafe { sys::cudaDeviceReset() });
+    }
+    for (i, future) in futures_0.into_iter().enumerate() {
+        let result = common::block_on_timeout(future, std::time::Duration::from_secs(5));
+        assert_eq!(result, Some(Ok(())), "device 0's future {i}");
+    }
+    for (i, future) in futures_1.into_iter().enumerate() {
+        let result = common::block_on_timeout(future, std::time::Duration::from_secs(5));
+        println!("device 1's future {i} after the reset: {result:?}");
+        assert!(result.is_some(), "device 1's future {i} hung after the reset");
+    }
+}
+
+/// A global-mode capture on device 1, begun and ended 100 times, while futures wait on both
+/// devices: the reactor's queries (relaxed capture mode) invalidate none of the captures, nothing
+/// goes into the graphs, and every future resolves `Ok`.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn multi_gpu_a_global_mode_capture_on_device_1_leaves_futures_on_both_devices_resolving_ok() {
+    let Some(_gpu) = two_gpus() else {
+        return;
+    };
+    let (on_0, on_1, captured) = (
+        Stream::new(0).unwrap(),
+        Stream::new(1).unwrap(),
+        Stream::new(1).unwrap(),
+    );
+    common::gpu_sleep(&on_0, std::time::Duration::from_millis(200));
+    common::gpu_sleep(&on_1, std::time::Duration::from_millis(200));
+    let (event_0, event_1) = (on_0.record_event().unwrap(), on_1.record_event().unwrap());
+    let mut futures = vec![
+        event_0.completion(),
+        event_1.completion(),
+        on_0.completion(),
+        on_1.completion(),
+    ];
+    for future in &mut futures {
+        assert!(common::poll_once(future).is_pending());
+    }
+    let global = sys::cudaStreamCaptureMode::cudaStreamCaptureModeGlobal;
+    let _on_device_1 = DeviceGuard::new(1).unwrap();
+    for round in 0..100 {
+        common::begin_capture(&captured, global);
+        let start = std::time::Instant::now();
+        while start.elapsed() < std::time::Duration::from_micros(500) {
+            std::hint::spin_loop();
+        }
+        let (code, graph) = common::end_capture(&captured);
+        assert_eq!(
+            code,
+            sys::cudaError::cudaSuccess,
+            "round {round}: the capture was invalidated"
+        );
+        assert_eq!(
+            graph.map_or(0, |g| g.node_count()),
+            0,
+            "round {round}: a node in the graph"
+        );
+    }
+    for (i, future) in futures.into_iter().enumerate() {
+        let result = common::block_on_timeout(future, std::time::Duration::from_secs(5));
+        assert_eq!(result, Some(Ok(())), "future {i}");
+    }
 }
