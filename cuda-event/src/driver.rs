@@ -124,6 +124,7 @@ macro_rules! driver_table {
         );)*
 
         fn load() -> std::result::Result<Driver, CudaError> {
+            crate::fork::keep_the_registration();
             let driver = Driver {
                 $($field: Entry {
                     // SAFETY: the runtime returns the driver's function for this symbol at this ABI

@@ -30,10 +30,20 @@ extern "C" fn register_child_handler() {
     unsafe { libc::pthread_atfork(None, None, Some(mark_child)) };
 }
 
+#[cfg(target_os = "linux")]
 extern "C" fn mark_child() {
     if USED.load(Ordering::Relaxed) {
         FORKED.store(true, Ordering::Relaxed);
     }
+}
+
+/// Keeps the start-up registration in a binary that links the crate as a static library, where an
+/// object file nothing refers to is left out; called once, when the driver is loaded. (Elsewhere
+/// than Linux there is no registration, and a forked child is not recognized.)
+pub(crate) fn keep_the_registration() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: reads a function pointer from a static initialized at compile time.
+    let _ = unsafe { std::ptr::read_volatile(&REGISTER_AT_START) };
 }
 
 /// Whether this process is a child forked after the crate's first CUDA call.

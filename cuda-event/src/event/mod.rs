@@ -347,7 +347,10 @@ impl Event {
         MadeIn::ensure_both_alive(d, handle.made_in(), stream.made_in(), known_alive)?;
         stream.in_context(d, || {
             let (raw, s) = (handle.raw, stream.as_raw());
-            let watched = self.watched.load(Ordering::Relaxed);
+            // Only while a future may query it: an event awaited once and recorded in a loop after
+            // pays no capture check once its futures are gone.
+            let watched = self.watched.load(Ordering::Relaxed)
+                && self.watchers.lock().iter().any(|cell| cell.strong_count() > 0);
             let capturing = (self.options.external || watched) && stream.is_capturing_with(d)?;
             if capturing && watched {
                 self.end_waits_before_a_captured_record(d);
@@ -626,7 +629,7 @@ impl Event {
     /// undefined): keep the exporter's event alive for as long as importers use theirs.
     ///
     /// If the exporting process ends (or is killed) while the event's work is pending, CUDA never
-    /// completes it, and its own wait never returns (`tests/ipc.rs` kills an exporter). So the
+    /// completes it, and its own wait never returns (the repository's `tests/ipc.rs` kills an exporter). So the
     /// imported event watches its exporter: [`synchronize`](Self::synchronize) polls instead of
     /// blocking in CUDA (sleeps from 10 us doubling to 1 ms, so it returns within about 1 ms of
     /// completion) and, like [`query`](Self::query) and [`wait`](Self::wait), returns
@@ -699,7 +702,8 @@ impl Event {
     }
 
     /// Gives up the raw handle, for C or another crate to use and destroy (`cudaEventDestroy`);
-    /// `None` if the CUDA event was never created.
+    /// `None` if the CUDA event was never created. In a forked child (see the crate's docs on
+    /// `fork`) the handle is the parent's, which the child must not use.
     pub fn into_raw(self) -> Option<sys::cudaEvent_t> {
         let mut this = ManuallyDrop::new(self);
         if crate::fork::in_forked_child() {

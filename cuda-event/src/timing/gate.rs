@@ -49,8 +49,8 @@ impl<'w> Gate<'w> {
         let flag = sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_GEQ.0;
         stream.in_context(d, || {
             // SAFETY: a live stream, and the device address of mapped memory that outlives every
-            // wait on it (it is never freed while its context lives, and the owner synchronizes the
-            // stream before another gate uses it).
+            // wait on it (freed only while idle in the cache, never while a lease holds it, and the
+            // owner synchronizes the stream before giving it back).
             d.stream_wait_value32
                 .call(|f| unsafe { f(raw, address, generation, flag) })
         })?;

@@ -23,7 +23,8 @@ use std::cell::Cell;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-/// Device memory (`cuMemAlloc`). Never freed (see the module's docs).
+/// Device memory (`cuMemAlloc`). Freed only by [`release_measure_memory`], while idle (see the
+/// module's docs).
 pub(crate) struct DeviceBuffer {
     pub(crate) ptr: sys::CUdeviceptr,
     pub(crate) bytes: usize,
@@ -41,8 +42,8 @@ impl DeviceBuffer {
 
 /// One 32-bit word of page-locked host memory mapped into the device's address space
 /// (`cuMemHostAlloc` with `CU_MEMHOSTALLOC_DEVICEMAP`): the host writes it, the GPU reads it.
-/// Never freed (see the module's docs); it keeps the last value written, which the next gate on it
-/// starts from.
+/// Freed only by [`release_measure_memory`], while idle (see the module's docs); it keeps the last
+/// value written, which the next gate on it starts from.
 pub(crate) struct MappedWord {
     host: *mut c_void,
     pub(crate) device_ptr: sys::CUdeviceptr,
@@ -81,9 +82,10 @@ impl MappedWord {
 
     /// The word, as the host sees it.
     pub(crate) fn value(&self) -> &AtomicU32 {
-        // SAFETY: `host` is a live, page-aligned allocation of at least 4 bytes, never freed while
-        // its context instance lives (the cache forgets, never touches, an earlier instance's); the
-        // GPU only reads it.
+        // SAFETY: `host` is a live, page-aligned allocation of at least 4 bytes: freed only out of
+        // the idle cache, never while a lease (this word's owner) holds it, and never touched once
+        // its context instance is gone (the cache forgets an earlier instance's); the GPU only
+        // reads it.
         unsafe { &*self.host.cast::<AtomicU32>() }
     }
 }
@@ -179,13 +181,13 @@ impl Drop for ScratchLease {
     }
 }
 
-/// Frees the memory that [`measure`](crate::measure) and [`Timer`](crate::Timer) keep per device
-/// for the next measurement (an L2-sized flush buffer, a word of mapped host memory), for a
-/// program done measuring or about to exit under a leak checker. Measurements under way keep
-/// theirs; a later one allocates anew.
+/// Frees the memory that [`measure`](crate::measure) keeps per device for the next measurement
+/// (an L2-sized flush buffer, a word of mapped host memory), for a program done measuring or about
+/// to exit under a leak checker. Measurements under way keep theirs; a later one allocates anew.
 ///
 /// It waits for all work of each device it frees memory on (`cuMemFree` does), which is why the
-/// measurements themselves never free.
+/// measurements themselves never free: call it when no measurement runs on those devices (never
+/// from `measure`'s `work`), or it waits for that measurement's held stream.
 ///
 /// # Errors
 /// The first failure of a free; the memory of that context instance is forgotten.
