@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 /// of its wait, and at most about half a millisecond, after its work completes, as long as the
 /// one reactor thread keeps up: with futures pending on many streams it queries each stream's
 /// front in turn, and the delays grow with the cost of a query (which a larger
-/// `CUDA_DEVICE_MAX_CONNECTIONS` raises; the repository's `bench/results` has both). Every pending
+/// `CUDA_DEVICE_MAX_CONNECTIONS` raises; see the crate's Performance section). Every pending
 /// future's own event is also queried at least once a second (for an event recorded again on
 /// another stream, whose order is then not its first stream's). Events recorded on a default
 /// stream or by other code, and imported ones, are queried at least every 100 ms, and otherwise

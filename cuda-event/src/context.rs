@@ -207,19 +207,18 @@ impl ContextInstance {
 
     /// Destroys an object made in `made_in` (`None`: not known, destroyed) with `destroy`, unless
     /// a device reset already did: CUDA freed it with that context, and destroying it again
-    /// would be a use-after-free inside the driver. Nothing without a loaded driver; a failure is
-    /// kept for `take_drop_errors`.
+    /// would be a use-after-free inside the driver. Nothing without a loaded driver.
     pub(crate) fn destroy_unless_reset(
         made_in: Option<ContextInstance>,
         destroy: impl FnOnce(&Driver) -> Result<()>,
-    ) {
+    ) -> Result<()> {
         let Some(d) = crate::driver::loaded_driver() else {
-            return;
+            return Ok(());
         };
         if made_in.is_some_and(|instance| !instance.still_alive(d)) {
-            return;
+            return Ok(());
         }
-        crate::drop_errors::report(destroy(d));
+        destroy(d)
     }
 
     /// The device's primary context. An instance exists only once its context was retained, so

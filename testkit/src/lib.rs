@@ -177,7 +177,7 @@ impl DeviceBuffer {
         DeviceBuffer { ptr, len, device }
     }
 
-    /// Queues a cudaMemsetAsync over the whole buffer (an H200 fills about 3 TB/s).
+    /// Queues a cudaMemsetAsync over the whole buffer.
     pub fn memset(&self, stream: &Stream, value: u8) {
         // SAFETY: the buffer is len bytes of device memory that outlives the queued work (drop syncs).
         ok(unsafe { sys::cudaMemsetAsync(self.ptr, value.into(), self.len, stream.as_raw()) });

@@ -88,11 +88,11 @@ impl EventHandle {
     /// `take_drop_errors`. Needs no current context.
     pub(crate) fn destroy(self) {
         ALIVE.fetch_sub(1, Ordering::Relaxed);
-        ContextInstance::destroy_unless_reset(self.instance(), |d| {
+        crate::drop_errors::report(ContextInstance::destroy_unless_reset(self.instance(), |d| {
             // SAFETY: this crate owns the event and gives it up; a pending event may be destroyed
             // (CUDA releases it when its work completes), and no current context is needed.
             d.event_destroy.call(|f| unsafe { f(self.raw) })
-        });
+        }));
     }
 
     /// Keeps the CUDA event alive for as long as its context lives, because a CUDA graph may use

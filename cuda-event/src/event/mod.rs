@@ -133,7 +133,7 @@ impl EventBuilder {
     /// [`Event::synchronize`] sleeps instead of spinning, using almost no CPU while it waits
     /// (`cudaEventBlockingSync`), at the cost of a later wake-up. CUDA queues only a few dozen
     /// records of blocking events behind unfinished work: past that, [`Event::record`] itself
-    /// waits for the GPU to catch up (the probe is in the repository's `bench/results`). Awaiting
+    /// waits for the GPU to catch up. Awaiting
     /// an event ([`Event::completion`]) sleeps without this flag.
     pub fn blocking(mut self, on: bool) -> Self {
         self.blocking = on;

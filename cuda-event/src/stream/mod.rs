@@ -314,11 +314,11 @@ impl Stream {
 impl Drop for Stream {
     fn drop(&mut self) {
         let Kind::Owned(instance) = self.kind else { return };
-        ContextInstance::destroy_unless_reset(Some(instance), |d| {
+        crate::drop_errors::report(ContextInstance::destroy_unless_reset(Some(instance), |d| {
             // SAFETY: the stream was created here and is destroyed once; pending work still
             // completes.
             d.stream_destroy.call(|f| unsafe { f(self.raw) })
-        });
+        }));
     }
 }
 

@@ -192,13 +192,13 @@ impl Drop for ScratchLease {
 /// # Errors
 /// The first failure of a free; the memory of that context instance is forgotten.
 pub fn release_measure_memory() -> Result<()> {
-    let Some(d) = crate::driver::loaded_driver() else {
+    if crate::driver::loaded_driver().is_none() {
         return Ok(()); // nothing was ever allocated (or a forked child, which frees nothing)
-    };
+    }
     let idle = std::mem::take(&mut *IDLE.lock());
     let mut first_error = Ok(());
     for scratch in idle {
-        let freed = free(d, scratch);
+        let freed = free(scratch);
         if first_error.is_ok() {
             first_error = freed;
         }
@@ -207,19 +207,18 @@ pub fn release_measure_memory() -> Result<()> {
 }
 
 /// Frees one context instance's scratch memory, unless a device reset already did.
-fn free(d: &Driver, scratch: Scratch) -> Result<()> {
-    if !scratch.instance.still_alive(d) {
-        return Ok(());
-    }
-    let _current = scratch.instance.context()?.enter(d)?;
-    if let Some(buffer) = scratch.flush {
-        // SAFETY: device memory allocated in this context instance, idle (out of the cache, so no
-        // measurement uses it), freed once.
-        d.mem_free.call(|f| unsafe { f(buffer.ptr) })?;
-    }
-    if let Some(word) = scratch.word {
-        // SAFETY: mapped host memory allocated in this context instance, idle, freed once.
-        d.mem_free_host.call(|f| unsafe { f(word.host) })?;
-    }
-    Ok(())
+fn free(scratch: Scratch) -> Result<()> {
+    ContextInstance::destroy_unless_reset(Some(scratch.instance), |d| {
+        let _current = scratch.instance.context()?.enter(d)?;
+        if let Some(buffer) = scratch.flush {
+            // SAFETY: device memory allocated in this context instance, idle (out of the cache, so
+            // no measurement uses it), freed once.
+            d.mem_free.call(|f| unsafe { f(buffer.ptr) })?;
+        }
+        if let Some(word) = scratch.word {
+            // SAFETY: mapped host memory allocated in this context instance, idle, freed once.
+            d.mem_free_host.call(|f| unsafe { f(word.host) })?;
+        }
+        Ok(())
+    })
 }
