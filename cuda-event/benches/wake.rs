@@ -22,9 +22,11 @@
 //!    (b) 12 event futures and 8 stream futures on each of 50 steps of 20 ms on one stream while
 //!    9,000 event and 1,000 stream futures wait on a held stream. The floor, in the same run: a
 //!    thread blocked in `synchronize` on each blocking event in turn (in (a) on one more stream
-//!    stepping alike, in (b) on the steps' own events); the reference: threads spinning on the
-//!    events' `query`. Latencies count from each event's first sighting; reported per phase and
-//!    observer (p50, p99, max) with the goal's verdict.
+//!    stepping alike, in (b) on the steps' own events); the reference: each step's kernel sets a
+//!    flag in mapped host memory as it ends, which one thread spins on (reading memory, so that
+//!    the reference makes no CUDA call to compete with the reactor's). Latencies count from each
+//!    step's end as seen there (or by a future, if earlier); reported per phase and observer
+//!    (p50, p99, max) with the goal's verdict.
 //! 3. **Wake latency of one waiter** (the earlier phases): a host function reads the host clock just
 //!    before the measured record (or the stream completion's record), the waiter reads it when its
 //!    wait returns; p50 and p99 of 200 trials, with none and with 10,000 futures pending on later
@@ -47,7 +49,7 @@
 
 use cuda_event_testkit as common;
 
-use common::gpu_sleep;
+use common::{HostFlags, gpu_sleep, gpu_sleep_then_set};
 use cuda_event::{Completion, Event, Stream, sys};
 use std::fmt::Write as _;
 use std::future::Future;
@@ -502,17 +504,15 @@ const STEPS_BEGIN_AFTER: Duration = Duration::from_secs(1);
 /// Section 2's tokio workers: with the spinning and blocked threads, under the GPU machine's
 /// cores.
 const EVERY_WORKERS: usize = 4;
-/// Streams per spinning thread (the spinners are the reference, see [`Sightings`]).
-const STREAMS_PER_SPINNER: usize = 8;
 /// Section 2's goals (issue 18 item 5): every future's p99, and p50 against the blocked floor's.
 const EVERY_P99_GOAL: Duration = Duration::from_millis(1);
 const EVERY_P50_RATIO_GOAL: f64 = 2.0;
 
-/// When each measured event was seen complete: by a thread spinning on `query` (the reference,
-/// a few microseconds after the GPU, as section 3 measures) and by each future's task. A
-/// latency counts from the event's first sighting by either.
+/// When each measured step was seen to end: by the thread spinning on the flags its kernel sets
+/// (the reference: the work's end as the host sees it, before the event after it completes) and
+/// by each future's task. A latency counts from the first sighting by either.
 struct Sightings {
-    /// Per stream, per event in stream order: when the spinner saw it complete.
+    /// Per stream, per step in stream order: when the spinner saw its flag set.
     spun: Vec<Vec<Instant>>,
     /// Per future: its event (stream, index) and when its task saw it resolve.
     futures: Vec<((usize, usize), Instant)>,
@@ -547,19 +547,20 @@ fn blocking_events(stream: &Stream, n: usize) -> Vec<Event> {
     events
 }
 
-/// Steps on `stream`: for each event, `work`, then a record of the event.
-fn steps(stream: &Stream, work: Duration, events: &[Event]) {
-    for event in events {
-        gpu_sleep(stream, work);
+/// Steps on `stream`: for each event, `work` (which sets the event's flag in `flags` as it ends),
+/// then a record of the event.
+fn steps(stream: &Stream, work: Duration, events: &[Event], flags: &HostFlags) {
+    for (i, event) in events.iter().enumerate() {
+        gpu_sleep_then_set(stream, work, flags, i);
         event.record(stream).unwrap();
     }
 }
 
-/// Sees `events` (per stream, in stream order) complete: a thread per [`STREAMS_PER_SPINNER`]
-/// streams spinning on the oldest pending event of each, and, for `floor`, a thread blocked in
-/// `synchronize` on each of its (blocking) events in turn. Returns when each was seen: spun (per
-/// stream) and synchronized.
-fn watch_events(events: &[&[Event]], floor: &[Event]) -> (Vec<Vec<Instant>>, Vec<Instant>) {
+/// Sees each stream's steps end and, for `floor`, its events complete: one thread spinning on
+/// the flags each step's kernel sets as it ends (per stream, in stream order: the next unset flag
+/// of each), and a thread blocked in `synchronize` on each of `floor`'s (blocking) events in turn.
+/// Returns when each was seen: the flags (per stream, in order), then the floor's events.
+fn watch_steps(flags: &[(&HostFlags, usize)], floor: &[Event]) -> (Vec<Vec<Instant>>, Vec<Instant>) {
     std::thread::scope(|scope| {
         let blocked = scope.spawn(move || {
             floor
@@ -570,35 +571,19 @@ fn watch_events(events: &[&[Event]], floor: &[Event]) -> (Vec<Vec<Instant>>, Vec
                 })
                 .collect::<Vec<_>>()
         });
-        let spinners: Vec<_> = events
-            .chunks(STREAMS_PER_SPINNER)
-            .map(|mine| {
-                scope.spawn(move || {
-                    let mut seen: Vec<Vec<Instant>> =
-                        mine.iter().map(|s| Vec::with_capacity(s.len())).collect();
-                    while seen
-                        .iter()
-                        .zip(mine)
-                        .any(|(seen, stream)| seen.len() < stream.len())
-                    {
-                        for (stream, seen) in mine.iter().zip(&mut seen) {
-                            while seen.len() < stream.len() && stream[seen.len()].query().unwrap() {
-                                seen.push(Instant::now());
-                            }
-                        }
-                    }
-                    seen
-                })
-            })
-            .collect();
-        (
-            spinners.into_iter().flat_map(|t| t.join().unwrap()).collect(),
-            blocked.join().unwrap(),
-        )
+        let mut seen: Vec<Vec<Instant>> = flags.iter().map(|(_, n)| Vec::with_capacity(*n)).collect();
+        while seen.iter().zip(flags).any(|(seen, (_, n))| seen.len() < *n) {
+            for ((flags, n), seen) in flags.iter().zip(&mut seen) {
+                while seen.len() < *n && flags.is_set(seen.len()) {
+                    seen.push(Instant::now());
+                }
+            }
+        }
+        (seen, blocked.join().unwrap())
     })
 }
 
-/// The floor's latency in microseconds: each synchronize's return after the spinner's sighting
+/// The floor's latency in microseconds: each synchronize's return after the flag's sighting
 /// (or the synchronize's own, if it saw the event first).
 fn floor_latencies(synchronized: &[Instant], spun: &[Instant]) -> Vec<f64> {
     synchronized
@@ -637,6 +622,10 @@ fn spread_phase(runtime: &tokio::runtime::Runtime) -> Phase {
     }
     let (floor_stream, streams) = streams.split_last().unwrap();
     let floor = blocking_events(floor_stream, SPREAD_STEPS);
+    let flags: Vec<HostFlags> = (0..=SPREAD_STREAMS)
+        .map(|_| HostFlags::new(SPREAD_STEPS))
+        .collect();
+    let (floor_flags, flags) = flags.split_last().unwrap();
     let start = Instant::now();
     for (s, stream) in streams.iter().chain([floor_stream]).enumerate() {
         // Then the streams step in turn, staggered.
@@ -648,17 +637,18 @@ fn spread_phase(runtime: &tokio::runtime::Runtime) -> Phase {
     let events: Arc<Vec<Vec<Event>>> = Arc::new(
         streams
             .iter()
-            .map(|stream| {
+            .zip(flags)
+            .map(|(stream, flags)| {
                 (0..SPREAD_STEPS)
-                    .map(|_| {
-                        gpu_sleep(stream, SPREAD_STEP);
+                    .map(|i| {
+                        gpu_sleep_then_set(stream, SPREAD_STEP, flags, i);
                         stream.record_event().unwrap()
                     })
                     .collect()
             })
             .collect(),
     );
-    steps(floor_stream, SPREAD_STEP, &floor);
+    steps(floor_stream, SPREAD_STEP, &floor, floor_flags);
     let queued = start.elapsed();
     let mut tasks = Vec::new();
     let mut futures = Vec::new();
@@ -674,13 +664,13 @@ fn spread_phase(runtime: &tokio::runtime::Runtime) -> Phase {
         }
     }
     let spawned = start.elapsed();
-    // The floor's events are spun too (as the last stream), for its reference.
-    let watched: Vec<&[Event]> = events
+    // The floor's steps are watched too (as the last stream), for its reference.
+    let watched: Vec<(&HostFlags, usize)> = flags
         .iter()
-        .map(Vec::as_slice)
-        .chain([floor.as_slice()])
+        .chain([floor_flags])
+        .map(|flags| (flags, SPREAD_STEPS))
         .collect();
-    let (mut spun, synchronized) = watch_events(&watched, &floor);
+    let (mut spun, synchronized) = watch_steps(&watched, &floor);
     let floor_spun = spun.pop().unwrap();
     let sightings = Sightings {
         spun,
@@ -711,11 +701,13 @@ fn one_stream_phase(runtime: &tokio::runtime::Runtime) -> Phase {
     pending.extend((0..HELD_STREAM_FUTURES).map(|_| held.completion()));
     assert!(pending.iter_mut().all(|f| poll_now(Pin::new(f)).is_pending()));
     let events = Arc::new(blocking_events(&measured, ONE_STREAM_STEPS));
+    let flags = HostFlags::new(ONE_STREAM_STEPS);
     let start = Instant::now();
     gpu_sleep(&measured, STEPS_BEGIN_AFTER);
     let mut stream_futures = Vec::new();
     for (i, event) in events.iter().enumerate() {
-        steps(&measured, ONE_STREAM_STEP, std::slice::from_ref(event));
+        gpu_sleep_then_set(&measured, ONE_STREAM_STEP, &flags, i);
+        event.record(&measured).unwrap();
         stream_futures.extend((0..ONE_STREAM_STREAM_FUTURES).map(|_| ((0, i), measured.completion())));
     }
     let queued = start.elapsed();
@@ -733,7 +725,7 @@ fn one_stream_phase(runtime: &tokio::runtime::Runtime) -> Phase {
         .map(|(at, f)| (at, runtime.spawn(async move { f.await.map(|()| Instant::now()) })))
         .collect();
     let spawned = start.elapsed();
-    let (spun, synchronized) = watch_events(&[events.as_slice()], &events);
+    let (spun, synchronized) = watch_steps(&[(&flags, ONE_STREAM_STEPS)], &events);
     let sightings = |tasks: Vec<((usize, usize), Task)>| {
         let (at, tasks): (Vec<(usize, usize)>, Vec<Task>) = tasks.into_iter().unzip();
         Sightings {
@@ -832,8 +824,9 @@ fn every_future_section(out: &mut Output) {
          {ONE_STREAM_STREAM_FUTURES} stream futures per step, while {HELD_EVENT_FUTURES} event and \
          {HELD_STREAM_FUTURES} stream futures wait on a held stream; the floor on the steps' own \
          events. Floor: a thread blocked in `synchronize` on each blocking event in turn. \
-         Latency: from the first sighting of the event's completion, by a thread spinning on \
-         `query` ({STREAMS_PER_SPINNER} streams each) or by any future, to the observer's. \
+         Latency: from the first sighting of the step's end, by a thread spinning on the flag \
+         each step's kernel sets in mapped host memory as it ends (no CUDA call) or by any \
+         future, to the observer's. \
          Microseconds.\n\n\
          | phase | observer | n | p50 us | p99 us | max us |\n|---|---|---|---|---|---|",
         SPREAD_STREAMS * SPREAD_STEPS * SPREAD_FUTURES_PER_EVENT,

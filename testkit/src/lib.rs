@@ -378,11 +378,13 @@ fn driver_ok(call: &str, code: sys::CUresult) {
 const SLEEP_PTX: &std::ffi::CStr = c".version 7.0
 .target sm_70
 .address_size 64
-.visible .entry sleep_kernel(.param .u64 ns)
+.visible .entry sleep_kernel(.param .u64 ns, .param .u64 flag)
 {
-    .reg .u64 %d, %now, %end;
+    .reg .u64 %d, %now, %end, %f;
+    .reg .u32 %one;
     .reg .pred %p;
     ld.param.u64 %d, [ns];
+    ld.param.u64 %f, [flag];
     mov.u64 %now, %globaltimer;
     add.u64 %end, %now, %d;
 WAIT:
@@ -390,6 +392,12 @@ WAIT:
     mov.u64 %now, %globaltimer;
     setp.lt.u64 %p, %now, %end;
     @%p bra WAIT;
+    setp.eq.u64 %p, %f, 0;
+    @%p bra DONE;
+    mov.u32 %one, 1;
+    st.volatile.u32 [%f], %one;
+    membar.sys;
+DONE:
     ret;
 }
 ";
@@ -457,9 +465,84 @@ fn launch(kernel: usize, stream: &Stream, params: &mut [*mut c_void]) {
 
 /// Holds `stream` for `duration` with a kernel that waits on the GPU (no host function).
 pub fn gpu_sleep(stream: &Stream, duration: Duration) {
-    let mut ns = duration.as_nanos() as u64;
+    sleep_then_set(stream, duration, 0);
+}
+
+/// The sleep kernel; then, unless `flag` is 0, a store of 1 to that (device) address.
+fn sleep_then_set(stream: &Stream, duration: Duration, flag: u64) {
+    let (mut ns, mut flag) = (duration.as_nanos() as u64, flag);
     let kernel = kernel(stream.device(), SLEEP_PTX, c"sleep_kernel");
-    launch(kernel, stream, &mut [(&mut ns as *mut u64).cast()]);
+    launch(
+        kernel,
+        stream,
+        &mut [(&mut ns as *mut u64).cast(), (&mut flag as *mut u64).cast()],
+    );
+}
+
+/// Words of pinned host memory that kernels set ([`gpu_sleep_then_set`]) and the host reads
+/// without a CUDA call; all zero at first.
+#[derive(Debug)]
+pub struct HostFlags {
+    host: *mut u32,
+    device: u64,
+    len: usize,
+}
+
+// SAFETY: the memory is plain pinned host memory, read and written only through volatile accesses
+// of whole words; it lives until the value is dropped.
+unsafe impl Send for HostFlags {}
+// SAFETY: as for Send.
+unsafe impl Sync for HostFlags {}
+
+impl HostFlags {
+    /// `len` flags, mapped into the address space of device 0's primary context.
+    pub fn new(len: usize) -> HostFlags {
+        let alloc: sys::PFN_cuMemHostAlloc_v2020 = driver_fn(c"cuMemHostAlloc", 2020);
+        let map: sys::PFN_cuMemHostGetDevicePointer_v3020 = driver_fn(c"cuMemHostGetDevicePointer", 3020);
+        let _device = DeviceGuard::new(0).unwrap();
+        // SAFETY: freeing null only makes the device's primary context current on this thread.
+        ok(unsafe { sys::cudaFree(std::ptr::null_mut()) });
+        let (mut host, mut device) = (std::ptr::null_mut(), 0);
+        const PORTABLE_AND_MAPPED: u32 = 0x01 | 0x02;
+        // SAFETY: out-pointers are live locals; the allocation is zeroed before any use and freed
+        // by Drop.
+        unsafe {
+            driver_ok(
+                "cuMemHostAlloc",
+                alloc.unwrap()(&mut host, len.max(1) * 4, PORTABLE_AND_MAPPED),
+            );
+            std::ptr::write_bytes(host.cast::<u32>(), 0, len.max(1));
+            driver_ok("cuMemHostGetDevicePointer", map.unwrap()(&mut device, host, 0));
+        }
+        HostFlags {
+            host: host.cast(),
+            device,
+            len,
+        }
+    }
+
+    /// Whether flag `i` was set.
+    pub fn is_set(&self, i: usize) -> bool {
+        assert!(i < self.len);
+        // SAFETY: in bounds of the live allocation; a volatile read of a word the GPU may write.
+        unsafe { std::ptr::read_volatile(self.host.add(i)) != 0 }
+    }
+}
+
+impl Drop for HostFlags {
+    fn drop(&mut self) {
+        let free: sys::PFN_cuMemFreeHost_v2000 = driver_fn(c"cuMemFreeHost", 2000);
+        // SAFETY: the allocation made in new, freed once; kernels that set it were waited for by
+        // the owner before the drop.
+        driver_ok("cuMemFreeHost", unsafe { free.unwrap()(self.host.cast()) });
+    }
+}
+
+/// [`gpu_sleep`], whose kernel then sets `flags`' word `i`: the host sees the work end by reading
+/// memory, without a CUDA call (a reference that does not compete with the CUDA calls it times).
+pub fn gpu_sleep_then_set(stream: &Stream, duration: Duration, flags: &HostFlags, i: usize) {
+    assert!(i < flags.len);
+    sleep_then_set(stream, duration, flags.device + 4 * i as u64);
 }
 
 /// Launches, on `stream`, a kernel that traps (and returns at once).

@@ -13,8 +13,10 @@
 //!   queried in chunks of [`CHUNK`], paced to about 1/[`CPU_SHARE`] of a core.
 //!
 //! Sweeps follow each other closely after news (a wait registered, a completion found) and back
-//! off as time passes without any, from [`FASTEST`] to [`SLOWEST`] apart: short waits are seen
-//! quickly, long ones cost little, and no wait in a lane is seen later than about [`SLOWEST`]
+//! off as time passes without any, from [`FASTEST`] to [`STEPPING`] apart while the lane's news
+//! is recent (a stream stepping through work), and to [`SLOWEST`] once it has been quiet for
+//! [`QUIET_AFTER`] (a stream held long): short waits are seen quickly, steps of work soon after
+//! they end, long holds cost little, and no wait in a lane is seen later than about [`SLOWEST`]
 //! after its event completes. A wait behind its lane's front cannot be complete before the front
 //! is, unless its event's order was not its stream's (the front's event was recorded again on
 //! another stream, or two threads recorded on one stream at once): every wait is also queried
@@ -50,14 +52,18 @@ const BACKSTOP: Duration = Duration::from_millis(100);
 const BEHIND_FRONT: Duration = Duration::from_secs(1);
 /// The shortest pause between two sweeps, right after news.
 const FASTEST: Duration = Duration::from_micros(5);
-/// The longest pause between two sweeps while a lane has waits: the latency a wait in a lane can
-/// see at worst, however long it has waited.
+/// The longest pause between two sweeps of a lane whose last news is older than [`QUIET_AFTER`]:
+/// the latency a wait in a lane can see at worst, however long it has waited.
 const SLOWEST: Duration = Duration::from_micros(500);
+/// The longest pause between two sweeps of a lane whose last news is more recent.
+const STEPPING: Duration = Duration::from_micros(250);
+/// How long a lane goes without news before its sweeps may be [`SLOWEST`] apart.
+const QUIET_AFTER: Duration = Duration::from_millis(100);
 /// The pause between sweeps is the time since the last news divided by this: a wait is seen at
 /// most about 1/PATIENCE of its own duration late.
 const PATIENCE: u32 = 32;
 /// A sweep of the lanes costs at most about 1/(1 + LANE_CPU) of a core, unless that would leave a
-/// lane unswept for longer than [`SLOWEST`].
+/// lane unswept for longer than [`STEPPING`].
 const LANE_CPU: u32 = 3;
 /// The pause after a registration above which the thread is woken for it.
 const WAKE_FOR_NEWS: Duration = Duration::from_micros(100);
@@ -289,7 +295,9 @@ struct Lane {
 impl Lane {
     /// The pause before its next sweep: short after news, longer as time passes without any.
     fn pause(&self, now: Instant) -> Duration {
-        (now.saturating_duration_since(self.news) / PATIENCE).clamp(FASTEST, SLOWEST)
+        let quiet = now.saturating_duration_since(self.news);
+        let longest = if quiet < QUIET_AFTER { STEPPING } else { SLOWEST };
+        (quiet / PATIENCE).clamp(FASTEST, longest)
     }
 }
 
@@ -387,8 +395,8 @@ impl Reactor {
             let sweep_start = Instant::now();
             waits.sweep_lanes(&check);
             // Sweeps take at most about 1/(1 + LANE_CPU) of a core, unless that would leave a
-            // lane unswept for longer than SLOWEST.
-            let rest = (sweep_start.elapsed() * LANE_CPU).min(SLOWEST);
+            // lane unswept for longer than STEPPING.
+            let rest = (sweep_start.elapsed() * LANE_CPU).min(STEPPING);
             waits.walk_a_chunk(&check);
             if next_poll.is_none_or(|at| at <= Instant::now()) {
                 // Each polling step costs about 1/CPU_SHARE of a core, but a whole walk over the
@@ -904,8 +912,9 @@ mod tests {
         };
         assert_eq!(lane(Duration::ZERO).pause(now), FASTEST);
         assert_eq!(lane(Duration::from_secs(1)).pause(now), SLOWEST);
+        assert_eq!(lane(Duration::from_millis(20)).pause(now), STEPPING);
         let middle = lane(Duration::from_millis(2)).pause(now);
-        assert!(middle > FASTEST && middle < SLOWEST, "{middle:?}");
+        assert!(middle > FASTEST && middle < STEPPING, "{middle:?}");
         // Filing a wait makes its lane due soon, and only its lane.
         let mut waits = Waits::new(now);
         file(&mut waits, 1, [1]);
