@@ -3,8 +3,9 @@
 //! flushed before each repetition, host launch gaps kept out. Prints a table against the device's
 //! peak (memory clock x bus width); `--json` prints one JSON object per operation instead, and
 //! `--no-gate` queues each repetition as the host submits it (launch gaps inside the intervals, as
-//! in do_bench), for the timer's validation against do_bench. Then
-//! times one memset with a `Timer` and makes a second stream wait on the first. Without a GPU it
+//! in do_bench), for the timer's validation against do_bench. Then compares a 2 GiB memset with a
+//! 1 GiB copy (the same bytes moved) with `compare`, times one memset with a `Timer` and makes a
+//! second stream wait on the first. Without a GPU it
 //! exits with status 1 and one line naming the CUDA error.
 //!
 //! cargo run --release -p cuda-event --example quickstart
@@ -12,7 +13,9 @@
 #[path = "support/device_memory.rs"]
 mod device_memory;
 
-use cuda_event::{MeasureOptions, Measurement, Stream, Timer, check_runtime, measure, sys};
+use cuda_event::{
+    CompareOptions, MeasureOptions, Measurement, Stream, Timer, check_runtime, compare, measure, sys,
+};
 use device_memory::DeviceMemory;
 use std::time::Duration;
 
@@ -104,6 +107,15 @@ fn run(json: bool, gate: bool) -> Result<(), Box<dyn std::error::Error>> {
             m.stop_reason()
         );
     }
+
+    // A/B: in alternation on one stream, each after its own flush; B's time over A's.
+    let ab = compare(
+        &stream,
+        &CompareOptions::default().measure(options.clone()),
+        memset(2048 * MIB),
+        copy,
+    )?;
+    println!("A/B, memset 2 GiB (A) against copy 1 GiB d2d (B), the same bytes moved: {ab}");
 
     // One section with a Timer, then a second stream waits for everything the first has done.
     let timer = Timer::start(&stream)?;

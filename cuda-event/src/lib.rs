@@ -50,7 +50,9 @@
 //! blocking. [`measure`] times a closure's GPU work the way `triton.testing.do_bench` and nvbench
 //! do (warm-up, repetitions queued behind a host-held gate so that host launch gaps stay out, an L2
 //! flush before each, a stop on noise) and returns the samples and their statistics
-//! ([`Measurement`]).
+//! ([`Measurement`]). [`compare`] times two closures the same way, in alternation on one stream
+//! (A, B, then B, A...), and gives B's time as a ratio of A's with a distribution-free confidence
+//! interval and a conservative verdict ([`Verdict`]: same, faster, slower or ambiguous).
 //!
 //! # What a build needs
 //! Linux; the headers and libcudart of a CUDA runtime of 12.8 or newer (a toolkit, or PyPI's
@@ -111,6 +113,7 @@
 //! | `torch.cuda.current_device()`, `torch.cuda.set_device(d)` | `current_device()?`, `set_device(d)?` | |
 //! | `with torch.cuda.device(d):` | `let _guard = DeviceGuard::new(d)?;` | restores the previous device on drop; not `Send` |
 //! | `triton.testing.do_bench(fn)` | `measure(&stream, &MeasureOptions::default(), \|s\| ...)?` | samples, median, percentiles, noise (`Measurement`) |
+//! | nvbench's `nvbench_compare.py` on two runs | `compare(&stream, &CompareOptions::default(), a, b)?` | in one run, A and B alternating; ratio, interval, verdict (`Comparison`) |
 //!
 //! # Threads
 //! [`Event`], [`Stream`] and [`IpcEventHandle`] are `Send + Sync`. [`DeviceGuard`] is not `Send`:
@@ -174,6 +177,7 @@ pub use event::ipc::IpcEventHandle;
 pub use event::pool::{POOL_PER_THREAD, empty_event_pool, set_event_pool};
 pub use event::{Event, EventBuilder};
 pub use stream::{Stream, StreamOptions};
+pub use timing::compare::{CONFIDENCE, CompareOptions, Comparison, Verdict, compare};
 pub use timing::measure::{MeasureOptions, Measurement, StopReason, measure};
 pub use timing::scratch_memory::release_measure_memory;
 pub use timing::timer::{Timer, Timing};

@@ -1,11 +1,14 @@
-//! Timer and measure on the GPU: known GPU durations, host launch gaps kept out, the L2 flush,
-//! never a wait for another stream, repetitions too large for the gate, the caller's own errors,
-//! and every misuse a typed error.
+//! Timer, measure and compare on the GPU: known GPU durations, host launch gaps kept out, the L2
+//! flush, never a wait for another stream, repetitions too large for the gate, the caller's own
+//! errors, A/B verdicts on kernels of known lengths, and every misuse a typed error.
 
 use cuda_event_testkit as common;
 
 use common::{DeviceBuffer, GpuTest, driver_fn, gpu_sleep, ok};
-use cuda_event::{DeviceGuard, Error, MeasureOptions, Measurement, Stream, Timer, measure, sys};
+use cuda_event::{
+    CompareOptions, DeviceGuard, Error, MeasureOptions, Measurement, StopReason, Stream, Timer, Verdict,
+    compare, measure, sys,
+};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -512,4 +515,101 @@ fn release_measure_memory_gives_the_flush_buffer_back_and_a_later_measurement_wo
     assert!(again.l2_flushed() && !again.samples().is_empty());
     cuda_event::release_measure_memory().unwrap();
     cuda_event::release_measure_memory().unwrap();
+}
+
+/// `compare`'s verdicts on kernels of known lengths, 20 comparisons of each (the validation its
+/// design asks for): the same kernel twice is "same" every time, a kernel 3% longer "slower" every
+/// time and 3% shorter "faster", and one 0.5% longer never "faster".
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn compare_gives_the_verdicts_of_kernels_of_known_lengths() {
+    let _gpu = gpu();
+    let stream = Stream::new(0).unwrap();
+    let options = CompareOptions::default().measure(quick());
+    let sleep = |ns: u64| {
+        move |s: &Stream| -> cuda_event::Result<()> {
+            gpu_sleep(s, Duration::from_nanos(ns));
+            Ok(())
+        }
+    };
+    use Verdict::{Ambiguous, Faster, Same, Slower};
+    let cases: [(&str, u64, u64, &[Verdict]); 4] = [
+        ("100 us vs 100 us", 100_000, 100_000, &[Same]),
+        ("100 us vs 103 us", 100_000, 103_000, &[Slower]),
+        ("103 us vs 100 us", 103_000, 100_000, &[Faster]),
+        ("100 us vs 100.5 us", 100_000, 100_500, &[Same, Slower, Ambiguous]),
+    ];
+    for (name, a, b, allowed) in cases {
+        let mut verdicts = Vec::new();
+        for run in 0..20 {
+            let c = compare(&stream, &options, sleep(a), sleep(b)).unwrap();
+            println!(
+                "{name} run {run}: {c} ({:?}; A median {:?}, B median {:?}, {:?})",
+                c.verdict(),
+                c.a().median(),
+                c.b().median(),
+                c.a().stop_reason()
+            );
+            assert_eq!(c.a().samples().len(), c.b().samples().len());
+            assert!(c.a().gated() && c.a().l2_flushed());
+            verdicts.push(c.verdict());
+        }
+        assert!(
+            verdicts.iter().all(|v| allowed.contains(v)),
+            "{name}: {verdicts:?}"
+        );
+    }
+}
+
+/// A decided verdict stops the comparison early; work shorter than the timing events' resolution
+/// is ambiguous at the timeout, not an error; the margin is checked before any work.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn compare_stops_when_decided_and_says_ambiguous_when_it_cannot_tell() {
+    let _gpu = gpu();
+    let stream = Stream::new(0).unwrap();
+    let options = CompareOptions::default().measure(quick());
+    let short = |s: &Stream| -> cuda_event::Result<()> {
+        gpu_sleep(s, Duration::from_micros(20));
+        Ok(())
+    };
+    let long = |s: &Stream| -> cuda_event::Result<()> {
+        gpu_sleep(s, Duration::from_micros(40));
+        Ok(())
+    };
+    let c = compare(&stream, &options, short, long).unwrap();
+    println!("20 us vs 40 us: {c}");
+    assert_eq!(c.verdict(), Verdict::Slower);
+    assert_eq!(c.a().stop_reason(), StopReason::VerdictReached);
+    assert!((c.ratio() - 2.0).abs() < 0.1 && c.interval().0 <= c.ratio() && c.ratio() <= c.interval().1);
+
+    let nothing = |_: &Stream| Ok::<(), Error>(());
+    let c = compare(
+        &stream,
+        &options.clone().measure(quick().flush_l2(false)),
+        nothing,
+        nothing,
+    )
+    .unwrap();
+    println!("empty vs empty: {c}");
+    assert_eq!((c.verdict(), c.pairs()), (Verdict::Ambiguous, 0));
+    assert_eq!(c.a().stop_reason(), StopReason::Timeout);
+
+    for margin in [f64::NAN, -0.01, f64::INFINITY] {
+        let mut called = false;
+        let result = compare(
+            &stream,
+            &options.clone().margin(margin),
+            |_| {
+                called = true;
+                Ok::<(), Error>(())
+            },
+            |_| Ok(()),
+        );
+        assert!(
+            matches!(result, Err(Error::InvalidMeasureOptions { .. })),
+            "{margin}: {result:?}"
+        );
+        assert!(!called);
+    }
 }

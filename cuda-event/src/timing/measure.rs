@@ -124,6 +124,8 @@ pub enum StopReason {
     NoiseSettled,
     /// [`MeasureOptions::timeout`] passed.
     Timeout,
+    /// [`compare`](crate::compare)'s verdict was decided (after the minimum samples and time).
+    VerdictReached,
 }
 
 /// The samples [`measure`] took, one per repetition, and their statistics.
@@ -287,6 +289,74 @@ where
     F: FnMut(&Stream) -> Result<(), E>,
     E: From<Error>,
 {
+    let mut noises = Vec::new();
+    let sampled = sample(
+        stream,
+        options,
+        1,
+        &mut |stream, _| work(stream),
+        &mut |arms, wall_time| {
+            let noise = relative_deviation(&arms[0]);
+            stop_reason(options, arms[0].len(), noise, &mut noises, wall_time)
+        },
+    )?;
+    Ok(sampled.into_measurements().remove(0))
+}
+
+/// What [`sample`] took: per arm, each repetition's GPU time in order, and how.
+pub(crate) struct Sampled {
+    pub(crate) arms: Vec<Vec<Duration>>,
+    pub(crate) stop: StopReason,
+    l2_flushed: bool,
+    gated: bool,
+    gate_timeouts: usize,
+    wall_time: Duration,
+}
+
+impl Sampled {
+    /// One [`Measurement`] per arm.
+    pub(crate) fn into_measurements(self) -> Vec<Measurement> {
+        let Sampled {
+            arms,
+            stop,
+            l2_flushed,
+            gated,
+            gate_timeouts,
+            wall_time,
+        } = self;
+        arms.into_iter()
+            .map(|samples| {
+                let noise = relative_deviation(&samples);
+                Measurement {
+                    l2_flushed,
+                    gated,
+                    gate_timeouts,
+                    ..Measurement::new(samples, noise, stop, wall_time)
+                }
+            })
+            .collect()
+    }
+}
+
+/// The work of one arm (`0..arms`) of a repetition, submitted to the stream.
+pub(crate) type ArmWork<'w, E> = dyn FnMut(&Stream, usize) -> Result<(), E> + 'w;
+/// Whether to stop, given each arm's samples so far and the wall time spent in timed repetitions.
+pub(crate) type StopRule<'s> = dyn FnMut(&[Vec<Duration>], Duration) -> Option<StopReason> + 's;
+
+/// Times `arms` pieces of work repeatedly: each repetition runs every arm once, each arm timed
+/// alone (L2 flushed before it, if asked), in alternating order (0, 1, ... then ..., 1, 0) so that
+/// no arm always runs first; until `stop` says so (after at least one batch with two samples per
+/// arm, unless the timeout ended it).
+pub(crate) fn sample<E>(
+    stream: &Stream,
+    options: &MeasureOptions,
+    arms: usize,
+    work: &mut ArmWork<'_, E>,
+    stop: &mut StopRule<'_>,
+) -> Result<Sampled, E>
+where
+    E: From<Error>,
+{
     options.check()?;
     let d = driver("measure")?;
     if stream.is_capturing()? {
@@ -311,7 +381,9 @@ where
         flush: flush.as_ref(),
         gate: gate.as_ref(),
         watchdog: watchdog.as_ref(),
-        work: &mut work,
+        arms,
+        work,
+        stop,
         gated: gate.is_some(),
     };
     // From the first flush on, the GPU may use the scratch memory until the stream is drained.
@@ -322,7 +394,7 @@ where
             stream,
             scratch: &scratch,
         };
-        run.measure()
+        run.sample()
     })
 }
 
@@ -371,15 +443,17 @@ impl L2Flush<'_> {
     }
 }
 
-/// One call of [`measure`].
-struct Run<'r, F> {
+/// One call of [`sample`].
+struct Run<'r, 'w, E> {
     d: &'static Driver,
     stream: &'r Stream,
     options: &'r MeasureOptions,
     flush: Option<&'r L2Flush<'r>>,
     gate: Option<&'r Gate<'r>>,
     watchdog: Option<&'r Watchdog<'r>>,
-    work: &'r mut F,
+    arms: usize,
+    work: &'r mut ArmWork<'w, E>,
+    stop: &'r mut StopRule<'w>,
     /// Whether repetitions are queued behind the gate: while there is one, until a repetition
     /// could not be.
     gated: bool,
@@ -419,12 +493,11 @@ fn after_opened(n: usize, first_blocked: bool) -> AfterOpened {
     }
 }
 
-impl<F, E> Run<'_, F>
+impl<E> Run<'_, '_, E>
 where
-    F: FnMut(&Stream) -> Result<(), E>,
     E: From<Error>,
 {
-    fn measure(&mut self) -> Result<Measurement, E> {
+    fn sample(&mut self) -> Result<Sampled, E> {
         // One call: its errors and first-call costs (module loads, lazy allocations) come first.
         self.repeat_untimed(1)?;
         // The cost of one repetition, on the GPU and on the host, from five.
@@ -437,21 +510,20 @@ where
         let count = |budget: Duration| (budget.as_secs_f64() / per_rep.as_secs_f64()).ceil() as usize;
         self.repeat_untimed(count(self.options.warmup).max(1))?;
 
-        let options = self.options;
-        let mut max_batch = options.max_batch;
+        let mut max_batch = self.options.max_batch;
         let mut events: Vec<(Event, Event)> = Vec::new();
-        let (mut samples, mut noises) = (Vec::new(), Vec::new());
+        let mut arms: Vec<Vec<Duration>> = vec![Vec::new(); self.arms];
         let mut gate_timeouts = 0;
         let started = Instant::now();
         loop {
             let n = count(BATCH_TIME).clamp(1, max_batch);
-            while events.len() < n {
+            while events.len() < n * self.arms {
                 events.push((timing_event(), timing_event()));
             }
-            match self.timed_batch(&events[..n])? {
+            match self.timed_batch(&events[..n * self.arms])? {
                 Batch::Timed => {
-                    for (start, end) in &events[..n] {
-                        samples.push(from_ms(start.elapsed_time(end)?));
+                    for (i, (start, end)) in events[..n * self.arms].iter().enumerate() {
+                        arms[i % self.arms].push(from_ms(start.elapsed_time(end)?));
                     }
                 }
                 Batch::Opened { first_blocked } => {
@@ -461,30 +533,39 @@ where
                         AfterOpened::Ungated => {
                             // Every sample is taken one way: the gated ones so far go.
                             self.gated = false;
-                            samples.clear();
-                            noises.clear();
+                            arms.iter_mut().for_each(Vec::clear);
                         }
                     }
                 }
             }
             let wall_time = started.elapsed();
-            let noise = relative_deviation(&samples);
-            if let Some(stop) = stop_reason(options, samples.len(), noise, &mut noises, wall_time) {
-                return Ok(Measurement {
+            if let Some(stop) = (self.stop)(&arms, wall_time) {
+                return Ok(Sampled {
+                    arms,
+                    stop,
                     l2_flushed: self.flush.is_some(),
                     gated: self.gated,
                     gate_timeouts,
-                    ..Measurement::new(samples, noise, stop, wall_time)
+                    wall_time,
                 });
             }
         }
     }
 
-    /// Queues the flush (if any) and the work `n` times, and waits for them.
+    /// The arms of repetition `i` in the order they run: alternating, so that no arm always runs
+    /// right after the flush or right after another given arm.
+    fn order(&self, i: usize) -> impl Iterator<Item = usize> + use<E> {
+        let arms = self.arms;
+        (0..arms).map(move |k| if i.is_multiple_of(2) { k } else { arms - 1 - k })
+    }
+
+    /// Queues `n` repetitions (each arm after a flush, if any), and waits for them.
     fn repeat_untimed(&mut self, n: usize) -> Result<(), E> {
-        for _ in 0..n {
-            self.flush()?;
-            (self.work)(self.stream)?;
+        for i in 0..n {
+            for arm in self.order(i) {
+                self.flush()?;
+                (self.work)(self.stream, arm)?;
+            }
         }
         Ok(self.stream.synchronize()?)
     }
@@ -496,7 +577,8 @@ where
         }
     }
 
-    /// One batch of timed repetitions, queued behind the gate (while gated) and waited for.
+    /// One batch of timed repetitions, queued behind the gate (while gated) and waited for: the
+    /// interval of repetition `i`'s arm `a` is between the events `events[i * arms + a]`.
     fn timed_batch(&mut self, events: &[(Event, Event)]) -> Result<Batch, E> {
         let gate = self.gate.filter(|_| self.gated);
         let held = gate.map(|gate| gate.hold(self.d, self.stream)).transpose()?;
@@ -505,11 +587,14 @@ where
             watchdog.arm(held);
         }
         let mut first_blocked = false;
-        let queued = events.iter().enumerate().try_for_each(|(i, (start, end))| {
-            self.flush()?;
-            start.record(self.stream)?;
-            (self.work)(self.stream)?;
-            end.record(self.stream)?;
+        let queued = (0..events.len() / self.arms).try_for_each(|i| {
+            for arm in self.order(i) {
+                let (start, end) = &events[i * self.arms + arm];
+                self.flush()?;
+                start.record(self.stream)?;
+                (self.work)(self.stream, arm)?;
+                end.record(self.stream)?;
+            }
             if i == 0 {
                 first_blocked = watchdog.is_some_and(Watchdog::opened);
             }
@@ -518,7 +603,11 @@ where
         let opened = watchdog.is_some_and(Watchdog::disarm);
         drop(held);
         queued?;
-        events.last().map_or(Ok(()), |(_, end)| end.synchronize())?;
+        // The last repetition's last arm ends last: the stream runs them in order.
+        let last = (events.len() / self.arms).checked_sub(1);
+        if let Some((i, arm)) = last.and_then(|i| Some((i, self.order(i).last()?))) {
+            events[i * self.arms + arm].1.synchronize()?;
+        }
         Ok(match opened {
             true => Batch::Opened { first_blocked },
             false => Batch::Timed,

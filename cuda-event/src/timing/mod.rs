@@ -1,5 +1,6 @@
-//! Timing: `Timer` and `measure`, with the gate and scratch memory that `measure` uses.
+//! Timing: `Timer`, `measure` and `compare`, with the gate and scratch memory that they use.
 
+pub(crate) mod compare;
 mod gate;
 pub(crate) mod measure;
 pub(crate) mod scratch_memory;
