@@ -504,6 +504,8 @@ const STEPS_BEGIN_AFTER: Duration = Duration::from_secs(1);
 /// Section 2's tokio workers: with the spinning and blocked threads, under the GPU machine's
 /// cores.
 const EVERY_WORKERS: usize = 4;
+/// The longest a phase's steps may take to be seen (they take a few seconds).
+const WATCH_AT_MOST: Duration = Duration::from_secs(60);
 /// Section 2's goals (issue 18 item 5): every future's p99, and p50 against the blocked floor's.
 const EVERY_P99_GOAL: Duration = Duration::from_millis(1);
 const EVERY_P50_RATIO_GOAL: f64 = 2.0;
@@ -572,7 +574,13 @@ fn watch_steps(flags: &[(&HostFlags, usize)], floor: &[Event]) -> (Vec<Vec<Insta
                 .collect::<Vec<_>>()
         });
         let mut seen: Vec<Vec<Instant>> = flags.iter().map(|(_, n)| Vec::with_capacity(*n)).collect();
+        let deadline = Instant::now() + WATCH_AT_MOST;
         while seen.iter().zip(flags).any(|(seen, (_, n))| seen.len() < *n) {
+            // A kernel that faulted sets no flag: fail rather than spin forever.
+            assert!(
+                Instant::now() < deadline,
+                "steps' flags still unset after {WATCH_AT_MOST:?}"
+            );
             for ((flags, n), seen) in flags.iter().zip(&mut seen) {
                 while seen.len() < *n && flags.is_set(seen.len()) {
                     seen.push(Instant::now());
@@ -692,6 +700,8 @@ fn one_stream_phase(runtime: &tokio::runtime::Runtime) -> Phase {
     let (held, measured) = (Stream::new(0).unwrap(), Stream::new(0).unwrap());
     gpu_sleep(&measured, Duration::from_micros(1));
     measured.synchronize().unwrap();
+    // Pinned host memory is allocated before the hold: its allocation may wait for the device.
+    let flags = HostFlags::new(ONE_STREAM_STEPS);
     let steps_take = ONE_STREAM_STEP * ONE_STREAM_STEPS as u32;
     gpu_sleep(&held, STEPS_BEGIN_AFTER * 2 + steps_take * 2);
     let held_events: Vec<Event> = (0..HELD_EVENT_FUTURES)
@@ -701,7 +711,6 @@ fn one_stream_phase(runtime: &tokio::runtime::Runtime) -> Phase {
     pending.extend((0..HELD_STREAM_FUTURES).map(|_| held.completion()));
     assert!(pending.iter_mut().all(|f| poll_now(Pin::new(f)).is_pending()));
     let events = Arc::new(blocking_events(&measured, ONE_STREAM_STEPS));
-    let flags = HostFlags::new(ONE_STREAM_STEPS);
     let start = Instant::now();
     gpu_sleep(&measured, STEPS_BEGIN_AFTER);
     let mut stream_futures = Vec::new();

@@ -30,8 +30,9 @@ use std::time::{Duration, Instant};
 /// borrowed through this crate complete in order, so the reactor queries each such stream's
 /// oldest pending event only, however many futures wait on it; its queries follow each other
 /// closely after news and back off as a wait grows long, so a future is woken at most a fraction
-/// of its wait after its work completes, at most about a quarter of a millisecond while its
-/// stream keeps completing work and about half a millisecond after a long quiet spell, as long as the
+/// of its wait after its work completes, and at most about a quarter of a millisecond while
+/// futures on its stream resolved or began waiting within the last 100 ms (about half a
+/// millisecond after a longer quiet spell), as long as the
 /// one reactor thread keeps up: with futures pending on many streams it queries each stream's
 /// front in turn, and the delays grow with the cost of a query (which a larger
 /// `CUDA_DEVICE_MAX_CONNECTIONS` raises; see the crate's Performance section). Every pending

@@ -495,7 +495,8 @@ unsafe impl Send for HostFlags {}
 unsafe impl Sync for HostFlags {}
 
 impl HostFlags {
-    /// `len` flags, mapped into the address space of device 0's primary context.
+    /// `len` flags, allocated in device 0's primary context (portable and mapped: with unified
+    /// addressing, kernels of any device can set them).
     pub fn new(len: usize) -> HostFlags {
         let alloc: sys::PFN_cuMemHostAlloc_v2020 = driver_fn(c"cuMemHostAlloc", 2020);
         let map: sys::PFN_cuMemHostGetDevicePointer_v3020 = driver_fn(c"cuMemHostGetDevicePointer", 3020);
@@ -530,11 +531,18 @@ impl HostFlags {
 }
 
 impl Drop for HostFlags {
+    /// Frees the memory; the owner waits first for every kernel that sets a flag (CUDA's free of
+    /// pinned memory is not documented to wait for them). Errors are ignored: a drop during a
+    /// panic must not panic again.
     fn drop(&mut self) {
         let free: sys::PFN_cuMemFreeHost_v2000 = driver_fn(c"cuMemFreeHost", 2000);
-        // SAFETY: the allocation made in new, freed once; kernels that set it were waited for by
-        // the owner before the drop.
-        driver_ok("cuMemFreeHost", unsafe { free.unwrap()(self.host.cast()) });
+        let Ok(_device) = DeviceGuard::new(0) else {
+            return;
+        };
+        // SAFETY: freeing null only makes the device's primary context current on this thread.
+        let _ = unsafe { sys::cudaFree(std::ptr::null_mut()) };
+        // SAFETY: the allocation made in new, freed once, in the context it was made in.
+        let _ = unsafe { free.unwrap()(self.host.cast()) };
     }
 }
 

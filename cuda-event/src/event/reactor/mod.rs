@@ -14,10 +14,10 @@
 //!
 //! Sweeps follow each other closely after news (a wait registered, a completion found) and back
 //! off as time passes without any, from [`FASTEST`] to [`STEPPING`] apart while the lane's news
-//! is recent (a stream stepping through work), and to [`SLOWEST`] once it has been quiet for
-//! [`QUIET_AFTER`] (a stream held long): short waits are seen quickly, steps of work soon after
-//! they end, long holds cost little, and no wait in a lane is seen later than about [`SLOWEST`]
-//! after its event completes. A wait behind its lane's front cannot be complete before the front
+//! is recent (futures on a stream stepping through work), and to [`SLOWEST`] once it has been
+//! quiet for [`QUIET_AFTER`] (a stream held long, or one whose awaited work is far apart): short
+//! waits are seen quickly, steps of work soon after they end, long holds cost little, and no
+//! wait in a lane is seen later than about [`SLOWEST`] after its event completes. A wait behind its lane's front cannot be complete before the front
 //! is, unless its event's order was not its stream's (the front's event was recorded again on
 //! another stream, or two threads recorded on one stream at once): every wait is also queried
 //! at least every [`BEHIND_FRONT`], by a slow walk over all of them.
@@ -393,10 +393,11 @@ impl Reactor {
             let registered = std::mem::take(&mut self.inbox.lock().registered);
             waits.take(registered);
             let sweep_start = Instant::now();
-            waits.sweep_lanes(&check);
+            let stepping = waits.sweep_lanes(&check);
             // Sweeps take at most about 1/(1 + LANE_CPU) of a core, unless that would leave a
-            // lane unswept for longer than STEPPING.
-            let rest = (sweep_start.elapsed() * LANE_CPU).min(STEPPING);
+            // lane unswept for longer than its bound (STEPPING while one is stepping).
+            let longest = if stepping { STEPPING } else { SLOWEST };
+            let rest = (sweep_start.elapsed() * LANE_CPU).min(longest);
             waits.walk_a_chunk(&check);
             if next_poll.is_none_or(|at| at <= Instant::now()) {
                 // Each polling step costs about 1/CPU_SHARE of a core, but a whole walk over the
@@ -468,11 +469,15 @@ impl Waits {
 
     /// Queries each lane that is due (or nearly: lanes swept together stay together, so that many
     /// quiet lanes cost one wake-up of the thread, not one each) from its front until a wait is
-    /// still pending; finishes or forgets the waits it can.
-    fn sweep_lanes(&mut self, check: &impl Fn(&Wait) -> Outcome) {
+    /// still pending; finishes or forgets the waits it can. Returns whether a lane is stepping
+    /// (its news is under [`QUIET_AFTER`] old), which bounds the thread's rest by [`STEPPING`].
+    fn sweep_lanes(&mut self, check: &impl Fn(&Wait) -> Outcome) -> bool {
         let mut gone = Vec::new();
-        let due = Instant::now() + SLOWEST / 8;
+        let start = Instant::now();
+        let due = start + SLOWEST / 8;
+        let mut stepping = false;
         self.lanes.retain(|_, lane| {
+            stepping |= start.saturating_duration_since(lane.news) < QUIET_AFTER;
             if lane.due > due {
                 return true;
             }
@@ -498,6 +503,7 @@ impl Waits {
             lane.due = now + lane.pause(now);
             !lane.waits.is_empty()
         });
+        stepping
     }
 
     /// When the next lane is due (`None` when there are none).
@@ -913,6 +919,8 @@ mod tests {
         assert_eq!(lane(Duration::ZERO).pause(now), FASTEST);
         assert_eq!(lane(Duration::from_secs(1)).pause(now), SLOWEST);
         assert_eq!(lane(Duration::from_millis(20)).pause(now), STEPPING);
+        assert_eq!(lane(QUIET_AFTER - Duration::from_millis(1)).pause(now), STEPPING);
+        assert_eq!(lane(QUIET_AFTER + Duration::from_millis(1)).pause(now), SLOWEST);
         let middle = lane(Duration::from_millis(2)).pause(now);
         assert!(middle > FASTEST && middle < STEPPING, "{middle:?}");
         // Filing a wait makes its lane due soon, and only its lane.
@@ -925,12 +933,12 @@ mod tests {
             lane.news = now - Duration::from_secs(10);
             lane.due = now;
         }
-        waits.sweep_lanes(&check);
+        assert!(!waits.sweep_lanes(&check), "quiet lanes are not stepping");
         assert!(
             waits
                 .lanes
                 .values()
-                .all(|lane| lane.due >= Instant::now() + SLOWEST / 2)
+                .all(|lane| lane.due >= now + SLOWEST - Duration::from_micros(1))
         );
         // Behind the pending front: no news.
         file(&mut waits, 2, [3]);
@@ -939,5 +947,6 @@ mod tests {
         file(&mut waits, 2, [1]);
         assert!(waits.lanes[&2].due <= Instant::now() + FASTEST);
         assert!(waits.lanes[&1].due >= Instant::now() + SLOWEST / 2);
+        assert!(waits.sweep_lanes(&check), "a lane with news is stepping");
     }
 }
