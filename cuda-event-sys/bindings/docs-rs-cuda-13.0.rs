@@ -706,6 +706,8 @@ pub type CUmodule = *mut CUmod_st;
 pub type CUfunction = *mut CUfunc_st;
 pub type CUevent = *mut CUevent_st;
 pub type CUstream = *mut CUstream_st;
+pub type CUgraph = *mut CUgraph_st;
+pub type CUgraphExec = *mut CUgraphExec_st;
 #[doc = " CUDA IPC event handle"]
 #[repr(C)]
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
@@ -1493,6 +1495,17 @@ pub type PFN_cuEventElapsedTime_v2000 = ::core::option::Option<
 pub type PFN_cuEventElapsedTime_v12080 = ::core::option::Option<
     unsafe extern "C" fn(pMilliseconds: *mut f32, hStart: CUevent, hEnd: CUevent) -> CUresult,
 >;
+pub type PFN_cuGraphInstantiateWithFlags_v11040 = ::core::option::Option<
+    unsafe extern "C" fn(
+        phGraphExec: *mut CUgraphExec,
+        hGraph: CUgraph,
+        flags: ::libc::c_ulonglong,
+    ) -> CUresult,
+>;
+pub type PFN_cuGraphExecDestroy_v10000 =
+    ::core::option::Option<unsafe extern "C" fn(hGraphExec: CUgraphExec) -> CUresult>;
+pub type PFN_cuGraphDestroy_v10000 =
+    ::core::option::Option<unsafe extern "C" fn(hGraph: CUgraph) -> CUresult>;
 pub type PFN_cuMemsetD32Async_v3020 = ::core::option::Option<
     unsafe extern "C" fn(
         dstDevice: CUdeviceptr_v2,
@@ -1549,9 +1562,15 @@ pub type PFN_cuStreamWaitValue32_v11070 = ::core::option::Option<
         flags: ::libc::c_uint,
     ) -> CUresult,
 >;
+pub type PFN_cuStreamBeginCapture_v10010 =
+    ::core::option::Option<unsafe extern "C" fn(hStream: CUstream, mode: CUstreamCaptureMode) -> CUresult>;
+pub type PFN_cuStreamEndCapture_v10000 =
+    ::core::option::Option<unsafe extern "C" fn(hStream: CUstream, phGraph: *mut CUgraph) -> CUresult>;
 pub type PFN_cuStreamIsCapturing_v10000 = ::core::option::Option<
     unsafe extern "C" fn(hStream: CUstream, captureStatus: *mut CUstreamCaptureStatus) -> CUresult,
 >;
+pub type PFN_cuGraphLaunch_v10000 =
+    ::core::option::Option<unsafe extern "C" fn(hGraph: CUgraphExec, hStream: CUstream) -> CUresult>;
 unsafe extern "C" {
     #[doc = " \\brief Destroy all allocations and reset all state on the current device\n in the current process.\n\n Explicitly destroys and cleans up all resources associated with the current\n device in the current process. It is the caller's responsibility to ensure\n that the resources are not accessed or passed in subsequent API calls and\n doing so will result in undefined behavior. These resources include CUDA types\n ::cudaStream_t, ::cudaEvent_t, ::cudaArray_t, ::cudaMipmappedArray_t, ::cudaPitchedPtr,\n ::cudaTextureObject_t, ::cudaSurfaceObject_t, ::textureReference, ::surfaceReference,\n ::cudaExternalMemory_t, ::cudaExternalSemaphore_t and ::cudaGraphicsResource_t.\n These resources also include memory allocations by ::cudaMalloc, ::cudaMallocHost,\n ::cudaMallocManaged and ::cudaMallocPitch.\n Any subsequent API call to this device will reinitialize the device.\n\n Note that this function will reset the device immediately.  It is the caller's\n responsibility to ensure that the device is not being accessed by any\n other host threads from the process when this function is called.\n\n \\note ::cudaDeviceReset() will not destroy memory allocations by ::cudaMallocAsync() and\n ::cudaMallocFromPoolAsync(). These memory allocations need to be destroyed explicitly.\n \\note If a non-primary ::CUcontext is current to the thread, ::cudaDeviceReset()\n will destroy only the internal CUDA RT state for that ::CUcontext.\n\n \\return\n ::cudaSuccess\n \\notefnerr\n \\note_init_rt\n \\note_callback\n\n \\sa ::cudaDeviceSynchronize"]
     pub fn cudaDeviceReset() -> cudaError_t;

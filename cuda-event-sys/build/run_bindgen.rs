@@ -51,6 +51,9 @@ const TYPES: &[&str] = &[
     "PFN_cuStreamWaitValue32_v[0-9]+",
     "PFN_cuMem(Alloc|Free|HostAlloc|FreeHost|HostGetDevicePointer)_v[0-9]+",
     "PFN_cuMemsetD32Async_v[0-9]+",
+    // timing in graph mode: repetitions captured into a graph once and replayed
+    "PFN_cuStream(BeginCapture|EndCapture)_v[0-9]+",
+    "PFN_cuGraph(InstantiateWithFlags|Launch|Destroy|ExecDestroy)_v[0-9]+",
     "PFN_cuDeviceGetAttribute_v[0-9]+",
     "CUstreamWaitValue_flags",
     // the driver's error codes (CUresult), for the safe crate's one table of codes, and the

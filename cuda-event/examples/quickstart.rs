@@ -1,12 +1,13 @@
-//! Measures the bandwidth of device memory with `measure`: cudaMemsetAsync of 1 MiB, 64 MiB and
-//! 4 GiB and a 1 GiB device-to-device cudaMemcpyAsync, each repeated until its noise settles, L2
-//! flushed before each repetition, host launch gaps kept out. Prints a table against the device's
-//! peak (memory clock x bus width); `--json` prints one JSON object per operation instead, and
-//! `--no-gate` queues each repetition as the host submits it (launch gaps inside the intervals, as
-//! in do_bench), for the timer's validation against do_bench. Then compares a 2 GiB memset with a
-//! 1 GiB copy (the same bytes moved) with `compare`, times one memset with a `Timer` and makes a
-//! second stream wait on the first. Without a GPU it
-//! exits with status 1 and one line naming the CUDA error.
+//! Measures the bandwidth of device memory with `measure`: cudaMemsetAsync of 4 KiB, 1 MiB,
+//! 64 MiB and 4 GiB and a 1 GiB device-to-device cudaMemcpyAsync, each repeated until its noise
+//! settles, L2 flushed before each repetition, host launch gaps kept out: each both queued behind
+//! the gate and replayed from a captured graph (graph mode), side by side, against the device's
+//! peak (memory clock x bus width). `--json` prints one JSON object per operation instead, for
+//! one mode: gated (the default), `--graph`, or `--no-gate` (each repetition queued as the host
+//! submits it, launch gaps inside the intervals, as in do_bench), for the timer's validation
+//! against do_bench. Then compares a 2 GiB memset with a 1 GiB copy (the same bytes moved) with
+//! `compare`, times one memset with a `Timer` and makes a second stream wait on the first. Without
+//! a GPU it exits with status 1 and one line naming the CUDA error.
 //!
 //! cargo run --release -p cuda-event --example quickstart
 
@@ -21,15 +22,29 @@ use std::time::Duration;
 
 const MIB: usize = 1 << 20;
 
+/// How the JSON rows are measured.
+#[derive(Clone, Copy)]
+enum Mode {
+    Gated,
+    Graph,
+    Ungated,
+}
+
 fn main() {
     let flag = |name: &str| std::env::args().any(|a| a == name);
-    if let Err(e) = run(flag("--json"), !flag("--no-gate")) {
+    let mode = match (flag("--graph"), flag("--no-gate")) {
+        (true, _) => Mode::Graph,
+        (false, true) => Mode::Ungated,
+        (false, false) => Mode::Gated,
+    };
+    if let Err(e) = run(flag("--json").then_some(mode)) {
         eprintln!("quickstart: {e}");
         std::process::exit(1);
     }
 }
 
-fn run(json: bool, gate: bool) -> Result<(), Box<dyn std::error::Error>> {
+/// `json`: the mode of the JSON rows to print; `None` for the tables.
+fn run(json: Option<Mode>) -> Result<(), Box<dyn std::error::Error>> {
     let devices = cuda_event::device_count()?;
     let stream = Stream::new(0)?;
     let (big, copy_src, copy_dst) = (
@@ -37,9 +52,7 @@ fn run(json: bool, gate: bool) -> Result<(), Box<dyn std::error::Error>> {
         DeviceMemory::new(0, 1024 * MIB)?,
         DeviceMemory::new(0, 1024 * MIB)?,
     );
-    let options = MeasureOptions::default()
-        .timeout(Duration::from_secs(5))
-        .gate(gate);
+    let options = MeasureOptions::default().timeout(Duration::from_secs(5));
     let memset = |bytes: usize| {
         move |s: &Stream| {
             // SAFETY: `big` holds 4 GiB of device 0, at least `bytes`, and outlives the work.
@@ -55,27 +68,27 @@ fn run(json: bool, gate: bool) -> Result<(), Box<dyn std::error::Error>> {
             sys::cudaMemcpyAsync(copy_dst.0, copy_src.0, 1024 * MIB, kind, s.as_raw())
         })
     };
-    // (name, bytes moved per call, measurement): a copy reads and writes each byte.
-    let rows: Vec<(&str, usize, Measurement)> = vec![
-        ("memset 1 MiB", MIB, measure(&stream, &options, memset(MIB))?),
-        (
-            "memset 64 MiB",
-            64 * MIB,
-            measure(&stream, &options, memset(64 * MIB))?,
-        ),
-        (
-            "memset 4 GiB",
-            4096 * MIB,
-            measure(&stream, &options, memset(4096 * MIB))?,
-        ),
-        ("copy 1 GiB d2d", 2048 * MIB, measure(&stream, &options, copy)?),
+    // (name, bytes moved per call, the work): a copy reads and writes each byte.
+    type Work<'a> = Box<dyn Fn(&Stream) -> cuda_event::Result<()> + 'a>;
+    let ops: Vec<(&str, usize, Work)> = vec![
+        ("memset 4 KiB", 4096, Box::new(memset(4096))),
+        ("memset 1 MiB", MIB, Box::new(memset(MIB))),
+        ("memset 64 MiB", 64 * MIB, Box::new(memset(64 * MIB))),
+        ("memset 4 GiB", 4096 * MIB, Box::new(memset(4096 * MIB))),
+        ("copy 1 GiB d2d", 2048 * MIB, Box::new(copy)),
     ];
     let peak = peak_gb_per_s(0)?;
-    if json {
-        for (name, bytes, m) in &rows {
-            let us = |d: Duration| d.as_secs_f64() * 1e6;
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    if let Some(mode) = json {
+        let (options, name) = match mode {
+            Mode::Gated => (options, "gated"),
+            Mode::Graph => (options.graph(true), "graph"),
+            Mode::Ungated => (options.gate(false), "ungated"),
+        };
+        for (op, bytes, work) in &ops {
+            let m = measure(&stream, &options, |s| work(s))?;
             println!(
-                "{{\"op\":\"{name}\",\"bytes\":{bytes},\"median_us\":{:.3},\"mean_us\":{:.3},\"p10_us\":{:.3},\"p90_us\":{:.3},\"min_us\":{:.3},\"max_us\":{:.3},\"noise\":{:.5},\"samples\":{},\"stop\":\"{:?}\",\"gate_timeouts\":{},\"peak_gb_per_s\":{peak:.0}}}",
+                "{{\"op\":\"{op}\",\"mode\":\"{name}\",\"bytes\":{bytes},\"median_us\":{:.3},\"mean_us\":{:.3},\"p10_us\":{:.3},\"p90_us\":{:.3},\"min_us\":{:.3},\"max_us\":{:.3},\"noise\":{:.5},\"samples\":{},\"stop\":\"{:?}\",\"gate_timeouts\":{},\"peak_gb_per_s\":{peak:.0}}}",
                 us(m.median()),
                 us(m.mean()),
                 us(m.percentile(10.0)),
@@ -91,20 +104,24 @@ fn run(json: bool, gate: bool) -> Result<(), Box<dyn std::error::Error>> {
         return Ok(());
     }
     println!("{devices} device(s); device 0 peak {peak:.0} GB/s (memory clock x bus width)");
-    println!("| operation | median | GB/s (median) | p10-p90 GB/s | noise | % of peak | samples |");
-    println!("|---|---|---|---|---|---|---|");
-    for (name, bytes, m) in &rows {
-        let gb = |d: Duration| *bytes as f64 / d.as_secs_f64() / 1e9;
+    println!(
+        "| operation | gated median | gated GB/s | graph median | graph GB/s | % of peak (gated) | noise (gated) | samples (gated, graph) |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    for (op, bytes, work) in &ops {
+        let gated: Measurement = measure(&stream, &options, |s| work(s))?;
+        let graph: Measurement = measure(&stream, &options.clone().graph(true), |s| work(s))?;
+        let gb = |m: &Measurement| *bytes as f64 / m.median().as_secs_f64() / 1e9;
         println!(
-            "| {name} | {:.1} us | {:.0} | {:.0}-{:.0} | {:.2}% | {:.0}% | {} ({:?}) |",
-            m.median().as_secs_f64() * 1e6,
-            gb(m.median()),
-            gb(m.percentile(90.0)),
-            gb(m.percentile(10.0)),
-            100.0 * m.noise(),
-            100.0 * gb(m.median()) / peak,
-            m.samples().len(),
-            m.stop_reason()
+            "| {op} | {:.1} us | {:.0} | {:.1} us | {:.0} | {:.0}% | {:.2}% | {}, {} |",
+            us(gated.median()),
+            gb(&gated),
+            us(graph.median()),
+            gb(&graph),
+            100.0 * gb(&gated) / peak,
+            100.0 * gated.noise(),
+            gated.samples().len(),
+            graph.samples().len()
         );
     }
 

@@ -178,6 +178,12 @@ driver_table! {
     mem_free_host: PFN_cuMemFreeHost_v2000 = c"cuMemFreeHost" @ 2000;
     mem_host_get_device_pointer: PFN_cuMemHostGetDevicePointer_v3020 = c"cuMemHostGetDevicePointer" @ 3020;
     stream_wait_value32: PFN_cuStreamWaitValue32_v11070 = c"cuStreamWaitValue32" @ 11070;
+    stream_begin_capture: PFN_cuStreamBeginCapture_v10010 = c"cuStreamBeginCapture" @ 10010;
+    stream_end_capture: PFN_cuStreamEndCapture_v10000 = c"cuStreamEndCapture" @ 10000;
+    graph_instantiate: PFN_cuGraphInstantiateWithFlags_v11040 = c"cuGraphInstantiateWithFlags" @ 11040;
+    graph_launch: PFN_cuGraphLaunch_v10000 = c"cuGraphLaunch" @ 10000;
+    graph_exec_destroy: PFN_cuGraphExecDestroy_v10000 = c"cuGraphExecDestroy" @ 10000;
+    graph_destroy: PFN_cuGraphDestroy_v10000 = c"cuGraphDestroy" @ 10000;
 }
 
 static DRIVER: OnceLock<std::result::Result<Driver, CudaError>> = OnceLock::new();

@@ -77,6 +77,12 @@ pub enum Error {
         /// Which option, and what it must be.
         reason: &'static str,
     },
+    /// [`measure`](crate::measure) in graph mode ([`MeasureOptions::graph`](crate::MeasureOptions::graph))
+    /// could not capture the work into a CUDA graph.
+    NotCapturable {
+        /// Why: the capture step that failed and CUDA's answer, with what usually causes it.
+        reason: String,
+    },
     /// No longer returned. [`measure`](crate::measure) returned it when the host had not finished
     /// queueing one repetition behind its gate after a second. A repetition that waits on the host
     /// causes that, but so do one with more stream operations than CUDA queues on a held stream and
@@ -307,6 +313,12 @@ impl fmt::Display for Error {
                  future or a measurement on it would be captured too, not run now",
             ),
             Error::InvalidMeasureOptions { reason } => write!(f, "invalid measure options: {reason}"),
+            Error::NotCapturable { reason } => {
+                write!(
+                    f,
+                    "the measured work could not be captured into a CUDA graph: {reason}"
+                )
+            }
             #[allow(deprecated)] // still named here, not returned
             Error::WorkBlockedOnTheHost => f.write_str(
                 "the host did not finish queueing one repetition of the measured work within a \

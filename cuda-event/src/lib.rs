@@ -50,7 +50,9 @@
 //! blocking. [`measure`] times a closure's GPU work the way `triton.testing.do_bench` and nvbench
 //! do (warm-up, repetitions queued behind a host-held gate so that host launch gaps stay out, an L2
 //! flush before each, a stop on noise) and returns the samples and their statistics
-//! ([`Measurement`]). [`compare`] times two closures the same way, in alternation on one stream
+//! ([`Measurement`]); in graph mode ([`MeasureOptions::graph`]) it captures a batch of
+//! repetitions into a CUDA graph once and replays it, so that work of many launches runs with no
+//! launch gap and the L2 flush stays outside the intervals. [`compare`] times two closures the same way, in alternation on one stream
 //! (A, B, then B, A...), and gives B's time as a ratio of A's with a distribution-free confidence
 //! interval and a conservative verdict ([`Verdict`]: same, faster, slower or ambiguous).
 //!

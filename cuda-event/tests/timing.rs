@@ -613,3 +613,125 @@ fn compare_stops_when_decided_and_says_ambiguous_when_it_cannot_tell() {
         assert!(!called);
     }
 }
+
+/// Graph mode: the repetitions replayed from a captured graph read a kernel of known length as
+/// that length, flushed, with no gate; work of many launches reads no longer than its kernels'
+/// sum (no launch gaps); compare works in it too.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn measure_in_graph_mode_times_kernels_of_known_length_without_launch_gaps() {
+    let _gpu = gpu();
+    let stream = Stream::new(0).unwrap();
+    let options = quick().graph(true);
+    let m = measure(&stream, &options, |s| -> cuda_event::Result<()> {
+        gpu_sleep(s, Duration::from_micros(100));
+        Ok(())
+    })
+    .unwrap();
+    print("100 us kernel, graph mode", &m);
+    assert!(m.graph() && !m.gated() && m.l2_flushed() && m.samples().len() >= 10);
+    assert!(m.median() >= Duration::from_micros(100) && m.median() < Duration::from_micros(110));
+    // 50 kernels of 4 us: launched one by one from the host, each launch takes longer than the
+    // kernel; replayed from a graph, they run back to back.
+    let many = |s: &Stream| -> cuda_event::Result<()> {
+        for _ in 0..50 {
+            gpu_sleep(s, Duration::from_micros(4));
+        }
+        Ok(())
+    };
+    let graphed = measure(&stream, &options, many).unwrap();
+    let ungated = measure(&stream, &quick().gate(false), many).unwrap();
+    print("50 x 4 us kernels, graph mode", &graphed);
+    print("50 x 4 us kernels, ungated", &ungated);
+    assert!(graphed.median() >= Duration::from_micros(200));
+    assert!(graphed.median() <= ungated.median(), "{graphed:?} {ungated:?}");
+    let c = compare(
+        &stream,
+        &CompareOptions::default().measure(options),
+        |s| -> cuda_event::Result<()> {
+            gpu_sleep(s, Duration::from_micros(100));
+            Ok(())
+        },
+        |s| -> cuda_event::Result<()> {
+            gpu_sleep(s, Duration::from_micros(103));
+            Ok(())
+        },
+    )
+    .unwrap();
+    println!("graph mode, 100 us vs 103 us: {c}");
+    assert!(c.a().graph() && c.verdict() == Verdict::Slower);
+}
+
+/// Graph mode on work a graph cannot hold: a call that invalidates the capture (a query of the
+/// stream, its error ignored), the legacy default stream, a wait on the host inside the work;
+/// each a clear error, the stream usable after.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn measure_in_graph_mode_of_work_that_cannot_be_captured_is_an_error_that_says_why() {
+    let _gpu = gpu();
+    let stream = Stream::new(0).unwrap();
+    let options = quick().graph(true);
+    let mut calls = 0;
+    let unjoined = measure(&stream, &options, |s| -> cuda_event::Result<()> {
+        calls += 1;
+        gpu_sleep(s, Duration::from_micros(5));
+        // Outside a capture, an answer; inside one, an error that invalidates it.
+        let _ = s.query();
+        Ok(())
+    });
+    println!("a query inside the work: {unjoined:?} after {calls} calls");
+    match &unjoined {
+        Err(Error::NotCapturable { reason }) => assert!(reason.contains("ending the capture"), "{reason}"),
+        other => panic!("expected NotCapturable, got {other:?}"),
+    }
+    let legacy = measure(
+        &Stream::legacy(0).unwrap(),
+        &options,
+        |s| -> cuda_event::Result<()> {
+            gpu_sleep(s, Duration::from_micros(5));
+            Ok(())
+        },
+    );
+    println!("legacy default stream: {legacy:?}");
+    match &legacy {
+        Err(Error::NotCapturable { reason }) => assert!(reason.contains("legacy default stream"), "{reason}"),
+        other => panic!("expected NotCapturable, got {other:?}"),
+    }
+    let waits = measure(&stream, &options, |s| {
+        gpu_sleep(s, Duration::from_micros(5));
+        s.synchronize()
+    });
+    println!("a wait on the host: {waits:?}");
+    assert!(matches!(waits, Err(Error::Cuda(_))), "{waits:?}");
+    assert!(!stream.is_capturing().unwrap());
+    gpu_sleep(&stream, Duration::from_micros(5));
+    stream.synchronize().unwrap();
+}
+
+/// Graph mode end to end, with no timing bound (so that it runs under the sanitizer too, whose
+/// leak check sees the graph and its events freed).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn measure_in_graph_mode_replays_the_work_and_leaves_nothing_behind() {
+    let _gpu = gpu();
+    let stream = Stream::new(0).unwrap();
+    let mut calls = 0;
+    let options = quick().graph(true).warmup(Duration::ZERO);
+    let m = measure(&stream, &options, |s| -> cuda_event::Result<()> {
+        calls += 1;
+        gpu_sleep(s, Duration::from_micros(20));
+        Ok(())
+    })
+    .unwrap();
+    print("20 us kernel, graph mode", &m);
+    assert!(m.graph() && m.samples().len() >= 10 && m.median() >= Duration::from_micros(20));
+    // The first call, the 5-call estimate and one of warm-up, then one capture of a batch (at
+    // most max_batch repetitions), replayed for every sample after.
+    assert!(calls <= 7 + options.max_batch, "{calls} calls");
+    assert!(
+        m.samples().len() > options.max_batch,
+        "{} samples",
+        m.samples().len()
+    );
+    assert!(!stream.is_capturing().unwrap());
+}

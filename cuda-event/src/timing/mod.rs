@@ -2,6 +2,7 @@
 
 pub(crate) mod compare;
 mod gate;
+mod graph;
 pub(crate) mod measure;
 pub(crate) mod scratch_memory;
 pub(crate) mod timer;

@@ -1,0 +1,175 @@
+//! Graph mode of `measure`: a batch of repetitions captured once into a CUDA graph (each its L2
+//! flush, a start event, the work, an end event) and replayed, so that the GPU runs them back to
+//! back with no launch gap and the flush stays outside every interval.
+
+use crate::driver::{Driver, Entry};
+use crate::error::{Error, Result};
+use crate::stream::Stream;
+use crate::timing::timer::from_ms;
+use cuda_event_sys as sys;
+use std::time::Duration;
+
+/// A CUDA event of the timing module's own, recorded only as an external node of its graph;
+/// destroyed with the batch, after the graph is.
+struct GraphEvent(sys::CUevent);
+
+/// A captured, instantiated batch of timed repetitions. Dropping it destroys the graph, then the
+/// events: the owner drains the stream first, so no launch still uses them.
+pub(crate) struct GraphBatch {
+    d: &'static Driver,
+    graph: sys::CUgraph,
+    exec: sys::CUgraphExec,
+    /// The intervals' events, in the order the caller recorded them.
+    events: Vec<(GraphEvent, GraphEvent)>,
+}
+
+/// What a capture's recorder gets: the start and end event of the next interval, to record around
+/// that interval's work with [`GraphBatch::record`].
+pub(crate) struct Interval {
+    start: sys::CUevent,
+    end: sys::CUevent,
+}
+
+impl GraphBatch {
+    /// Captures on `stream` (thread-local mode: other threads' CUDA calls cannot invalidate it)
+    /// what `queue` submits, given `intervals` pairs of events to record, and instantiates it.
+    /// The caller's context is current. Returns `queue`'s error as is (after ending the capture),
+    /// or [`Error::NotCapturable`] when CUDA refused the capture.
+    pub(crate) fn capture<E: From<Error>>(
+        d: &'static Driver,
+        stream: &Stream,
+        intervals: usize,
+        queue: impl FnOnce(&[Interval]) -> std::result::Result<(), E>,
+    ) -> std::result::Result<GraphBatch, E> {
+        let mut batch = GraphBatch {
+            d,
+            graph: std::ptr::null_mut(),
+            exec: std::ptr::null_mut(),
+            events: Vec::with_capacity(intervals),
+        };
+        for _ in 0..intervals {
+            batch.events.push((GraphEvent::new(d)?, GraphEvent::new(d)?));
+        }
+        let raw = stream.as_raw();
+        let mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
+        // SAFETY: a live stream of the current context; capture only changes how later work on it
+        // is queued, until the end below.
+        let code = d.stream_begin_capture.code(|f| unsafe { f(raw, mode) });
+        let hint = "the legacy default stream cannot be captured: use a created stream";
+        check_step(&d.stream_begin_capture, "beginning the capture", code, hint)?;
+        let recorded: Vec<Interval> = batch
+            .events
+            .iter()
+            .map(|(start, end)| Interval {
+                start: start.0,
+                end: end.0,
+            })
+            .collect();
+        let queued = queue(&recorded);
+        // Ended whatever happened, so that the stream is usable again.
+        // SAFETY: ends the capture begun above on the same stream, on this thread; writes the
+        // graph through a field of a live local.
+        let code = d.stream_end_capture.code(|f| unsafe { f(raw, &mut batch.graph) });
+        queued?;
+        check_step(
+            &d.stream_end_capture,
+            "ending the capture",
+            code,
+            "the work waited on the host, used another stream without joining it back, or made a \
+             call that a capture does not allow",
+        )?;
+        // SAFETY: instantiates the graph just captured; writes the instance through a field of a
+        // live local.
+        let code = d
+            .graph_instantiate
+            .code(|f| unsafe { f(&mut batch.exec, batch.graph, 0) });
+        check_step(&d.graph_instantiate, "instantiating the graph", code, "")?;
+        Ok(batch)
+    }
+
+    /// Records, during the capture, `interval`'s start (`end: false`) or end event on `stream` as
+    /// an external node: every launch of the graph records it.
+    pub(crate) fn record(d: &Driver, interval: &Interval, end: bool, stream: &Stream) -> Result<()> {
+        let event = if end { interval.end } else { interval.start };
+        let raw = stream.as_raw();
+        d.event_record_with_flags.call(|f| {
+            // SAFETY: an event of the batch and the stream being captured, of one context; the
+            // flag is a record flag.
+            unsafe { f(event, raw, sys::cudaEventRecordExternal) }
+        })
+    }
+
+    /// Queues one replay of the batch on `stream`.
+    pub(crate) fn launch(&self, stream: &Stream) -> Result<()> {
+        let raw = stream.as_raw();
+        // SAFETY: a live instance of this batch's graph, launched on the stream it was captured on.
+        self.d.graph_launch.call(|f| unsafe { f(self.exec, raw) })
+    }
+
+    /// Interval `i`'s GPU time in the last replay, which has completed.
+    pub(crate) fn elapsed(&self, i: usize) -> Result<Duration> {
+        let (start, end) = (&self.events[i].0, &self.events[i].1);
+        let mut ms = 0.0;
+        self.d.event_elapsed_time.call(|f| {
+            // SAFETY: two events of this batch, recorded by the completed replay; writes through
+            // a live local.
+            unsafe { f(&mut ms, start.0, end.0) }
+        })?;
+        Ok(from_ms(ms))
+    }
+
+    /// Waits for the last replay: its last interval's end is the last node of the graph.
+    pub(crate) fn synchronize(&self, last: usize) -> Result<()> {
+        let end = self.events[last].1.0;
+        // SAFETY: an event of this batch.
+        self.d.event_synchronize.call(|f| unsafe { f(end) })
+    }
+}
+
+impl Drop for GraphBatch {
+    fn drop(&mut self) {
+        // Errors here are the context's own (a reset or a fault), which the measurement reported.
+        if !self.exec.is_null() {
+            // SAFETY: the instance made in capture, destroyed once; no launch is pending (the owner
+            // drained the stream).
+            let _ = self.d.graph_exec_destroy.code(|f| unsafe { f(self.exec) });
+        }
+        if !self.graph.is_null() {
+            // SAFETY: the graph made in capture, destroyed once, after its instance.
+            let _ = self.d.graph_destroy.code(|f| unsafe { f(self.graph) });
+        }
+        for (start, end) in self.events.drain(..) {
+            start.destroy(self.d);
+            end.destroy(self.d);
+        }
+    }
+}
+
+impl GraphEvent {
+    /// A timing event in the current context.
+    fn new(d: &Driver) -> Result<GraphEvent> {
+        let mut raw = std::ptr::null_mut();
+        // SAFETY: writes one handle through a live local; flags 0 make a timing event.
+        d.event_create.call(|f| unsafe { f(&mut raw, 0) })?;
+        Ok(GraphEvent(raw))
+    }
+
+    fn destroy(self, d: &Driver) {
+        // SAFETY: an event made by `new`, destroyed once, after every graph that held it.
+        let _ = d.event_destroy.code(|f| unsafe { f(self.0) });
+    }
+}
+
+/// `code` of a capture step (a call of `entry`) as [`Error::NotCapturable`], naming the step,
+/// CUDA's answer and what usually causes it.
+fn check_step<F: Copy>(entry: &Entry<F>, step: &str, code: sys::CUresult, hint: &str) -> Result<()> {
+    match entry.check(code) {
+        Err(Error::Cuda(e)) if hint.is_empty() => Err(Error::NotCapturable {
+            reason: format!("{step}: {e}"),
+        }),
+        Err(Error::Cuda(e)) => Err(Error::NotCapturable {
+            reason: format!("{step}: {e} ({hint})"),
+        }),
+        other => other,
+    }
+}
