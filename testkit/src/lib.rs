@@ -434,10 +434,13 @@ fn kernel(device: i32, ptx: &'static std::ffi::CStr, name: &'static std::ffi::CS
 /// Launches `kernel` (one thread) on `stream` with `params` (pointers to each parameter).
 fn launch(kernel: usize, stream: &Stream, params: &mut [*mut c_void]) {
     let launch: sys::PFN_cuLaunchKernel_v4000 = driver_fn(c"cuLaunchKernel", 4000);
-    // The kernel's context current on this thread, as cuLaunchKernel wants it.
+    // The kernel's context current on this thread, as cuLaunchKernel wants it. A thread capturing
+    // the stream has it current already, and must not call cudaFree (a capture refuses it).
     let _device = DeviceGuard::new(stream.device()).unwrap();
-    // SAFETY: freeing null only makes the device's primary context current on this thread.
-    ok(unsafe { sys::cudaFree(std::ptr::null_mut()) });
+    if !stream.is_capturing().unwrap() {
+        // SAFETY: freeing null only makes the device's primary context current on this thread.
+        ok(unsafe { sys::cudaFree(std::ptr::null_mut()) });
+    }
     let params = if params.is_empty() {
         std::ptr::null_mut()
     } else {

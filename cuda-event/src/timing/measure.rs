@@ -57,7 +57,9 @@ pub struct MeasureOptions {
     /// joined back to it), else [`Error::NotCapturable`]; the stream must not be the legacy
     /// default stream. Replays of a graph cost the GPU less than the same launches from the host,
     /// so very short work reads shorter than it does in a program that launches it one call at a
-    /// time.
+    /// time; and CUDA may run a captured operation differently from the same call on a stream (a
+    /// device-to-device copy captured as a memcpy node can take longer): graph mode times the
+    /// work as a graph runs it.
     pub graph: bool,
 }
 
