@@ -54,7 +54,8 @@
 //! repetitions into a CUDA graph once and replays it, so that work of many launches runs with no
 //! launch gap and the L2 flush stays outside the intervals. [`compare`] times two closures the same way, in alternation on one stream
 //! (A, B, then B, A...), and gives B's time as a ratio of A's with a distribution-free confidence
-//! interval and a conservative verdict ([`Verdict`]: same, faster, slower or ambiguous).
+//! interval and a conservative verdict ([`Verdict`]: same, faster, slower or ambiguous; wrong with
+//! at most a 0.1% chance over all the looks it takes before stopping, see [`CONFIDENCE`]).
 //!
 //! # What a build needs
 //! Linux; the headers and libcudart of a CUDA runtime of 12.8 or newer (a toolkit, or PyPI's

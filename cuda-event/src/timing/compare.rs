@@ -15,9 +15,13 @@ pub struct CompareOptions {
     /// samples (pairs) and time, and the timeout, as [`measure`](crate::measure) uses them;
     /// `max_noise` is not used: `compare` stops once its verdict is decided.
     pub measure: MeasureOptions,
-    /// The smallest relative difference that counts (0.01: 1%). B is "slower" or "faster" only if
-    /// the confidence interval of the ratio B/A excludes 1 and the ratio differs from 1 by at
-    /// least this much; "same" only if the whole interval lies within 1 ± this.
+    /// The smallest relative difference that counts (0.01: 1%). B is "slower" only if the
+    /// confidence interval of the ratio B/A lies above 1 and the ratio is at least 1 + margin,
+    /// "faster" only if the interval lies below 1 and A/B is at least 1 + margin, "same" only if
+    /// the whole interval lies within 1/(1 + margin) and 1 + margin (so that swapping A and B
+    /// swaps faster and slower and keeps same). No verdict but "ambiguous" when the timing
+    /// events' resolution (the smallest step between two samples) exceeds half the margin of
+    /// the work's time: work of a few microseconds needs a wider margin.
     pub margin: f64,
 }
 
@@ -49,14 +53,15 @@ impl CompareOptions {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Verdict {
-    /// The whole confidence interval of B/A lies within 1 ± the margin.
+    /// The whole confidence interval of B/A lies within the margin of 1.
     Same,
-    /// B takes less time: the interval lies below 1 and the ratio is at most 1 - the margin.
+    /// B takes less time: the interval lies below 1 and A/B is at least 1 + the margin.
     Faster,
-    /// B takes more time: the interval lies above 1 and the ratio is at least 1 + the margin.
+    /// B takes more time: the interval lies above 1 and B/A is at least 1 + the margin.
     Slower,
     /// None of the above before the timeout (a difference about the size of the margin, or too
-    /// much noise), or no pair could be compared (samples below the timing events' resolution).
+    /// much noise), or the samples cannot resolve the margin (the timing events' resolution is
+    /// too coarse for the work's time, or every sample reads the same).
     Ambiguous,
 }
 
@@ -79,6 +84,7 @@ pub struct Comparison {
     b: Measurement,
     ratio: Ratio,
     margin: f64,
+    confidence: f64,
 }
 
 impl Comparison {
@@ -95,13 +101,18 @@ impl Comparison {
     pub fn ratio(&self) -> f64 {
         self.ratio.median
     }
-    /// The ratio's confidence interval, at [`CONFIDENCE`]: distribution-free (the order
-    /// statistics of the pairs' ratios that bound their median, by the sign test), so a few
-    /// outlying pairs do not move it. NaN when no pair could be compared.
+    /// The ratio's confidence interval, at [`confidence`](Self::confidence): distribution-free
+    /// (the order statistics of the pairs' ratios that bound their median, by the sign test), so
+    /// a few outlying pairs do not move it. NaN when no pair could be compared.
     pub fn interval(&self) -> (f64, f64) {
         (self.ratio.low, self.ratio.high)
     }
-    /// Pairs whose ratio counted (both samples above 0).
+    /// The confidence of [`interval`](Self::interval): that of the look that decided (see
+    /// [`CONFIDENCE`]), at least `CONFIDENCE`.
+    pub fn confidence(&self) -> f64 {
+        self.confidence
+    }
+    /// Pairs whose ratio counted (all but those where both samples read 0).
     pub fn pairs(&self) -> usize {
         self.ratio.pairs
     }
@@ -119,23 +130,26 @@ impl fmt::Display for Comparison {
             f,
             "B/A {:.4} [{low:.4}, {high:.4}] {}%, {} pairs: {}",
             self.ratio(),
-            CONFIDENCE * 100.0,
+            self.confidence * 100.0,
             self.pairs(),
             self.verdict()
         )
     }
 }
 
-/// The confidence of [`Comparison::interval`]: high, because `compare` looks at its verdict after
-/// every batch and stops at the first decided one.
+/// The confidence of `compare`'s verdict over all its looks. It looks at the pairs when it has
+/// [`MeasureOptions::min_samples`] of them (and the minimum time), then each time their number
+/// has doubled, and stops at the first decided verdict; the k-th look's interval is at
+/// `1 - (1 - CONFIDENCE) / 2^k`, so that the chance that any look's interval misses the ratio
+/// is at most `1 - CONFIDENCE`.
 pub const CONFIDENCE: f64 = 0.999;
 
 /// Times `a` and `b`, the same way [`measure`](crate::measure) times one piece of work, in pairs
 /// on one stream: each repetition runs both (A then B, then B then A in the next, so that neither
-/// always runs first), each timed alone, each after its own L2 flush when that is on, all behind
-/// the gate. Drift of the GPU's clocks or of other load over the run affects both sides of a pair
-/// alike. It stops once the verdict is decided (after the minimum pairs and time) or at the
-/// timeout.
+/// always runs first), each timed alone, each after its own L2 flush when that is on, behind the
+/// gate (or replayed from one captured graph in graph mode). Drift of the GPU's clocks or of
+/// other load over the run affects both sides of a pair alike. It stops once the verdict is
+/// decided (see [`CONFIDENCE`] for when it looks) or at the timeout.
 ///
 /// ```no_run
 /// # fn main() -> cuda_event::Result<()> {
@@ -181,8 +195,9 @@ where
         return Err(Error::InvalidMeasureOptions { reason }.into());
     }
     let measure = &options.measure;
-    let enough =
-        |pairs: usize, wall_time: Duration| pairs >= measure.min_samples && wall_time >= measure.min_time;
+    let alpha = |look: u32| (1.0 - CONFIDENCE) / 2f64.powi(look as i32);
+    // The looks so far, the pairs that make the next one, and the last look's ratio.
+    let (mut looks, mut next_look, mut last) = (0, measure.min_samples, None);
     let sampled = sample(
         stream,
         measure,
@@ -190,66 +205,102 @@ where
         &mut |stream, arm| if arm == 0 { a(stream) } else { b(stream) },
         &mut |arms, wall_time| {
             let pairs = arms[0].len();
-            if enough(pairs, wall_time) && Ratio::of(&arms[0], &arms[1]).verdict(margin) != Verdict::Ambiguous
-            {
-                Some(StopReason::VerdictReached)
-            } else if wall_time >= measure.timeout && pairs >= 2 {
-                Some(StopReason::Timeout)
-            } else {
-                None
+            let timeout = wall_time >= measure.timeout && pairs >= 2;
+            if !(timeout || (pairs >= next_look && wall_time >= measure.min_time)) {
+                return None;
+            }
+            looks += 1;
+            next_look = 2 * pairs;
+            let ratio = Ratio::of(&arms[0], &arms[1], alpha(looks));
+            let decided = ratio.pairs >= measure.min_samples && ratio.verdict(margin) != Verdict::Ambiguous;
+            last = Some((ratio, looks));
+            match (decided, timeout) {
+                (true, _) => Some(StopReason::VerdictReached),
+                (false, true) => Some(StopReason::Timeout),
+                (false, false) => None,
             }
         },
     )?;
-    let ratio = Ratio::of(&sampled.arms[0], &sampled.arms[1]);
+    let (ratio, looks) = last.expect("sample stops only after a look");
     let mut sides = sampled.into_measurements();
     let (b, a) = (sides.pop().expect("two arms"), sides.pop().expect("two arms"));
-    Ok(Comparison { a, b, ratio, margin })
+    Ok(Comparison {
+        a,
+        b,
+        ratio,
+        margin,
+        confidence: 1.0 - alpha(looks),
+    })
 }
 
-/// B/A over pairs: the median of the pairs' ratios and its confidence interval.
+/// B/A over pairs: the median of the pairs' ratios, its confidence interval, and whether the
+/// samples resolve differences of the margin's size.
 #[derive(Clone, Copy, Debug)]
 struct Ratio {
     median: f64,
     low: f64,
     high: f64,
     pairs: usize,
+    /// The smallest step between two different samples, relative to A's median time (infinite
+    /// when every sample reads the same, or A's median is 0).
+    resolution: f64,
 }
 
 impl Ratio {
-    fn of(a: &[Duration], b: &[Duration]) -> Ratio {
+    /// The ratio of `b` to `a`, pair by pair, with an interval at `1 - alpha`. A pair where both
+    /// read 0 does not count; one where only one side reads 0 counts (as 0 or infinity).
+    fn of(a: &[Duration], b: &[Duration], alpha: f64) -> Ratio {
         let mut ratios: Vec<f64> = a
             .iter()
             .zip(b)
-            .filter(|(a, b)| !a.is_zero() && !b.is_zero())
+            .filter(|(a, b)| !(a.is_zero() && b.is_zero()))
             .map(|(a, b)| b.as_secs_f64() / a.as_secs_f64())
             .collect();
         ratios.sort_unstable_by(f64::total_cmp);
         let n = ratios.len();
-        let median = match n {
+        let median = |sorted: &[f64]| match sorted.len() {
             0 => f64::NAN,
-            n if n % 2 == 1 => ratios[n / 2],
-            n => (ratios[n / 2 - 1] + ratios[n / 2]) / 2.0,
+            n if n % 2 == 1 => sorted[n / 2],
+            n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
         };
-        let (low, high) = match median_bounds(n, 1.0 - CONFIDENCE) {
+        let (low, high) = match median_bounds(n, alpha) {
             Some(k) => (ratios[k], ratios[n - 1 - k]),
             None => (f64::NAN, f64::NAN),
         };
+        let mut times: Vec<f64> = a.iter().chain(b).map(Duration::as_secs_f64).collect();
+        times.sort_unstable_by(f64::total_cmp);
+        let step = times
+            .windows(2)
+            .map(|w| w[1] - w[0])
+            .filter(|&d| d > 0.0)
+            .fold(f64::INFINITY, f64::min);
+        let mut a_times: Vec<f64> = a.iter().map(Duration::as_secs_f64).collect();
+        a_times.sort_unstable_by(f64::total_cmp);
+        let a_median = median(&a_times);
         Ratio {
-            median,
+            median: median(&ratios),
             low,
             high,
             pairs: n,
+            resolution: if a_median > 0.0 {
+                step / a_median
+            } else {
+                f64::INFINITY
+            },
         }
     }
 
     /// The verdict for `margin` (NaN bounds compare false everywhere: ambiguous).
     fn verdict(&self, margin: f64) -> Verdict {
         let (low, high, ratio) = (self.low, self.high, self.median);
-        if low >= 1.0 - margin && high <= 1.0 + margin {
+        let (above, below) = (1.0 + margin, 1.0 / (1.0 + margin));
+        if self.resolution > margin / 2.0 {
+            Verdict::Ambiguous
+        } else if low >= below && high <= above {
             Verdict::Same
-        } else if low > 1.0 && ratio >= 1.0 + margin {
+        } else if low > 1.0 && ratio >= above {
             Verdict::Slower
-        } else if high < 1.0 && ratio <= 1.0 - margin {
+        } else if high < 1.0 && ratio <= below {
             Verdict::Faster
         } else {
             Verdict::Ambiguous
@@ -268,7 +319,7 @@ fn median_bounds(n: usize, alpha: f64) -> Option<usize> {
     let ln_half_n = n as f64 * 0.5f64.ln();
     let mut ln_pmf = ln_half_n; // ln P(X = 0)
     let mut cdf = ln_pmf.exp();
-    // Largest k with P(X <= k - 1) <= alpha / 2, i.e. P(X < k) <= alpha / 2.
+    // The largest k with P(X <= k) <= alpha / 2.
     if cdf > alpha / 2.0 {
         return None;
     }
@@ -310,47 +361,82 @@ mod tests {
         assert!((k - (5_000.0 - 3.29 * 50.0)).abs() < 3.0, "{k}");
     }
 
+    const ALPHA: f64 = 0.001;
+
+    /// 100 us with 50 ns of jitter, `n` samples.
+    fn jittered(n: usize, scale: f64) -> Vec<f64> {
+        (0..n)
+            .map(|i| (100.0 + (i * 3 % 7) as f64 * 0.05) * scale)
+            .collect()
+    }
+
     #[test]
     fn identical_work_is_the_same_and_a_clear_difference_is_slower_or_faster() {
-        let a: Vec<f64> = (0..100).map(|i| 100.0 + (i % 7) as f64 * 0.05).collect();
+        let a = jittered(100, 1.0);
         let same: Vec<f64> = (0..100).map(|i| 100.0 + ((i + 3) % 7) as f64 * 0.05).collect();
-        let longer: Vec<f64> = a.iter().map(|v| v * 1.03).collect();
-        let shorter: Vec<f64> = a.iter().map(|v| v * 0.97).collect();
-        let slightly: Vec<f64> = a.iter().map(|v| v * 1.005).collect();
-        let verdict = |b: &[f64]| Ratio::of(&us(&a), &us(b)).verdict(0.01);
-        assert_eq!(verdict(&same), Verdict::Same);
-        assert_eq!(verdict(&longer), Verdict::Slower);
-        assert_eq!(verdict(&shorter), Verdict::Faster);
-        assert_eq!(verdict(&slightly), Verdict::Same);
+        let verdict = |a: &[f64], b: &[f64]| Ratio::of(&us(a), &us(b), ALPHA).verdict(0.01);
+        assert_eq!(verdict(&a, &same), Verdict::Same);
+        assert_eq!(verdict(&a, &jittered(100, 1.03)), Verdict::Slower);
+        assert_eq!(verdict(&a, &jittered(100, 0.97)), Verdict::Faster);
+        assert_eq!(verdict(&a, &jittered(100, 1.005)), Verdict::Same);
+        // Swapping A and B swaps faster and slower.
+        assert_eq!(verdict(&jittered(100, 1.03), &a), Verdict::Faster);
+        assert_eq!(verdict(&jittered(100, 0.97), &a), Verdict::Slower);
     }
 
     #[test]
     fn a_difference_at_the_margin_or_few_pairs_or_zero_samples_are_ambiguous() {
-        let a: Vec<f64> = (0..100).map(|i| 100.0 + (i % 11) as f64).collect();
-        // Ratios spread from 0.9 to 1.1 around 1.01: the interval straddles both 1 and 1.01.
+        let a = jittered(100, 1.0);
+        // Ratios spread from 0.91 to 1.11 around 1.01: the interval straddles both 1 and 1.01.
         let b: Vec<f64> = a
             .iter()
             .enumerate()
             .map(|(i, v)| v * (0.91 + 0.2 * (i * 37 % 100) as f64 / 100.0))
             .collect();
-        assert_eq!(Ratio::of(&us(&a), &us(&b)).verdict(0.01), Verdict::Ambiguous);
-        assert_eq!(
-            Ratio::of(&us(&a[..5]), &us(&a[..5])).verdict(0.01),
-            Verdict::Ambiguous
-        );
+        let verdict = |a: &[f64], b: &[f64]| Ratio::of(&us(a), &us(b), ALPHA).verdict(0.01);
+        assert_eq!(verdict(&a, &b), Verdict::Ambiguous);
+        assert_eq!(verdict(&a[..5], &a[..5]), Verdict::Ambiguous);
         let zeros = vec![Duration::ZERO; 50];
-        let ratio = Ratio::of(&zeros, &zeros);
+        let ratio = Ratio::of(&zeros, &zeros, ALPHA);
         assert_eq!((ratio.pairs, ratio.verdict(0.01)), (0, Verdict::Ambiguous));
         assert!(ratio.median.is_nan());
     }
 
     #[test]
+    fn samples_too_coarse_for_the_margin_give_no_verdict() {
+        // 2.0 us against 2.1 us read with a 0.5 us step: most pairs read equal, yet they differ
+        // by 5%.
+        let read = |t: f64, i: usize| ((t + (i % 5) as f64 * 0.1) / 0.5).round() * 0.5;
+        let a: Vec<f64> = (0..200).map(|i| read(2.0, i)).collect();
+        let b: Vec<f64> = (0..200).map(|i| read(2.1, i)).collect();
+        let ratio = Ratio::of(&us(&a), &us(&b), ALPHA);
+        assert!(ratio.resolution > 0.2, "{ratio:?}");
+        assert_eq!(ratio.verdict(0.01), Verdict::Ambiguous);
+        // Every sample the same: nothing shows the resolution.
+        let flat = vec![2.0; 200];
+        assert_eq!(
+            Ratio::of(&us(&flat), &us(&flat), ALPHA).verdict(0.01),
+            Verdict::Ambiguous
+        );
+    }
+
+    #[test]
     fn a_few_outlying_pairs_do_not_move_the_verdict() {
-        let a = vec![100.0; 200];
-        let mut b: Vec<f64> = vec![103.0; 200];
+        let a = jittered(200, 1.0);
+        let mut b = jittered(200, 1.03);
         for i in (0..200).step_by(20) {
             b[i] = 50.0; // ten pairs where B was interrupted short
         }
-        assert_eq!(Ratio::of(&us(&a), &us(&b)).verdict(0.01), Verdict::Slower);
+        assert_eq!(Ratio::of(&us(&a), &us(&b), ALPHA).verdict(0.01), Verdict::Slower);
+    }
+
+    #[test]
+    fn a_side_that_reads_zero_counts_as_an_extreme_ratio() {
+        let a = jittered(100, 1.0);
+        let mut b = jittered(100, 1.0);
+        b[0] = 0.0;
+        let ratio = Ratio::of(&us(&a), &us(&b), ALPHA);
+        assert_eq!(ratio.pairs, 100);
+        assert_eq!(ratio.verdict(0.01), Verdict::Same);
     }
 }

@@ -48,7 +48,14 @@ impl GraphBatch {
             events: Vec::with_capacity(intervals),
         };
         for _ in 0..intervals {
-            batch.events.push((GraphEvent::new(d)?, GraphEvent::new(d)?));
+            let start = GraphEvent::new(d)?;
+            match GraphEvent::new(d) {
+                Ok(end) => batch.events.push((start, end)),
+                Err(e) => {
+                    start.destroy(d);
+                    return Err(e.into());
+                }
+            }
         }
         let raw = stream.as_raw();
         let mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
@@ -65,11 +72,10 @@ impl GraphBatch {
                 end: end.0,
             })
             .collect();
+        // Ended whatever happens, a panic in `queue` included, so that the stream is usable again.
+        let capturing = Capturing { d, stream: raw };
         let queued = queue(&recorded);
-        // Ended whatever happened, so that the stream is usable again.
-        // SAFETY: ends the capture begun above on the same stream, on this thread; writes the
-        // graph through a field of a live local.
-        let code = d.stream_end_capture.code(|f| unsafe { f(raw, &mut batch.graph) });
+        let code = capturing.end(&mut batch.graph);
         queued?;
         check_step(
             &d.stream_end_capture,
@@ -97,6 +103,11 @@ impl GraphBatch {
             // flag is a record flag.
             unsafe { f(event, raw, sys::cudaEventRecordExternal) }
         })
+    }
+
+    /// How many intervals each replay times.
+    pub(crate) fn intervals(&self) -> usize {
+        self.events.len()
     }
 
     /// Queues one replay of the batch on `stream`.
@@ -141,6 +152,39 @@ impl Drop for GraphBatch {
         for (start, end) in self.events.drain(..) {
             start.destroy(self.d);
             end.destroy(self.d);
+        }
+    }
+}
+
+/// A capture under way on a stream; ended by [`end`](Self::end), or by the drop if `queue`
+/// panicked (its graph then destroyed).
+struct Capturing {
+    d: &'static Driver,
+    stream: sys::CUstream,
+}
+
+impl Capturing {
+    /// Ends the capture, writing the graph (null if the capture failed) through `graph`.
+    fn end(self, graph: &mut sys::CUgraph) -> sys::CUresult {
+        let (d, stream) = (self.d, self.stream);
+        std::mem::forget(self);
+        // SAFETY: ends the capture begun on this stream by this thread; writes through a live
+        // reference.
+        d.stream_end_capture.code(|f| unsafe { f(stream, graph) })
+    }
+}
+
+impl Drop for Capturing {
+    fn drop(&mut self) {
+        let mut graph = std::ptr::null_mut();
+        // SAFETY: as in `end`; writes through a live local.
+        let _ = self
+            .d
+            .stream_end_capture
+            .code(|f| unsafe { f(self.stream, &mut graph) });
+        if !graph.is_null() {
+            // SAFETY: the graph just ended, never instantiated or shared; destroyed once.
+            let _ = self.d.graph_destroy.code(|f| unsafe { f(graph) });
         }
     }
 }

@@ -54,8 +54,10 @@ pub struct MeasureOptions {
     /// gate is not used) and the flush stays outside every interval. The work is captured once
     /// per measurement, not called again for each sample: it must be work that a CUDA graph can
     /// hold (no wait on the host, no call that capture refuses, all on the stream it is given or
-    /// joined back to it), else [`Error::NotCapturable`]; the stream must not be the legacy
-    /// default stream. Replays of a graph cost the GPU less than the same launches from the host,
+    /// joined back to it). A call inside the work that the capture refuses returns CUDA's error
+    /// to the work, which `measure` returns if the work does; if the work goes on, or CUDA
+    /// refuses the capture itself (the legacy default stream cannot be captured), the result is
+    /// [`Error::NotCapturable`], which names the step and CUDA's answer. Replays of a graph cost the GPU less than the same launches from the host,
     /// so very short work reads shorter than it does in a program that launches it one call at a
     /// time; and CUDA may run a captured operation differently from the same call on a stream (a
     /// device-to-device copy captured as a memcpy node can take longer): graph mode times the
@@ -205,7 +207,8 @@ impl Measurement {
     /// Whether the samples were taken behind the host-held gate, so that no interval contains time
     /// the GPU waited for the host.
     ///
-    /// `false` when [`MeasureOptions::gate`] is off, and when not even one repetition could be
+    /// `false` when [`MeasureOptions::gate`] is off, in graph mode (no hold is needed: see
+    /// [`graph`](Self::graph)), and when not even one repetition could be
     /// queued behind the gate: the host was still queueing the first repetition of a batch (or the
     /// only one) when the gate's watchdog had to open the gate, after about a second. That happens
     /// when a repetition has more stream operations (kernels, copies, memsets) than CUDA queues on
@@ -215,7 +218,7 @@ impl Measurement {
     /// the samples taken so far and times every repetition without the gate, as
     /// `triton.testing.do_bench` does: each interval includes the gaps in which the GPU waited for
     /// the host to submit the repetition's work. [`gate_timeouts`](Self::gate_timeouts) is then
-    /// at least 1.
+    /// at least 1 (in that last case only).
     pub fn gated(&self) -> bool {
         self.gated
     }
@@ -298,6 +301,8 @@ impl Measurement {
 /// Repetitions are queued in batches of up to [`MeasureOptions::max_batch`] behind a hold on the
 /// stream (a wait on a flag in mapped host memory, `cuStreamWaitValue32`), released once the batch
 /// is queued. The timing events come from this thread's event pool and are reused across batches.
+/// In graph mode ([`MeasureOptions::graph`]) a batch of repetitions is captured into a graph once,
+/// with timing events of its own, and replayed for each batch instead: no hold.
 ///
 /// It never waits for other streams of the device: the flush buffer and the gate's flag are made
 /// once per device (per instance of its primary context: again after a device reset) and kept for
@@ -307,19 +312,26 @@ impl Measurement {
 ///
 /// # Errors
 /// [`Error::InvalidMeasureOptions`], [`Error::StreamCapturing`], the error `work` returns (after
-/// the work queued so far completes), CUDA's errors; this crate's errors as `E::from`.
+/// the work queued so far completes), [`Error::NotCapturable`] in graph mode, CUDA's errors; this
+/// crate's errors as `E::from`.
 pub fn measure<F, E>(stream: &Stream, options: &MeasureOptions, mut work: F) -> Result<Measurement, E>
 where
     F: FnMut(&Stream) -> Result<(), E>,
     E: From<Error>,
 {
-    let mut noises = Vec::new();
+    let (mut noises, mut seen) = (Vec::new(), 0);
     let sampled = sample(
         stream,
         options,
         1,
         &mut |stream, _| work(stream),
         &mut |arms, wall_time| {
+            if arms[0].len() < seen {
+                // The samples were dropped (the measurement went on without the gate): so goes
+                // the noise history they made.
+                noises.clear();
+            }
+            seen = arms[0].len();
             let noise = relative_deviation(&arms[0]);
             stop_reason(options, arms[0].len(), noise, &mut noises, wall_time)
         },
@@ -414,6 +426,7 @@ where
         stop,
         gated: gate.is_some(),
         graph: None,
+        reps: 0,
     };
     // From the first flush on, the GPU may use the scratch memory until the stream is drained.
     scratch.in_use(true);
@@ -488,6 +501,8 @@ struct Run<'r, 'w, E> {
     gated: bool,
     /// Graph mode's captured batch, once made; dropped with the run, after the stream is drained.
     graph: Option<GraphBatch>,
+    /// Timed repetitions queued so far, for the alternation of arms across batches.
+    reps: usize,
 }
 
 /// GPU time a batch aims at: long enough that the host's queueing of the next one is hidden, short
@@ -547,7 +562,13 @@ where
         let mut gate_timeouts = 0;
         let started = Instant::now();
         loop {
-            let n = count(BATCH_TIME).clamp(1, max_batch);
+            // max_batch bounds the stream operations behind one hold: each repetition has every
+            // arm's. A graph of two arms holds an even number of repetitions, so that each arm
+            // runs first equally often in every replay.
+            let mut n = count(BATCH_TIME).clamp(1, (max_batch / self.arms).max(1));
+            if self.options.graph && self.arms > 1 {
+                n += n % 2;
+            }
             if self.options.graph {
                 for (i, sample) in self.graph_batch(n)?.into_iter().enumerate() {
                     arms[i % self.arms].push(sample);
@@ -595,7 +616,8 @@ where
     }
 
     /// The arms of repetition `i` in the order they run: alternating, so that no arm always runs
-    /// right after the flush or right after another given arm.
+    /// right after the flush or right after another given arm. `i` counts across batches (a
+    /// batch may hold an odd number of repetitions, or one).
     fn order(&self, i: usize) -> impl Iterator<Item = usize> + use<E> {
         let arms = self.arms;
         (0..arms).map(move |k| if i.is_multiple_of(2) { k } else { arms - 1 - k })
@@ -605,6 +627,14 @@ where
     /// on first use): each interval's GPU time, repetition `i`'s arm `a` at `i * arms + a`.
     fn graph_batch(&mut self, n: usize) -> Result<Vec<Duration>, E> {
         let intervals = n * self.arms;
+        if self
+            .graph
+            .as_ref()
+            .is_some_and(|batch| batch.intervals() != intervals)
+        {
+            // Another batch size: a new graph (the stream has run the old one to its end).
+            self.graph = None;
+        }
         if self.graph.is_none() {
             let (d, stream, arms) = (self.d, self.stream, self.arms);
             let batch = GraphBatch::capture(d, stream, intervals, |recorded| {
@@ -658,8 +688,11 @@ where
             watchdog.arm(held);
         }
         let mut first_blocked = false;
-        let queued = (0..events.len() / self.arms).try_for_each(|i| {
-            for arm in self.order(i) {
+        let first = self.reps;
+        let n = events.len() / self.arms;
+        self.reps += n;
+        let queued = (0..n).try_for_each(|i| {
+            for arm in self.order(first + i) {
                 let (start, end) = &events[i * self.arms + arm];
                 self.flush()?;
                 start.record(self.stream)?;
@@ -675,8 +708,8 @@ where
         drop(held);
         queued?;
         // The last repetition's last arm ends last: the stream runs them in order.
-        let last = (events.len() / self.arms).checked_sub(1);
-        if let Some((i, arm)) = last.and_then(|i| Some((i, self.order(i).last()?))) {
+        let last = n.checked_sub(1);
+        if let Some((i, arm)) = last.and_then(|i| Some((i, self.order(first + i).last()?))) {
             events[i * self.arms + arm].1.synchronize()?;
         }
         Ok(match opened {
