@@ -594,7 +594,8 @@ fn compare_stops_when_decided_and_says_ambiguous_when_it_cannot_tell() {
     )
     .unwrap();
     println!("empty vs empty: {c}");
-    assert_eq!((c.verdict(), c.pairs()), (Verdict::Ambiguous, 0));
+    // Samples at or near the timing events' resolution, all alike: they resolve no margin.
+    assert_eq!(c.verdict(), Verdict::Ambiguous);
     assert_eq!(c.a().stop_reason(), StopReason::Timeout);
 
     for margin in [f64::NAN, -0.01, f64::INFINITY] {
@@ -683,7 +684,7 @@ fn measure_in_graph_mode_of_work_that_cannot_be_captured_is_an_error_that_says_w
     });
     println!("a query inside the work: {unjoined:?} after {calls} calls");
     match &unjoined {
-        Err(Error::NotCapturable { reason }) => assert!(reason.contains("ending the capture"), "{reason}"),
+        Err(Error::NotCapturable { reason }) => assert!(reason.contains("broke the capture"), "{reason}"),
         other => panic!("expected NotCapturable, got {other:?}"),
     }
     let legacy = measure(

@@ -2,6 +2,7 @@
 //! flush, a start event, the work, an end event) and replayed, so that the GPU runs them back to
 //! back with no launch gap and the flush stays outside every interval.
 
+use crate::capture_mode::is_capture_interference;
 use crate::driver::{Driver, Entry};
 use crate::error::{Error, Result};
 use crate::stream::Stream;
@@ -98,11 +99,12 @@ impl GraphBatch {
     pub(crate) fn record(d: &Driver, interval: &Interval, end: bool, stream: &Stream) -> Result<()> {
         let event = if end { interval.end } else { interval.start };
         let raw = stream.as_raw();
-        d.event_record_with_flags.call(|f| {
+        let recorded = d.event_record_with_flags.call(|f| {
             // SAFETY: an event of the batch and the stream being captured, of one context; the
             // flag is a record flag.
             unsafe { f(event, raw, sys::cudaEventRecordExternal) }
-        })
+        });
+        in_capture(recorded, "recording a timing event")
     }
 
     /// How many intervals each replay times.
@@ -201,6 +203,23 @@ impl GraphEvent {
     fn destroy(self, d: &Driver) {
         // SAFETY: an event made by `new`, destroyed once, after every graph that held it.
         let _ = d.event_destroy.code(|f| unsafe { f(self.0) });
+    }
+}
+
+/// `result` of the crate's own call inside the capture (a timing event's record, the flush): an
+/// error that the capture caused (an earlier call in the work broke it) as
+/// [`Error::NotCapturable`].
+pub(crate) fn in_capture(result: Result<()>, step: &str) -> Result<()> {
+    match result {
+        Err(Error::Cuda(e)) if is_capture_interference(&Error::Cuda(e.clone())) => {
+            Err(Error::NotCapturable {
+                reason: format!(
+                    "{step}: {e} (a call earlier in the work broke the capture: one that a capture \
+                 refuses, such as a query or a synchronize, whose error the work did not return)"
+                ),
+            })
+        }
+        other => other,
     }
 }
 

@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::stream::Stream;
 use crate::timing::gate::{Gate, Watchdog};
-use crate::timing::graph::GraphBatch;
+use crate::timing::graph::{self, GraphBatch};
 use crate::timing::scratch_memory::{DeviceBuffer, ScratchLease};
 use crate::timing::timer::{Timer, from_ms, timing_event};
 use cuda_event_sys as sys;
@@ -641,7 +641,7 @@ where
                 for i in 0..n {
                     for arm in self.order(i) {
                         let interval = &recorded[i * arms + arm];
-                        self.flush()?;
+                        graph::in_capture(self.flush(), "the L2 flush")?;
                         GraphBatch::record(d, interval, false, stream)?;
                         (self.work)(stream, arm)?;
                         GraphBatch::record(d, interval, true, stream)?;
