@@ -11,7 +11,6 @@ rounds. Prints and writes a side-by-side table.
 
 usage: graph_validation.py QUICKSTART_BINARY OUT_DIR [ROUNDS]
 """
-import ctypes
 import json
 import os
 import statistics
@@ -22,7 +21,7 @@ import torch
 import triton
 from triton.testing import do_bench, do_bench_cudagraph
 
-from timer_validation import MIB, cudart
+from timer_validation import MIB, memset_and_copy, write_results
 
 OPS = [("memset 4 KiB", 4096), ("memset 1 MiB", MIB), ("memset 64 MiB", 64 * MIB),
        ("memset 4 GiB", 4096 * MIB), ("copy 1 GiB d2d", 1024 * MIB)]
@@ -36,13 +35,7 @@ def quickstart(binary, *flags):
 
 def triton_medians():
     """Each op's do_bench and do_bench_cudagraph median (us), on torch's current stream."""
-    rt = cudart()
-    rt.cudaMemsetAsync.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t, ctypes.c_void_p]
-    rt.cudaMemcpyAsync.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
-                                   ctypes.c_void_p]
-    big = torch.empty(4096 * MIB, dtype=torch.uint8, device="cuda")
-    src = torch.empty(1024 * MIB, dtype=torch.uint8, device="cuda")
-    dst = torch.empty(1024 * MIB, dtype=torch.uint8, device="cuda")
+    rt, big, src, dst = memset_and_copy()
 
     def memset(n):
         def fn():
@@ -90,13 +83,8 @@ def main():
                      + " | ".join(f"{ratios[m]:.3f}" for m in ratios) + " |")
         rows.append({"op": name, "medians_us": med, "ratios_to_do_bench": ratios,
                      "rounds": [r[name] for r in per_round]})
-    table = "\n".join(lines)
-    print(table)
-    with open(os.path.join(out_dir, "graph_validation.md"), "w") as f:
-        f.write(table + "\n")
-    with open(os.path.join(out_dir, "graph_validation.json"), "w") as f:
-        json.dump({"triton": triton.__version__, "torch": torch.__version__, "rounds": rounds,
-                   "rows": rows}, f, indent=1)
+    write_results(out_dir, "graph_validation", lines,
+                  {"triton": triton.__version__, "torch": torch.__version__, "rounds": rounds, "rows": rows})
 
 
 if __name__ == "__main__":

@@ -41,6 +41,19 @@ def cudart():
     raise OSError("no libcudart found")
 
 
+def memset_and_copy():
+    """libcudart with cudaMemsetAsync's and cudaMemcpyAsync's signatures, and the quickstart's
+    buffers: 4 GiB to set, 1 GiB to copy from and 1 GiB to copy to."""
+    rt = cudart()
+    rt.cudaMemsetAsync.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t, ctypes.c_void_p]
+    rt.cudaMemcpyAsync.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                                   ctypes.c_void_p]
+    big = torch.empty(4096 * MIB, dtype=torch.uint8, device="cuda")
+    src = torch.empty(1024 * MIB, dtype=torch.uint8, device="cuda")
+    dst = torch.empty(1024 * MIB, dtype=torch.uint8, device="cuda")
+    return rt, big, src, dst
+
+
 def torch_event_bench(fn, warmup=25, rep=100):
     """do_bench's method with torch.cuda.Event, its L2 flush a zero_ of a 256 MB buffer: median in ms."""
     flush = torch.empty(256 * MIB, dtype=torch.int8, device="cuda").zero_
@@ -71,13 +84,7 @@ def torch_event_bench(fn, warmup=25, rep=100):
 
 def reference(rounds, quickstart):
     """Per round, the quickstart's rows and do_bench's medians (us) on a created stream."""
-    rt = cudart()
-    rt.cudaMemsetAsync.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t, ctypes.c_void_p]
-    rt.cudaMemcpyAsync.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
-                                   ctypes.c_void_p]
-    big = torch.empty(4096 * MIB, dtype=torch.uint8, device="cuda")
-    src = torch.empty(1024 * MIB, dtype=torch.uint8, device="cuda")
-    dst = torch.empty(1024 * MIB, dtype=torch.uint8, device="cuda")
+    rt, big, src, dst = memset_and_copy()
     created = torch.cuda.Stream()
     stream = created.cuda_stream
 
@@ -142,12 +149,18 @@ def main():
         rows.append({"op": name, "measure_us": ours, "do_bench_us": theirs, "ratios": ratios,
                      "median_ratio": median(ratios), "within_3_percent": verdict,
                      "measure_rows": [m[name] for m in measured]})
+    write_results(out_dir, "timer_validation", lines,
+                  {"method": method, "torch": torch.__version__, "rounds": rounds, "rows": rows})
+
+
+def write_results(out_dir, name, lines, data):
+    """Prints the table's `lines` and writes them to NAME.md, and `data` to NAME.json, in `out_dir`."""
     table = "\n".join(lines)
     print(table)
-    with open(os.path.join(out_dir, "timer_validation.md"), "w") as f:
+    with open(os.path.join(out_dir, name + ".md"), "w") as f:
         f.write(table + "\n")
-    with open(os.path.join(out_dir, "timer_validation.json"), "w") as f:
-        json.dump({"method": method, "torch": torch.__version__, "rounds": rounds, "rows": rows}, f, indent=1)
+    with open(os.path.join(out_dir, name + ".json"), "w") as f:
+        json.dump(data, f, indent=1)
 
 
 if __name__ == "__main__":
