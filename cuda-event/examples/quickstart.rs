@@ -5,7 +5,9 @@
 //! peak (memory clock x bus width). `--json` prints one JSON object per operation instead, for
 //! one mode: gated (the default), `--graph`, or `--no-gate` (each repetition queued as the host
 //! submits it, launch gaps inside the intervals, as in do_bench), for the timer's validation
-//! against do_bench. Then compares a 2 GiB memset with a 1 GiB copy (the same bytes moved) with
+//! against do_bench; `--no-sm-clock` leaves out the SM clock's stamps around each repetition (to
+//! see what they cost). Each row shows the SM clock the samples ran at beside the device's maximum.
+//! Then compares a 2 GiB memset with a 1 GiB copy (the same bytes moved) with
 //! `compare`, times one memset with a `Timer` and makes a second stream wait on the first. Without
 //! a GPU it exits with status 1 and one line naming the CUDA error.
 //!
@@ -37,14 +39,14 @@ fn main() {
         (false, true) => Mode::Ungated,
         (false, false) => Mode::Gated,
     };
-    if let Err(e) = run(flag("--json").then_some(mode)) {
+    if let Err(e) = run(flag("--json").then_some(mode), !flag("--no-sm-clock")) {
         eprintln!("quickstart: {e}");
         std::process::exit(1);
     }
 }
 
-/// `json`: the mode of the JSON rows to print; `None` for the tables.
-fn run(json: Option<Mode>) -> Result<(), Box<dyn std::error::Error>> {
+/// `json`: the mode of the JSON rows to print; `None` for the tables. `sm_clock`: read the SM clock.
+fn run(json: Option<Mode>, sm_clock: bool) -> Result<(), Box<dyn std::error::Error>> {
     let devices = cuda_event::device_count()?;
     let stream = Stream::new(0)?;
     let (big, copy_src, copy_dst) = (
@@ -52,7 +54,9 @@ fn run(json: Option<Mode>) -> Result<(), Box<dyn std::error::Error>> {
         DeviceMemory::new(0, 1024 * MIB)?,
         DeviceMemory::new(0, 1024 * MIB)?,
     );
-    let options = MeasureOptions::default().timeout(Duration::from_secs(5));
+    let options = MeasureOptions::default()
+        .timeout(Duration::from_secs(5))
+        .sm_clock(sm_clock);
     let memset = |bytes: usize| {
         move |s: &Stream| {
             // SAFETY: `big` holds 4 GiB of device 0, at least `bytes`, and outlives the work.
@@ -88,7 +92,7 @@ fn run(json: Option<Mode>) -> Result<(), Box<dyn std::error::Error>> {
         for (op, bytes, work) in &ops {
             let m = measure(&stream, &options, |s| work(s))?;
             println!(
-                "{{\"op\":\"{op}\",\"mode\":\"{name}\",\"bytes\":{bytes},\"median_us\":{:.3},\"mean_us\":{:.3},\"p10_us\":{:.3},\"p90_us\":{:.3},\"min_us\":{:.3},\"max_us\":{:.3},\"noise\":{:.5},\"samples\":{},\"stop\":\"{:?}\",\"gate_timeouts\":{},\"peak_gb_per_s\":{peak:.0}}}",
+                "{{\"op\":\"{op}\",\"mode\":\"{name}\",\"bytes\":{bytes},\"median_us\":{:.3},\"mean_us\":{:.3},\"p10_us\":{:.3},\"p90_us\":{:.3},\"min_us\":{:.3},\"max_us\":{:.3},\"noise\":{:.5},\"samples\":{},\"stop\":\"{:?}\",\"gate_timeouts\":{},\"sm_clock_mhz\":{},\"max_sm_clock_mhz\":{},\"throttled\":{},\"peak_gb_per_s\":{peak:.0}}}",
                 us(m.median()),
                 us(m.mean()),
                 us(m.percentile(10.0)),
@@ -98,28 +102,32 @@ fn run(json: Option<Mode>) -> Result<(), Box<dyn std::error::Error>> {
                 m.noise(),
                 m.samples().len(),
                 m.stop_reason(),
-                m.gate_timeouts()
+                m.gate_timeouts(),
+                json_number(m.sm_clock_mhz()),
+                json_number(m.max_sm_clock_mhz()),
+                m.throttled_samples()
             );
         }
         return Ok(());
     }
     println!("{devices} device(s); device 0 peak {peak:.0} GB/s (memory clock x bus width)");
     println!(
-        "| operation | gated median | gated GB/s | graph median | graph GB/s | % of peak (gated) | noise (gated) | samples (gated, graph) |"
+        "| operation | gated median | gated GB/s | graph median | graph GB/s | % of peak (gated) | noise (gated) | SM clock (gated), MHz | samples (gated, graph) |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|");
     for (op, bytes, work) in &ops {
         let gated: Measurement = measure(&stream, &options, |s| work(s))?;
         let graph: Measurement = measure(&stream, &options.clone().graph(true), |s| work(s))?;
         let gb = |m: &Measurement| *bytes as f64 / m.median().as_secs_f64() / 1e9;
         println!(
-            "| {op} | {:.1} us | {:.0} | {:.1} us | {:.0} | {:.0}% | {:.2}% | {}, {} |",
+            "| {op} | {:.1} us | {:.0} | {:.1} us | {:.0} | {:.0}% | {:.2}% | {} | {}, {} |",
             us(gated.median()),
             gb(&gated),
             us(graph.median()),
             gb(&graph),
             100.0 * gb(&gated) / peak,
             100.0 * gated.noise(),
+            clock(&gated),
             gated.samples().len(),
             graph.samples().len()
         );
@@ -148,6 +156,19 @@ fn run(json: Option<Mode>) -> Result<(), Box<dyn std::error::Error>> {
     done.synchronize()?;
     println!("second stream waited on the first: complete = {}", done.query()?);
     Ok(())
+}
+
+/// The median SM clock of a measurement beside the maximum, and the throttled samples it dropped.
+fn clock(m: &Measurement) -> String {
+    match (m.sm_clock_mhz(), m.max_sm_clock_mhz()) {
+        (Some(clock), Some(max)) => format!("{clock:.0} of {max:.0} ({} throttled)", m.throttled_samples()),
+        _ => "not read".to_string(),
+    }
+}
+
+/// A JSON number, or `null`.
+fn json_number(value: Option<f64>) -> String {
+    value.map_or_else(|| "null".to_string(), |v| format!("{v:.1}"))
 }
 
 /// Peak DRAM bandwidth of `device` from its attributes: 2 transfers a clock (DDR) x bus width.

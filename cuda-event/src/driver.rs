@@ -184,6 +184,10 @@ driver_table! {
     graph_launch: PFN_cuGraphLaunch_v10000 = c"cuGraphLaunch" @ 10000;
     graph_exec_destroy: PFN_cuGraphExecDestroy_v10000 = c"cuGraphExecDestroy" @ 10000;
     graph_destroy: PFN_cuGraphDestroy_v10000 = c"cuGraphDestroy" @ 10000;
+    module_load_data: PFN_cuModuleLoadData_v2000 = c"cuModuleLoadData" @ 2000;
+    module_get_function: PFN_cuModuleGetFunction_v2000 = c"cuModuleGetFunction" @ 2000;
+    module_unload: PFN_cuModuleUnload_v2000 = c"cuModuleUnload" @ 2000;
+    launch_kernel: PFN_cuLaunchKernel_v4000 = c"cuLaunchKernel" @ 4000;
 }
 
 static DRIVER: OnceLock<std::result::Result<Driver, CudaError>> = OnceLock::new();

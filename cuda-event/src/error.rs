@@ -83,6 +83,20 @@ pub enum Error {
         /// Why: the capture step that failed and CUDA's answer, with what usually causes it.
         reason: String,
     },
+    /// [`measure`](crate::measure) (or [`compare`](crate::compare)) discarded every repetition
+    /// until its timeout: the SM clock was below
+    /// [`MeasureOptions::throttle_threshold`](crate::MeasureOptions::throttle_threshold) of its
+    /// maximum during each. The GPU throttles (power, heat), or its clocks are locked low.
+    ClockThrottled {
+        /// The median clock of the discarded repetitions, in MHz.
+        sm_clock_mhz: f64,
+        /// The device's maximum SM clock, in MHz.
+        max_sm_clock_mhz: f64,
+        /// The threshold, a fraction of the maximum.
+        threshold: f64,
+        /// Repetitions discarded.
+        discarded: usize,
+    },
     /// No longer returned. [`measure`](crate::measure) returned it when the host had not finished
     /// queueing one repetition behind its gate after a second. A repetition that waits on the host
     /// causes that, but so do one with more stream operations than CUDA queues on a held stream and
@@ -319,6 +333,19 @@ impl fmt::Display for Error {
                     "the measured work could not be captured into a CUDA graph: {reason}"
                 )
             }
+            Error::ClockThrottled {
+                sm_clock_mhz,
+                max_sm_clock_mhz,
+                threshold,
+                discarded,
+            } => write!(
+                f,
+                "every repetition until the timeout ran with the SM clock below {:.0}% of its \
+                 maximum ({sm_clock_mhz:.0} of {max_sm_clock_mhz:.0} MHz, median of {discarded} \
+                 discarded): the GPU throttles (power, heat) or its clocks are locked low; \
+                 MeasureOptions::throttle_threshold(0.0) keeps such repetitions",
+                100.0 * threshold
+            ),
             #[allow(deprecated)] // still named here, not returned
             Error::WorkBlockedOnTheHost => f.write_str(
                 "the host did not finish queueing one repetition of the measured work within a \

@@ -336,6 +336,13 @@ fn measure_and_timer_never_wait_for_a_held_stream_of_the_device() {
     let _gpu = gpu_for(Duration::from_secs(30));
     let buffer = DeviceBuffer::new(0, 1 << 20);
     let (held, candidates) = (Stream::new(0).unwrap(), [(); 16].map(|_| Stream::new(0).unwrap()));
+    // The SM clock's kernel, loaded while the device is idle: only its loading waits for the
+    // device's work (MeasureOptions::sm_clock).
+    measure(&held, &quick().sm_clock(true), |s| -> cuda_event::Result<()> {
+        buffer.memset(s, 0);
+        Ok(())
+    })
+    .unwrap();
     let flag = MappedFlag::new();
     flag.hold(&held);
     let behind_the_hold = held.record_event().unwrap();
@@ -353,16 +360,18 @@ fn measure_and_timer_never_wait_for_a_held_stream_of_the_device() {
             .find(|s| runs_while_another_is_held(s))
             .expect("every stream made shares the held stream's hardware queue");
         let started = Instant::now();
-        for round in 0..2 {
+        for round in 0..3 {
             // Twice: the first measurement on the device may make its scratch memory, the second
-            // reuses it.
-            let m = measure(idle, &quick(), |s| -> cuda_event::Result<()> {
+            // reuses it; then with the SM clock's stamps, whose kernel is loaded.
+            let options = quick().sm_clock(round == 2);
+            let m = measure(idle, &options, |s| -> cuda_event::Result<()> {
                 buffer.memset(s, 0);
                 Ok(())
             })
             .unwrap();
             print(&format!("1 MiB memset, another stream held, round {round}"), &m);
             assert!(m.gated() && m.l2_flushed());
+            assert_eq!(m.sm_clock_mhz().is_some(), round == 2);
         }
         let timer = Timer::start(idle).unwrap();
         buffer.memset(idle, 0);
@@ -462,6 +471,8 @@ fn measure_rejects_options_it_cannot_honour() {
         quick().max_noise(-0.1),
         quick().timeout(Duration::from_millis(10)),
         quick().max_batch(0),
+        quick().throttle_threshold(1.5),
+        quick().throttle_threshold(f64::NAN),
     ];
     for options in bad {
         let mut called = false;
@@ -719,7 +730,8 @@ fn measure_in_graph_mode_replays_the_work_and_leaves_nothing_behind() {
     let _gpu = gpu();
     let stream = Stream::new(0).unwrap();
     let mut calls = 0;
-    let options = quick().graph(true).warmup(Duration::ZERO);
+    // Without the SM clock, whose warm-up may go on while the clock ramps up.
+    let options = quick().graph(true).warmup(Duration::ZERO).sm_clock(false);
     let m = measure(&stream, &options, |s| -> cuda_event::Result<()> {
         calls += 1;
         gpu_sleep(s, Duration::from_micros(20));
@@ -737,4 +749,136 @@ fn measure_in_graph_mode_replays_the_work_and_leaves_nothing_behind() {
         m.samples().len()
     );
     assert!(!stream.is_capturing().unwrap());
+}
+
+/// Device 0's maximum SM clock in MHz, as the driver reports it.
+fn max_sm_clock_mhz() -> f64 {
+    let get: sys::PFN_cuDeviceGetAttribute_v2000 = driver_fn(c"cuDeviceGetAttribute", 2000);
+    let mut khz = 0;
+    let attribute = sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CLOCK_RATE;
+    // SAFETY: device ordinal 0 is a CUdevice of a machine with a GPU; writes through a live local.
+    let code = unsafe { get.unwrap()(&mut khz, attribute, 0) };
+    assert_eq!(code, sys::CUresult::CUDA_SUCCESS);
+    f64::from(khz) / 1e3
+}
+
+fn print_clock(what: &str, m: &Measurement) {
+    let known: Vec<f64> = m.sm_clocks_mhz().iter().flatten().copied().collect();
+    let (low, high) = known
+        .iter()
+        .fold((f64::INFINITY, 0.0f64), |(l, h), &c| (l.min(c), h.max(c)));
+    println!(
+        "{what}: SM clock {:?} of {:?} MHz, samples {low:.1} to {high:.1} MHz ({} of {} read), {} throttled",
+        m.sm_clock_mhz(),
+        m.max_sm_clock_mhz(),
+        known.len(),
+        m.samples().len(),
+        m.throttled_samples()
+    );
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn measure_reads_the_sm_clock_of_every_sample_beside_the_maximum() {
+    let _gpu = gpu();
+    let stream = Stream::new(0).unwrap();
+    let max = max_sm_clock_mhz();
+    for graph in [false, true] {
+        for length in [Duration::from_micros(5), Duration::from_micros(100)] {
+            let m = measure(
+                &stream,
+                &quick().graph(graph).sm_clock(true),
+                |s| -> cuda_event::Result<()> {
+                    gpu_sleep(s, length);
+                    Ok(())
+                },
+            )
+            .unwrap();
+            let what = format!("{length:?} kernel, graph {graph}");
+            print(&what, &m);
+            print_clock(&what, &m);
+            assert_eq!(m.max_sm_clock_mhz(), Some(max));
+            assert_eq!(m.sm_clocks_mhz().len(), m.samples().len());
+            let known = m.sm_clocks_mhz().iter().flatten().count();
+            assert!(known * 10 >= m.samples().len() * 9, "{known} clocks read");
+            // Kept samples are at least the threshold's; none reads above the maximum by more
+            // than the reading's error.
+            for &clock in m.sm_clocks_mhz().iter().flatten() {
+                assert!(clock >= 0.75 * max && clock <= 1.02 * max, "{clock} MHz");
+            }
+            // Warmed up until ramped: a kernel that sleeps draws little power, so nothing holds
+            // the clock back.
+            assert!(m.sm_clock_mhz().unwrap() >= 0.9 * max);
+        }
+    }
+    // Off by default.
+    let m = measure(&stream, &quick(), |s| -> cuda_event::Result<()> {
+        gpu_sleep(s, Duration::from_micros(5));
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!((m.sm_clock_mhz(), m.max_sm_clock_mhz()), (None, None));
+    assert!(m.sm_clocks_mhz().iter().all(Option::is_none));
+    let c = compare(
+        &stream,
+        &CompareOptions::default().measure(quick().sm_clock(true)),
+        |s| -> cuda_event::Result<()> {
+            gpu_sleep(s, Duration::from_micros(20));
+            Ok(())
+        },
+        |s| {
+            gpu_sleep(s, Duration::from_micros(20));
+            Ok(())
+        },
+    )
+    .unwrap();
+    print_clock("compare's A", c.a());
+    assert!(c.a().sm_clock_mhz().is_some() && c.b().sm_clock_mhz().is_some());
+    assert_eq!(c.a().sm_clocks_mhz().len(), c.pairs());
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn measure_discards_samples_below_the_throttle_threshold_and_says_so_when_every_one_is() {
+    let _gpu = gpu();
+    let stream = Stream::new(0).unwrap();
+    let max = max_sm_clock_mhz();
+    // A threshold of the maximum itself: (nearly) every repetition reads below it.
+    let options = quick().sm_clock(true).throttle_threshold(1.0);
+    let started = Instant::now();
+    let result = measure(&stream, &options, |s| -> cuda_event::Result<()> {
+        gpu_sleep(s, Duration::from_micros(50));
+        Ok(())
+    });
+    println!("threshold 1.0: {result:?} after {:?}", started.elapsed());
+    match result {
+        Err(
+            e @ Error::ClockThrottled {
+                sm_clock_mhz,
+                max_sm_clock_mhz,
+                discarded,
+                ..
+            },
+        ) => {
+            assert_eq!(max_sm_clock_mhz, max);
+            assert!(sm_clock_mhz > 0.0 && sm_clock_mhz < max && discarded > 0);
+            assert!(e.to_string().contains("throttle_threshold"), "{e}");
+            // It went on until the timeout, pausing after each throttled batch.
+            assert!(started.elapsed() >= options.timeout);
+        }
+        Ok(m) => {
+            print_clock("threshold 1.0", &m);
+            assert!(m.throttled_samples() > 0);
+            assert!(m.sm_clocks_mhz().iter().flatten().all(|&c| c >= max));
+        }
+        Err(e) => panic!("{e}"),
+    }
+    // The default threshold keeps them: the same work on the same GPU is not throttled.
+    let m = measure(&stream, &quick().sm_clock(true), |s| -> cuda_event::Result<()> {
+        gpu_sleep(s, Duration::from_micros(50));
+        Ok(())
+    })
+    .unwrap();
+    print_clock("threshold 0.75", &m);
+    assert_eq!(m.throttled_samples(), 0);
 }

@@ -130,13 +130,6 @@ impl GraphBatch {
         })?;
         Ok(from_ms(ms))
     }
-
-    /// Waits for the last replay: its last interval's end is the last node of the graph.
-    pub(crate) fn synchronize(&self, last: usize) -> Result<()> {
-        let end = self.events[last].1.0;
-        // SAFETY: an event of this batch.
-        self.d.event_synchronize.call(|f| unsafe { f(end) })
-    }
 }
 
 impl Drop for GraphBatch {

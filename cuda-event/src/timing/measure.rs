@@ -10,6 +10,7 @@ use crate::stream::Stream;
 use crate::timing::gate::{Gate, Watchdog};
 use crate::timing::graph::{self, GraphBatch};
 use crate::timing::scratch_memory::{DeviceBuffer, ScratchLease};
+use crate::timing::sm_clock::{ClockStamps, Throttle, median};
 use crate::timing::timer::{Timer, from_ms, timing_event};
 use cuda_event_sys as sys;
 use std::time::{Duration, Instant};
@@ -19,7 +20,9 @@ use std::time::{Duration, Instant};
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct MeasureOptions {
-    /// GPU time spent running the work untimed first (after one call and a 5-call estimate).
+    /// GPU time spent running the work untimed first (after one call and a 5-call estimate). With
+    /// [`sm_clock`](Self::sm_clock), while the SM clock read over it is still rising and below 95%
+    /// of the maximum, the warm-up goes on, as long again each time, for at most a second in all.
     pub warmup: Duration,
     /// Fewest samples before stopping.
     pub min_samples: usize,
@@ -63,6 +66,32 @@ pub struct MeasureOptions {
     /// device-to-device copy captured as a memcpy node can take longer): graph mode times the
     /// work as a graph runs it.
     pub graph: bool,
+    /// Read the SM clock around every repetition, as nvbench does: a kernel of one thread per SM
+    /// before each repetition's flush and start event and right after its end event (outside the
+    /// interval), whose block on SM 0 writes the GPU's timer and SM 0's cycle counter into mapped
+    /// host memory; cycles over time between two such stamps is the clock. A clock is read over
+    /// at least 200 us of GPU time: a repetition shorter than that (in a batch that runs back to
+    /// back) reads the clock of the stamps around it that span that long. See
+    /// [`Measurement::sm_clock_mhz`] and [`throttle_threshold`](Self::throttle_threshold).
+    ///
+    /// Off by default, because of what it takes the first time: the stamp kernel is loaded into
+    /// the stream's context (once per context instance, by the first measurement with this
+    /// option), and loading a kernel into a context waits for all the work queued in it, on every
+    /// stream of the device, and holds the context's other CUDA calls meanwhile (as the first
+    /// launch of any lazily loaded kernel can). Otherwise `measure` never waits for other streams:
+    /// a measurement beside a stream that waits on the host would wait until it is released.
+    /// Turn it on where the device is otherwise idle at the first such measurement (a benchmark
+    /// program), or once a measurement with it has run in the context; later measurements reuse
+    /// the kernel and do not wait.
+    pub sm_clock: bool,
+    /// With [`sm_clock`](Self::sm_clock), discard every repetition during which the SM clock was
+    /// below this fraction of the device's maximum (nvbench's `--throttle-threshold`), count it
+    /// ([`Measurement::throttled_samples`]) and pause so that the GPU can cool down (50 ms, longer
+    /// if it keeps throttling) before the next batch; 0.0 keeps every repetition. A GPU that has
+    /// not ramped up its clock, or that throttles for power or heat, runs the work slower than it
+    /// can; so does one whose clocks are locked low (`nvidia-smi -lgc`): lower the threshold to
+    /// time it there.
+    pub throttle_threshold: f64,
 }
 
 impl Default for MeasureOptions {
@@ -77,6 +106,8 @@ impl Default for MeasureOptions {
             gate: true,
             max_batch: 64,
             graph: false,
+            sm_clock: false,
+            throttle_threshold: 0.75,
         }
     }
 }
@@ -111,6 +142,10 @@ setters! {
     max_batch: usize;
     /// Sets [`graph`](Self::graph).
     graph: bool;
+    /// Sets [`sm_clock`](Self::sm_clock).
+    sm_clock: bool;
+    /// Sets [`throttle_threshold`](Self::throttle_threshold).
+    throttle_threshold: f64;
 }
 
 impl MeasureOptions {
@@ -127,6 +162,9 @@ impl MeasureOptions {
         }
         if self.max_batch == 0 {
             return invalid("max_batch must be at least 1");
+        }
+        if !(0.0..=1.0).contains(&self.throttle_threshold) {
+            return invalid("throttle_threshold must be a number from 0 to 1");
         }
         Ok(())
     }
@@ -160,6 +198,9 @@ pub struct Measurement {
     gate_timeouts: usize,
     graph: bool,
     wall_time: Duration,
+    sm_clocks_mhz: Vec<Option<f64>>,
+    max_sm_clock_mhz: Option<f64>,
+    throttled: usize,
 }
 
 impl Measurement {
@@ -233,9 +274,33 @@ impl Measurement {
     pub fn graph(&self) -> bool {
         self.graph
     }
-    /// Wall time spent in timed repetitions.
+    /// Wall time spent in timed repetitions (cool-down pauses included).
     pub fn wall_time(&self) -> Duration {
         self.wall_time
+    }
+    /// The median SM clock of the samples, in MHz ([`MeasureOptions::sm_clock`]); `None` when no
+    /// clock was read: the option is off, or the clock's kernel could not be loaded (PTX
+    /// compilation disabled with `CUDA_DISABLE_PTX_JIT`, a device the driver's PTX cannot target),
+    /// or no block of it ran on SM 0 (all of SM 0 taken by other streams' work).
+    pub fn sm_clock_mhz(&self) -> Option<f64> {
+        let known: Vec<f64> = self.sm_clocks_mhz.iter().flatten().copied().collect();
+        median(&known)
+    }
+    /// Each sample's SM clock in MHz, in the order of [`samples`](Self::samples); `None` where it
+    /// was not read (see [`sm_clock_mhz`](Self::sm_clock_mhz)).
+    pub fn sm_clocks_mhz(&self) -> &[Option<f64>] {
+        &self.sm_clocks_mhz
+    }
+    /// The device's maximum SM clock in MHz (`CU_DEVICE_ATTRIBUTE_CLOCK_RATE`), beside which
+    /// [`sm_clock_mhz`](Self::sm_clock_mhz) reads; `None` when no clock was read.
+    pub fn max_sm_clock_mhz(&self) -> Option<f64> {
+        self.max_sm_clock_mhz
+    }
+    /// Repetitions discarded because the SM clock was below
+    /// [`MeasureOptions::throttle_threshold`] of its maximum during them (their samples are not in
+    /// [`samples`](Self::samples)).
+    pub fn throttled_samples(&self) -> usize {
+        self.throttled
     }
     /// `bytes` per median sample, in GB/s (10^9 bytes per second); 0.0 when the median is 0 (the
     /// work took less than the timing events' resolution, about half a microsecond: its bandwidth
@@ -250,6 +315,7 @@ impl Measurement {
 
     /// The statistics of `samples` (at least one), measured neither flushed nor gated.
     fn new(samples: Vec<Duration>, noise: f64, stop: StopReason, wall_time: Duration) -> Measurement {
+        let samples_len = samples.len();
         let mut sorted = samples.clone();
         sorted.sort_unstable();
         let mean = samples.iter().sum::<Duration>() / samples.len() as u32;
@@ -264,6 +330,9 @@ impl Measurement {
             gate_timeouts: 0,
             graph: false,
             wall_time,
+            sm_clocks_mhz: vec![None; samples_len],
+            max_sm_clock_mhz: None,
+            throttled: 0,
         }
     }
 }
@@ -297,7 +366,9 @@ impl Measurement {
 /// gate (see [`Measurement::gated`]). It runs with the stream's device current (its primary context
 /// pushed), as it would inside torch's device guard.
 ///
-/// Each repetition is: the L2 flush (optional, untimed), a timing event, `work`, a timing event.
+/// Each repetition is: a stamp of the SM clock (optional, untimed), the L2 flush (optional,
+/// untimed), a timing event, `work`, a timing event, a stamp of the SM clock. Repetitions during
+/// which the clock was throttled are discarded ([`MeasureOptions::throttle_threshold`]).
 /// Repetitions are queued in batches of up to [`MeasureOptions::max_batch`] behind a hold on the
 /// stream (a wait on a flag in mapped host memory, `cuStreamWaitValue32`), released once the batch
 /// is queued. The timing events come from this thread's event pool and are reused across batches.
@@ -339,10 +410,14 @@ where
     Ok(sampled.into_measurements().remove(0))
 }
 
-/// What [`sample`] took: per arm, each repetition's GPU time in order, and how.
+/// What [`sample`] took: per arm, each repetition's GPU time in order and the SM clock during it,
+/// and how.
 pub(crate) struct Sampled {
     pub(crate) arms: Vec<Vec<Duration>>,
     pub(crate) stop: StopReason,
+    clocks: Vec<Vec<Option<f64>>>,
+    max_sm_clock_mhz: Option<f64>,
+    throttled: usize,
     l2_flushed: bool,
     gated: bool,
     gate_timeouts: usize,
@@ -356,6 +431,9 @@ impl Sampled {
         let Sampled {
             arms,
             stop,
+            clocks,
+            max_sm_clock_mhz,
+            throttled,
             l2_flushed,
             gated,
             gate_timeouts,
@@ -363,13 +441,17 @@ impl Sampled {
             wall_time,
         } = self;
         arms.into_iter()
-            .map(|samples| {
+            .zip(clocks)
+            .map(|(samples, sm_clocks_mhz)| {
                 let noise = relative_deviation(&samples);
                 Measurement {
                     l2_flushed,
                     gated,
                     gate_timeouts,
                     graph,
+                    sm_clocks_mhz,
+                    max_sm_clock_mhz,
+                    throttled,
                     ..Measurement::new(samples, noise, stop, wall_time)
                 }
             })
@@ -407,13 +489,22 @@ where
         false => None,
     };
     let gated = options.gate && !options.graph;
+    // Two stamps per interval of the largest batch (a two-arm graph may add a repetition).
+    let stamp_slots = match options.sm_clock {
+        true => 2 * ((options.max_batch / arms).max(1) + 1) * arms,
+        false => 0,
+    };
     let mut scratch = ScratchLease::take(stream.device(), instance);
-    scratch.prepare(d, flush_bytes, gated)?;
+    scratch.prepare(d, flush_bytes, gated, stamp_slots)?;
     let flush = flush_bytes.and(scratch.flush()).map(|buffer| L2Flush { buffer });
     let gate = scratch.word().filter(|_| gated).map(Gate::new);
     let watchdog = gate
         .as_ref()
         .map(|gate| Watchdog::new(gate.flag(), Watchdog::TIMEOUT));
+    let clock = scratch.clock_stamps().filter(|_| options.sm_clock);
+    let floor_mhz = clock
+        .as_ref()
+        .map_or(0.0, |clock| options.throttle_threshold * clock.max_mhz());
     let mut run = Run {
         d,
         stream,
@@ -421,6 +512,8 @@ where
         flush: flush.as_ref(),
         gate: gate.as_ref(),
         watchdog: watchdog.as_ref(),
+        clock,
+        throttle: Throttle::new(floor_mhz),
         arms,
         work,
         stop,
@@ -493,6 +586,9 @@ struct Run<'r, 'w, E> {
     flush: Option<&'r L2Flush<'r>>,
     gate: Option<&'r Gate<'r>>,
     watchdog: Option<&'r Watchdog<'r>>,
+    /// The SM clock's stamps, when read.
+    clock: Option<ClockStamps<'r>>,
+    throttle: Throttle,
     arms: usize,
     work: &'r mut ArmWork<'w, E>,
     stop: &'r mut StopRule<'w>,
@@ -508,6 +604,12 @@ struct Run<'r, 'w, E> {
 /// GPU time a batch aims at: long enough that the host's queueing of the next one is hidden, short
 /// enough that the stop criterion is checked often.
 const BATCH_TIME: Duration = Duration::from_millis(20);
+
+/// The most wall time the warm-up goes on while the SM clock is still ramping up.
+const RAMP_AT_MOST: Duration = Duration::from_secs(1);
+
+/// A clock at least this fraction of the maximum has ramped up: it cannot rise much more.
+const RAMPED: f64 = 0.95;
 
 /// How a batch of timed repetitions went.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -539,6 +641,13 @@ fn after_opened(n: usize, first_blocked: bool) -> AfterOpened {
     }
 }
 
+/// A batch's intervals, repetition `i`'s arm `a` at `i * arms + a`: each one's GPU time and the SM
+/// clock during it.
+struct Intervals {
+    times: Vec<Duration>,
+    clocks: Vec<Option<f64>>,
+}
+
 impl<E> Run<'_, '_, E>
 where
     E: From<Error>,
@@ -554,11 +663,12 @@ where
         let gpu = timer.stop(self.stream)?.wait()? / 5;
         let per_rep = gpu.max(host).max(Duration::from_micros(1));
         let count = |budget: Duration| (budget.as_secs_f64() / per_rep.as_secs_f64()).ceil() as usize;
-        self.repeat_untimed(count(self.options.warmup).max(1))?;
+        self.warm_up(count(self.options.warmup).max(1))?;
 
         let mut max_batch = self.options.max_batch;
         let mut events: Vec<(Event, Event)> = Vec::new();
         let mut arms: Vec<Vec<Duration>> = vec![Vec::new(); self.arms];
+        let mut clocks: Vec<Vec<Option<f64>>> = vec![Vec::new(); self.arms];
         let mut gate_timeouts = 0;
         let started = Instant::now();
         loop {
@@ -569,35 +679,35 @@ where
             if self.options.graph && self.arms > 1 {
                 n += n % 2;
             }
-            if self.options.graph {
-                for (i, sample) in self.graph_batch(n)?.into_iter().enumerate() {
-                    arms[i % self.arms].push(sample);
-                }
-            }
-            while !self.options.graph && events.len() < n * self.arms {
-                events.push((timing_event(), timing_event()));
-            }
-            let batch = match self.options.graph {
-                true => Batch::Timed,
-                false => self.timed_batch(&events[..n * self.arms])?,
-            };
-            match batch {
-                Batch::Timed if self.options.graph => {}
-                Batch::Timed => {
-                    for (i, (start, end)) in events[..n * self.arms].iter().enumerate() {
-                        arms[i % self.arms].push(from_ms(start.elapsed_time(end)?));
+            let taken = match self.options.graph {
+                true => Some(self.graph_batch(n)?),
+                false => {
+                    while events.len() < n * self.arms {
+                        events.push((timing_event(), timing_event()));
                     }
-                }
-                Batch::Opened { first_blocked } => {
-                    gate_timeouts += 1;
-                    match after_opened(n, first_blocked) {
-                        AfterOpened::Smaller(batch) => max_batch = batch,
-                        AfterOpened::Ungated => {
-                            // Every sample is taken one way: the gated ones so far go.
-                            self.gated = false;
-                            arms.iter_mut().for_each(Vec::clear);
+                    match self.timed_batch(&events[..n * self.arms])? {
+                        Batch::Timed => Some(self.intervals(&events[..n * self.arms])?),
+                        Batch::Opened { first_blocked } => {
+                            gate_timeouts += 1;
+                            match after_opened(n, first_blocked) {
+                                AfterOpened::Smaller(batch) => max_batch = batch,
+                                AfterOpened::Ungated => {
+                                    // Every sample is taken one way: the gated ones so far go.
+                                    self.gated = false;
+                                    arms.iter_mut().for_each(Vec::clear);
+                                    clocks.iter_mut().for_each(Vec::clear);
+                                }
+                            }
+                            None
                         }
                     }
+                }
+            };
+            if let Some(taken) = taken {
+                let pause = self.keep_unthrottled(taken, &mut arms, &mut clocks);
+                if let Some(pause) = pause {
+                    // Let the GPU cool down before the next batch.
+                    std::thread::sleep(pause);
                 }
             }
             let wall_time = started.elapsed();
@@ -605,6 +715,9 @@ where
                 return Ok(Sampled {
                     arms,
                     stop,
+                    clocks,
+                    max_sm_clock_mhz: self.clock.as_ref().map(ClockStamps::max_mhz),
+                    throttled: self.throttle.discarded,
                     l2_flushed: self.flush.is_some(),
                     gated: self.gated,
                     gate_timeouts,
@@ -612,6 +725,43 @@ where
                     wall_time,
                 });
             }
+            if wall_time >= self.options.timeout && arms[0].len() < 2 && self.throttle.discarded > 0 {
+                return Err(self.throttled_throughout().into());
+            }
+        }
+    }
+
+    /// Adds the repetitions of `taken` whose clock was not throttled to each arm's samples and
+    /// clocks; returns the pause before the next batch, if some were throttled.
+    fn keep_unthrottled(
+        &mut self,
+        taken: Intervals,
+        arms: &mut [Vec<Duration>],
+        clocks: &mut [Vec<Option<f64>>],
+    ) -> Option<Duration> {
+        let mut discarded = Vec::new();
+        let repetitions = taken.times.chunks(self.arms).zip(taken.clocks.chunks(self.arms));
+        for (times, mhz) in repetitions {
+            if mhz.iter().all(|&mhz| self.throttle.keeps(mhz)) {
+                for (arm, (&time, &mhz)) in times.iter().zip(mhz).enumerate() {
+                    arms[arm].push(time);
+                    clocks[arm].push(mhz);
+                }
+            } else {
+                let lowest = mhz.iter().flatten().copied().fold(f64::INFINITY, f64::min);
+                discarded.push(lowest);
+            }
+        }
+        self.throttle.after_batch(&discarded)
+    }
+
+    /// The error when every repetition until the timeout was throttled.
+    fn throttled_throughout(&self) -> Error {
+        Error::ClockThrottled {
+            sm_clock_mhz: median(&self.throttle.discarded_mhz).unwrap_or(0.0),
+            max_sm_clock_mhz: self.clock.as_ref().map_or(0.0, ClockStamps::max_mhz),
+            threshold: self.options.throttle_threshold,
+            discarded: self.throttle.discarded,
         }
     }
 
@@ -623,9 +773,57 @@ where
         (0..arms).map(move |k| if i.is_multiple_of(2) { k } else { arms - 1 - k })
     }
 
+    /// Queues one interval: a stamp of the clock, the flush (untimed), the start event, the arm's
+    /// work, the end event, a stamp (the stamp first, so that what precedes the start event is
+    /// what precedes it without stamps); the stamps in the slots of the interval queued `at`-th in its
+    /// batch. `record(stream, end)` records an event. In a capture, an error of the crate's own
+    /// steps that the capture caused is [`Error::NotCapturable`].
+    fn queue_interval(
+        &mut self,
+        arm: usize,
+        at: usize,
+        capturing: bool,
+        mut record: impl FnMut(&Stream, bool) -> Result<()>,
+    ) -> Result<(), E> {
+        let own = |result, step| match capturing {
+            true => graph::in_capture(result, step),
+            false => result,
+        };
+        own(self.stamp(2 * at), "a stamp of the SM clock")?;
+        own(self.flush(), "the L2 flush")?;
+        record(self.stream, false)?;
+        (self.work)(self.stream, arm)?;
+        record(self.stream, true)?;
+        Ok(own(self.stamp(2 * at + 1), "a stamp of the SM clock")?)
+    }
+
+    fn stamp(&self, slot: usize) -> Result<()> {
+        match &self.clock {
+            Some(clock) => clock.queue(self.d, self.stream, slot),
+            None => Ok(()),
+        }
+    }
+
+    /// The SM clock during each of a batch's intervals (repetition `i`'s arm `a` at
+    /// `i * arms + a`), its repetitions numbered from `first` for their order; all unknown
+    /// without the clock.
+    fn clocks(&self, first: usize, n: usize) -> Vec<Option<f64>> {
+        let Some(clock) = &self.clock else {
+            return vec![None; n * self.arms];
+        };
+        let by_queue = clock.intervals_mhz(n * self.arms);
+        let mut clocks = vec![None; n * self.arms];
+        for i in 0..n {
+            for (k, arm) in self.order(first + i).enumerate() {
+                clocks[i * self.arms + arm] = by_queue[i * self.arms + k];
+            }
+        }
+        clocks
+    }
+
     /// One replay of `n` repetitions captured into a graph (captured, and replayed once untimed,
-    /// on first use): each interval's GPU time, repetition `i`'s arm `a` at `i * arms + a`.
-    fn graph_batch(&mut self, n: usize) -> Result<Vec<Duration>, E> {
+    /// on first use).
+    fn graph_batch(&mut self, n: usize) -> Result<Intervals, E> {
         let intervals = n * self.arms;
         if self
             .graph
@@ -639,12 +837,11 @@ where
             let (d, stream, arms) = (self.d, self.stream, self.arms);
             let batch = GraphBatch::capture(d, stream, intervals, |recorded| {
                 for i in 0..n {
-                    for arm in self.order(i) {
+                    for (k, arm) in self.order(i).enumerate() {
                         let interval = &recorded[i * arms + arm];
-                        graph::in_capture(self.flush(), "the L2 flush")?;
-                        GraphBatch::record(d, interval, false, stream)?;
-                        (self.work)(stream, arm)?;
-                        GraphBatch::record(d, interval, true, stream)?;
+                        self.queue_interval(arm, i * arms + k, true, |stream, end| {
+                            GraphBatch::record(d, interval, end, stream)
+                        })?;
                     }
                 }
                 Ok::<(), E>(())
@@ -653,22 +850,65 @@ where
             self.stream.synchronize()?;
             self.graph = Some(batch);
         }
+        self.clear_stamps(intervals);
         let batch = self.graph.as_ref().expect("captured above");
         batch.launch(self.stream)?;
-        let last = (n - 1) * self.arms + self.order(n - 1).last().unwrap_or(0);
-        batch.synchronize(last)?;
-        Ok((0..intervals).map(|i| batch.elapsed(i)).collect::<Result<_>>()?)
+        self.stream.synchronize()?;
+        let times = (0..intervals).map(|i| batch.elapsed(i)).collect::<Result<_>>()?;
+        Ok(Intervals {
+            times,
+            clocks: self.clocks(0, n),
+        })
+    }
+
+    fn clear_stamps(&self, intervals: usize) {
+        if let Some(clock) = &self.clock {
+            clock.clear(2 * intervals);
+        }
+    }
+
+    /// The warm-up: `reps` repetitions untimed, then as many again while the SM clock over them
+    /// rises and is below [`RAMPED`] of its maximum, for at most [`RAMP_AT_MOST`].
+    fn warm_up(&mut self, reps: usize) -> Result<(), E> {
+        let started = Instant::now();
+        let mut last: Option<f64> = None;
+        loop {
+            self.clear_stamps(1);
+            self.stamp(0)?;
+            self.queue_untimed(reps)?;
+            self.stamp(1)?;
+            self.stream.synchronize()?;
+            let Some(clock) = &self.clock else {
+                return Ok(());
+            };
+            let mhz = clock.intervals_mhz(1)[0];
+            let ramped = match (mhz, last) {
+                (None, _) => true,
+                (Some(mhz), _) if mhz >= RAMPED * clock.max_mhz() => true,
+                (Some(mhz), Some(last)) => mhz <= last * 1.01,
+                (Some(_), None) => false,
+            };
+            if ramped || started.elapsed() >= RAMP_AT_MOST {
+                return Ok(());
+            }
+            last = mhz;
+        }
     }
 
     /// Queues `n` repetitions (each arm after a flush, if any), and waits for them.
     fn repeat_untimed(&mut self, n: usize) -> Result<(), E> {
+        self.queue_untimed(n)?;
+        Ok(self.stream.synchronize()?)
+    }
+
+    fn queue_untimed(&mut self, n: usize) -> Result<(), E> {
         for i in 0..n {
             for arm in self.order(i) {
                 self.flush()?;
                 (self.work)(self.stream, arm)?;
             }
         }
-        Ok(self.stream.synchronize()?)
+        Ok(())
     }
 
     fn flush(&self) -> Result<()> {
@@ -681,6 +921,8 @@ where
     /// One batch of timed repetitions, queued behind the gate (while gated) and waited for: the
     /// interval of repetition `i`'s arm `a` is between the events `events[i * arms + a]`.
     fn timed_batch(&mut self, events: &[(Event, Event)]) -> Result<Batch, E> {
+        let n = events.len() / self.arms;
+        self.clear_stamps(n * self.arms);
         let gate = self.gate.filter(|_| self.gated);
         let held = gate.map(|gate| gate.hold(self.d, self.stream)).transpose()?;
         let watchdog = self.watchdog.filter(|_| held.is_some());
@@ -689,15 +931,14 @@ where
         }
         let mut first_blocked = false;
         let first = self.reps;
-        let n = events.len() / self.arms;
-        self.reps += n;
         let queued = (0..n).try_for_each(|i| {
-            for arm in self.order(first + i) {
+            for (k, arm) in self.order(first + i).enumerate() {
                 let (start, end) = &events[i * self.arms + arm];
-                self.flush()?;
-                start.record(self.stream)?;
-                (self.work)(self.stream, arm)?;
-                end.record(self.stream)?;
+                let at = i * self.arms + k;
+                self.queue_interval(arm, at, false, |stream, end_of_it| match end_of_it {
+                    false => start.record(stream),
+                    true => end.record(stream),
+                })?;
             }
             if i == 0 {
                 first_blocked = watchdog.is_some_and(Watchdog::opened);
@@ -707,15 +948,24 @@ where
         let opened = watchdog.is_some_and(Watchdog::disarm);
         drop(held);
         queued?;
-        // The last repetition's last arm ends last: the stream runs them in order.
-        let last = n.checked_sub(1);
-        if let Some((i, arm)) = last.and_then(|i| Some((i, self.order(first + i).last()?))) {
-            events[i * self.arms + arm].1.synchronize()?;
-        }
+        self.stream.synchronize()?;
         Ok(match opened {
             true => Batch::Opened { first_blocked },
             false => Batch::Timed,
         })
+    }
+
+    /// The intervals of a timed batch between `events` (complete), with their clocks; the next
+    /// batch's repetitions are numbered after them.
+    fn intervals(&mut self, events: &[(Event, Event)]) -> Result<Intervals> {
+        let n = events.len() / self.arms;
+        let times = events
+            .iter()
+            .map(|(start, end)| Ok(from_ms(start.elapsed_time(end)?)))
+            .collect::<Result<_>>()?;
+        let clocks = self.clocks(self.reps, n);
+        self.reps += n;
+        Ok(Intervals { times, clocks })
     }
 }
 

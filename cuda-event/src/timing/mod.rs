@@ -1,8 +1,10 @@
-//! Timing: `Timer`, `measure` and `compare`, with the gate and scratch memory that they use.
+//! Timing: `Timer`, `measure` and `compare`, with the gate, the SM clock probe and the scratch
+//! memory that they use.
 
 pub(crate) mod compare;
 mod gate;
 mod graph;
 pub(crate) mod measure;
 pub(crate) mod scratch_memory;
+mod sm_clock;
 pub(crate) mod timer;

@@ -1,6 +1,7 @@
-//! Memory the timing code needs of its own: a device buffer (the L2 flush) and a word of mapped
-//! host memory (the gate's flag), made in a device's primary context and kept for the next
-//! measurement instead of freed.
+//! Memory the timing code needs of its own: a device buffer (the L2 flush), a word of mapped host
+//! memory (the gate's flag) and the SM clock's stamp slots (mapped host memory) with the kernel
+//! that writes them, made in a device's primary context and kept for the next measurement instead
+//! of freed.
 //!
 //! Why kept: `cuMemFree` (and possibly `cuMemFreeHost`) waits for the work of every stream of the
 //! device, so a measurement that freed its buffers would not return while another stream of the
@@ -17,11 +18,12 @@
 use crate::context::ContextInstance;
 use crate::driver::Driver;
 use crate::error::Result;
+use crate::timing::sm_clock::{ClockKernel, ClockStamps, SLOT_BYTES};
 use cuda_event_sys as sys;
 use parking_lot::Mutex;
 use std::cell::Cell;
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// Device memory (`cuMemAlloc`). Freed only by [`release_measure_memory`], while idle (see the
 /// module's docs).
@@ -40,26 +42,26 @@ impl DeviceBuffer {
     }
 }
 
-/// One 32-bit word of page-locked host memory mapped into the device's address space
-/// (`cuMemHostAlloc` with `CU_MEMHOSTALLOC_DEVICEMAP`): the host writes it, the GPU reads it.
-/// Freed only by [`release_measure_memory`], while idle (see the module's docs); it keeps the last
-/// value written, which the next gate on it starts from.
-pub(crate) struct MappedWord {
+/// Page-locked host memory mapped into the device's address space (`cuMemHostAlloc` with
+/// `CU_MEMHOSTALLOC_DEVICEMAP`), zeroed: the host and the GPU both read and write it. Freed only by
+/// [`release_measure_memory`], while idle (see the module's docs).
+pub(crate) struct MappedMemory {
     host: *mut c_void,
     pub(crate) device_ptr: sys::CUdeviceptr,
+    pub(crate) bytes: usize,
 }
 
-// SAFETY: the pointer is to page-locked memory owned by this struct; it is only read and written as
-// an AtomicU32, which any thread may do.
-unsafe impl Send for MappedWord {}
+// SAFETY: the pointer is to page-locked memory owned by this struct; it is only read and written
+// through atomics, which any thread may do.
+unsafe impl Send for MappedMemory {}
 // SAFETY: as for Send.
-unsafe impl Sync for MappedWord {}
+unsafe impl Sync for MappedMemory {}
 
-impl MappedWord {
-    /// A word set to 0, in the context current on this thread.
-    fn new(d: &Driver) -> Result<MappedWord> {
+impl MappedMemory {
+    /// `bytes` (a multiple of 8, at least 8) set to 0, in the context current on this thread.
+    fn new(d: &Driver, bytes: usize) -> Result<MappedMemory> {
+        debug_assert!(bytes >= 8 && bytes.is_multiple_of(8));
         let mut host = std::ptr::null_mut();
-        let bytes = std::mem::size_of::<u32>();
         d.mem_host_alloc.call(|f| {
             // SAFETY: writes the allocation through a live local; a context is current.
             unsafe { f(&mut host, bytes, sys::CU_MEMHOSTALLOC_DEVICEMAP) }
@@ -70,23 +72,52 @@ impl MappedWord {
             .mem_host_get_device_pointer
             .call(|f| unsafe { f(&mut device_ptr, host, 0) });
         if let Err(e) = mapped {
-            // Only on this failure, never on the measuring path: nothing has used the word yet.
+            // Only on this failure, never on the measuring path: nothing has used the memory yet.
             // SAFETY: frees the allocation just made, once, in the current context.
             let _ = d.mem_free_host.call(|f| unsafe { f(host) });
             return Err(e);
         }
-        let word = MappedWord { host, device_ptr };
-        word.value().store(0, Ordering::Release);
-        Ok(word)
+        let memory = MappedMemory {
+            host,
+            device_ptr,
+            bytes,
+        };
+        memory.words().iter().for_each(|w| w.store(0, Ordering::Release));
+        Ok(memory)
+    }
+
+    /// The memory as 64-bit words, as the host sees them.
+    pub(crate) fn words(&self) -> &[AtomicU64] {
+        // SAFETY: `host` is a live, page-aligned allocation of `bytes` (a multiple of 8): freed
+        // only out of the idle cache, never while a lease (this memory's owner) holds it, and
+        // never touched once its context instance is gone (the cache forgets an earlier
+        // instance's). The GPU writes it only with aligned stores of whole words.
+        unsafe { std::slice::from_raw_parts(self.host.cast::<AtomicU64>(), self.bytes / 8) }
+    }
+}
+
+/// One 32-bit word of mapped host memory: the host writes it, the GPU reads it (the gate's flag).
+/// It keeps the last value written, which the next gate on it starts from.
+pub(crate) struct MappedWord {
+    memory: MappedMemory,
+    pub(crate) device_ptr: sys::CUdeviceptr,
+}
+
+impl MappedWord {
+    /// A word set to 0, in the context current on this thread.
+    fn new(d: &Driver) -> Result<MappedWord> {
+        let memory = MappedMemory::new(d, 8)?;
+        Ok(MappedWord {
+            device_ptr: memory.device_ptr,
+            memory,
+        })
     }
 
     /// The word, as the host sees it.
     pub(crate) fn value(&self) -> &AtomicU32 {
-        // SAFETY: `host` is a live, page-aligned allocation of at least 4 bytes: freed only out of
-        // the idle cache, never while a lease (this word's owner) holds it, and never touched once
-        // its context instance is gone (the cache forgets an earlier instance's); the GPU only
-        // reads it.
-        unsafe { &*self.host.cast::<AtomicU32>() }
+        // SAFETY: the first 4 bytes of a live, 8-byte-aligned 8-byte allocation (see
+        // `MappedMemory::words`); the GPU only reads it.
+        unsafe { &*self.memory.host.cast::<AtomicU32>() }
     }
 }
 
@@ -96,6 +127,13 @@ struct Scratch {
     instance: ContextInstance,
     flush: Option<DeviceBuffer>,
     word: Option<MappedWord>,
+    /// The SM clock's stamp kernel: `None` until first needed, then the kernel or, where it could
+    /// not be loaded, nothing (not tried again in this instance).
+    clock_kernel: Option<Option<ClockKernel>>,
+    /// The clock stamps' slots; smaller ones that measurements outgrew are kept (freeing waits)
+    /// until [`release_measure_memory`].
+    stamps: Option<MappedMemory>,
+    outgrown: Vec<MappedMemory>,
 }
 
 /// Idle scratch memory, by device and context instance: a handful of entries (one per device, more
@@ -124,6 +162,9 @@ impl ScratchLease {
                 instance,
                 flush: None,
                 word: None,
+                clock_kernel: None,
+                stamps: None,
+                outgrown: Vec::new(),
             },
         };
         ScratchLease {
@@ -132,10 +173,17 @@ impl ScratchLease {
         }
     }
 
-    /// Makes what is missing: a flush buffer of at least `flush_bytes` (if given) and the gate's
-    /// word (if `word`), in the instance's context, which is current on this thread. Allocating
-    /// does not wait for other streams.
-    pub(crate) fn prepare(&mut self, d: &Driver, flush_bytes: Option<usize>, word: bool) -> Result<()> {
+    /// Makes what is missing, in the instance's context, which is current on this thread: a flush
+    /// buffer of at least `flush_bytes` (if given), the gate's word (if `word`), and the SM clock's
+    /// kernel with at least `stamp_slots` slots (if that many; a kernel that does not load leaves
+    /// the measurement without clocks). Allocating does not wait for other streams.
+    pub(crate) fn prepare(
+        &mut self,
+        d: &Driver,
+        flush_bytes: Option<usize>,
+        word: bool,
+        stamp_slots: usize,
+    ) -> Result<()> {
         let scratch = self
             .scratch
             .as_mut()
@@ -150,7 +198,29 @@ impl ScratchLease {
         if word && scratch.word.is_none() {
             scratch.word = Some(MappedWord::new(d)?);
         }
+        if stamp_slots > 0 {
+            let device = scratch.instance.context()?.cu_device();
+            let kernel = scratch
+                .clock_kernel
+                .get_or_insert_with(|| ClockKernel::load(d, device).ok());
+            let short = scratch
+                .stamps
+                .as_ref()
+                .is_none_or(|m| m.bytes < stamp_slots * SLOT_BYTES);
+            if kernel.is_some() && short {
+                let bytes = stamp_slots.next_power_of_two().max(256) * SLOT_BYTES;
+                let grown = MappedMemory::new(d, bytes)?;
+                scratch.outgrown.extend(scratch.stamps.replace(grown));
+            }
+        }
         Ok(())
+    }
+
+    /// The SM clock's kernel and stamp slots, once [`prepare`](Self::prepare) made them.
+    pub(crate) fn clock_stamps(&self) -> Option<ClockStamps<'_>> {
+        let scratch = self.scratch.as_ref()?;
+        let kernel = scratch.clock_kernel.as_ref()?.as_ref()?;
+        Some(ClockStamps::new(kernel, scratch.stamps.as_ref()?))
     }
 
     /// The flush buffer, once [`prepare`](Self::prepare) made it.
@@ -215,9 +285,13 @@ fn free(scratch: Scratch) -> Result<()> {
             // no measurement uses it), freed once.
             d.mem_free.call(|f| unsafe { f(buffer.ptr) })?;
         }
-        if let Some(word) = scratch.word {
+        let word = scratch.word.map(|word| word.memory);
+        for memory in word.into_iter().chain(scratch.stamps).chain(scratch.outgrown) {
             // SAFETY: mapped host memory allocated in this context instance, idle, freed once.
-            d.mem_free_host.call(|f| unsafe { f(word.host) })?;
+            d.mem_free_host.call(|f| unsafe { f(memory.host) })?;
+        }
+        if let Some(kernel) = scratch.clock_kernel.flatten() {
+            kernel.unload(d)?;
         }
         Ok(())
     })

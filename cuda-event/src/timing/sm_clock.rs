@@ -1,0 +1,392 @@
+//! The SM clock during each timed interval, read as nvbench reads it: a kernel of one thread per SM
+//! whose block on SM 0 writes the GPU's nanosecond timer (`%globaltimer`) and SM 0's cycle counter
+//! (`%clock64`) into mapped host memory, launched before each interval (and its L2 flush) and right
+//! after its end event. Cycles over nanoseconds between two such stamps is the clock the work
+//! ran at: a GPU that has not ramped up, or that throttles (power, heat), runs slower than its
+//! maximum, and so does the work timed then.
+//!
+//! The stamp kernel is loaded from PTX (the driver compiles it for the device) once per context
+//! instance and kept with the scratch memory; where it cannot be loaded (PTX compilation disabled,
+//! say), measurements go on without clocks. Loading it waits for all the work of the context (see
+//! `MeasureOptions::sm_clock`), which is why clocks are asked for, not read by default.
+
+use crate::driver::Driver;
+use crate::error::Result;
+use crate::stream::Stream;
+use crate::timing::scratch_memory::MappedMemory;
+use cuda_event_sys as sys;
+use std::ffi::{CStr, c_void};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// One thread per block; the block that runs on SM 0 stores the timer and the cycle counter, read
+/// back to back, as one 16-byte store to `out`.
+const STAMP_PTX: &CStr = c".version 6.0
+.target sm_50
+.address_size 64
+.visible .entry stamp(.param .u64 out)
+{
+    .reg .u32 %sm;
+    .reg .u64 %o, %t, %c;
+    .reg .pred %p;
+    mov.u32 %sm, %smid;
+    setp.ne.u32 %p, %sm, 0;
+    @%p bra DONE;
+    ld.param.u64 %o, [out];
+    mov.u64 %t, %globaltimer;
+    mov.u64 %c, %clock64;
+    st.volatile.v2.u64 [%o], {%t, %c};
+DONE:
+    ret;
+}
+";
+
+/// The stamp kernel, loaded in one context instance. Unloaded only with the scratch memory, while
+/// idle.
+pub(crate) struct ClockKernel {
+    module: sys::CUmodule,
+    function: sys::CUfunction,
+    /// Blocks per launch: one per SM, so that one of them runs on SM 0.
+    blocks: u32,
+    /// The device's maximum SM clock.
+    max_mhz: f64,
+}
+
+// SAFETY: module and function handles are plain driver handles, usable from any thread with their
+// context current (every use here enters it).
+unsafe impl Send for ClockKernel {}
+
+impl ClockKernel {
+    /// Loads the kernel into the context current on this thread, that of `device`.
+    pub(crate) fn load(d: &Driver, device: sys::CUdevice) -> Result<ClockKernel> {
+        let attribute = |attribute| {
+            let mut value = 0;
+            // SAFETY: a device the driver handed out; writes through a live local.
+            d.device_get_attribute
+                .call(|f| unsafe { f(&mut value, attribute, device) })
+                .map(|()| value)
+        };
+        let sms = attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
+        let khz = attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)?;
+        let mut module = std::ptr::null_mut();
+        d.module_load_data.call(|f| {
+            // SAFETY: NUL-terminated PTX text; writes the module through a live local; a context
+            // is current.
+            unsafe { f(&mut module, STAMP_PTX.as_ptr().cast()) }
+        })?;
+        let mut function = std::ptr::null_mut();
+        // SAFETY: a module just loaded, a NUL-terminated name it defines; writes through a local.
+        let found = d
+            .module_get_function
+            .call(|f| unsafe { f(&mut function, module, c"stamp".as_ptr()) });
+        let kernel = ClockKernel {
+            module,
+            function,
+            blocks: u32::try_from(sms).unwrap_or(1).max(1),
+            max_mhz: f64::from(khz) / 1e3,
+        };
+        match found {
+            Ok(()) => Ok(kernel),
+            Err(e) => {
+                let _ = kernel.unload(d);
+                Err(e)
+            }
+        }
+    }
+
+    /// Unloads the module (its context current on this thread, nothing queued that launches it).
+    pub(crate) fn unload(self, d: &Driver) -> Result<()> {
+        // SAFETY: a module loaded once in the current context, no longer launched, unloaded once.
+        d.module_unload.call(|f| unsafe { f(self.module) })
+    }
+}
+
+/// One stamp: the GPU's timer (ns) and SM 0's cycle counter, read together.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Stamp {
+    ns: u64,
+    cycles: u64,
+}
+
+/// Stamp slots for a batch: slot `2 k` before interval `k`, `2 k + 1` after it, in mapped host
+/// memory of the measurement's scratch.
+pub(crate) struct ClockStamps<'s> {
+    kernel: &'s ClockKernel,
+    memory: &'s MappedMemory,
+}
+
+/// Bytes of one stamp slot: two 64-bit words, aligned for the kernel's 16-byte store.
+pub(crate) const SLOT_BYTES: usize = 16;
+
+impl<'s> ClockStamps<'s> {
+    pub(crate) fn new(kernel: &'s ClockKernel, memory: &'s MappedMemory) -> ClockStamps<'s> {
+        ClockStamps { kernel, memory }
+    }
+
+    /// How many slots the memory holds.
+    pub(crate) fn slots(&self) -> usize {
+        self.memory.bytes / SLOT_BYTES
+    }
+
+    /// The device's maximum SM clock, in MHz.
+    pub(crate) fn max_mhz(&self) -> f64 {
+        self.kernel.max_mhz
+    }
+
+    /// Empties slots `0..n`, which nothing queued writes any more.
+    pub(crate) fn clear(&self, n: usize) {
+        let words = self.memory.words();
+        words[..2 * n].iter().for_each(|w| w.store(0, Ordering::Relaxed));
+    }
+
+    /// Queues a stamp into `slot` on `stream`, whose context is current (a capture records it).
+    pub(crate) fn queue(&self, d: &Driver, stream: &Stream, slot: usize) -> Result<()> {
+        assert!(slot < self.slots(), "stamp slot {slot} out of range");
+        let mut out = self.memory.device_ptr + (slot * SLOT_BYTES) as u64;
+        let mut params = [(&raw mut out).cast::<c_void>()];
+        let (function, blocks, raw) = (self.kernel.function, self.kernel.blocks, stream.as_raw());
+        // SAFETY: a function of a module loaded in the stream's context (current here), launched
+        // with the one 64-bit parameter its PTX declares, pointing at a slot inside mapped memory
+        // that outlives every launch (the measurement drains the stream before giving it back);
+        // the driver copies the parameter before returning.
+        d.launch_kernel.call(|f| unsafe {
+            f(
+                function,
+                blocks,
+                1,
+                1,
+                1,
+                1,
+                1,
+                0,
+                raw,
+                params.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        })
+    }
+
+    /// The stamp in `slot`, once the GPU wrote it (the work that wrote it is complete); `None` when
+    /// no block ran on SM 0.
+    pub(crate) fn read(&self, slot: usize) -> Option<Stamp> {
+        let words = self.memory.words();
+        let (ns, cycles) = (
+            words[2 * slot].load(Ordering::Acquire),
+            words[2 * slot + 1].load(Ordering::Acquire),
+        );
+        (ns != 0).then_some(Stamp { ns, cycles })
+    }
+
+    /// The clock (MHz) around each of `n` intervals, from their stamps (see [`clocks_mhz`]).
+    pub(crate) fn intervals_mhz(&self, n: usize) -> Vec<Option<f64>> {
+        let stamps: Vec<_> = (0..n).map(|k| (self.read(2 * k), self.read(2 * k + 1))).collect();
+        clocks_mhz(&stamps, CLOCK_WINDOW)
+    }
+}
+
+/// The least span of GPU time a clock is read over: the timer's steps (as coarse as a microsecond
+/// on some GPUs) and the kernel's read of it then err by under 1% of the clock.
+pub(crate) const CLOCK_WINDOW: Duration = Duration::from_micros(200);
+
+/// The clock (MHz) around each interval of a batch that ran back to back, given the stamps before
+/// and after each: over the interval's own stamps when they span at least `window`, or else over
+/// the nearest stamps around it that do (symmetrically widened, up to the whole batch). `None`
+/// where no two stamps around the interval were written, or they span no time.
+pub(crate) fn clocks_mhz(stamps: &[(Option<Stamp>, Option<Stamp>)], window: Duration) -> Vec<Option<f64>> {
+    let n = stamps.len();
+    let window = window.as_nanos() as u64;
+    // The latest written "before" stamp at or before each interval, the earliest "after" stamp at
+    // or after it.
+    let mut before = Vec::with_capacity(n);
+    for (k, (b, _)) in stamps.iter().enumerate() {
+        before.push(b.or_else(|| k.checked_sub(1).and_then(|k| before[k])));
+    }
+    let mut after = vec![None; n];
+    for k in (0..n).rev() {
+        after[k] = stamps[k].1.or_else(|| after.get(k + 1).copied().flatten());
+    }
+    (0..n)
+        .map(|k| {
+            let (mut first, mut last) = (k, k);
+            loop {
+                let rate = match (before[first], after[last]) {
+                    (Some(b), Some(a)) if a.ns > b.ns => {
+                        let span = a.ns - b.ns;
+                        Some((span, a.cycles.wrapping_sub(b.cycles) as f64 / span as f64 * 1e3))
+                    }
+                    _ => None,
+                };
+                let widest = first == 0 && last == n - 1;
+                match rate {
+                    Some((span, mhz)) if span >= window || widest => return Some(mhz),
+                    None if widest => return None,
+                    _ => (first, last) = (first.saturating_sub(1), (last + 1).min(n - 1)),
+                }
+            }
+        })
+        .collect()
+}
+
+/// What is done with samples taken at a low clock: nvbench's rule. A repetition in which the clock
+/// around any interval was below `threshold` of the maximum is discarded, and the measurement
+/// pauses so that the GPU can cool down: 50 ms, growing after three throttled batches in a row.
+pub(crate) struct Throttle {
+    /// Below this clock (MHz), a sample is discarded; 0 discards none.
+    pub(crate) floor_mhz: f64,
+    pause: Duration,
+    in_a_row: u32,
+    /// Samples discarded so far.
+    pub(crate) discarded: usize,
+    /// The clocks of the discarded samples, for the error when nothing else is left.
+    pub(crate) discarded_mhz: Vec<f64>,
+}
+
+/// The first pause after a throttled batch.
+const COOL_DOWN: Duration = Duration::from_millis(50);
+/// The most a pause grows by at once.
+const COOL_DOWN_STEP: Duration = Duration::from_millis(500);
+
+impl Throttle {
+    pub(crate) fn new(floor_mhz: f64) -> Throttle {
+        Throttle {
+            floor_mhz,
+            pause: COOL_DOWN,
+            in_a_row: 0,
+            discarded: 0,
+            discarded_mhz: Vec::new(),
+        }
+    }
+
+    /// Whether a sample at `mhz` (unknown: kept) is kept.
+    pub(crate) fn keeps(&self, mhz: Option<f64>) -> bool {
+        mhz.is_none_or(|mhz| mhz >= self.floor_mhz)
+    }
+
+    /// After a batch that discarded `discarded_mhz` samples: how long to pause (none when it
+    /// discarded none).
+    pub(crate) fn after_batch(&mut self, discarded_mhz: &[f64]) -> Option<Duration> {
+        if discarded_mhz.is_empty() {
+            self.in_a_row = 0;
+            return None;
+        }
+        self.discarded += discarded_mhz.len();
+        self.discarded_mhz.extend_from_slice(discarded_mhz);
+        self.in_a_row += 1;
+        if self.in_a_row > 3 {
+            // The pause was too short for the GPU to recover: longer, by at most half a second.
+            self.pause += self.pause.mul_f64(1.5).min(COOL_DOWN_STEP);
+        }
+        Some(self.pause)
+    }
+}
+
+/// The median of `values` (none when empty).
+pub(crate) fn median(values: &[f64]) -> Option<f64> {
+    let mut sorted: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
+    sorted.sort_by(f64::total_cmp);
+    let n = sorted.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(sorted[n / 2]),
+        _ => Some((sorted[n / 2 - 1] + sorted[n / 2]) / 2.0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stamp(us: f64, mhz: f64) -> Option<Stamp> {
+        let ns = (us * 1e3) as u64 + 1_000_000;
+        Some(Stamp {
+            ns,
+            cycles: (ns as f64 * mhz / 1e3) as u64,
+        })
+    }
+
+    #[test]
+    fn a_long_interval_reads_its_own_clock_and_short_ones_widen_to_the_window() {
+        let window = Duration::from_micros(200);
+        // Three intervals of 300 us at 1980, 1000 and 1980 MHz, back to back.
+        let clocked = |start: f64, mhz: f64, base: f64| {
+            let b = stamp(start, 1.0).map(|s| Stamp {
+                ns: s.ns,
+                cycles: (base * 1e3) as u64,
+            });
+            let a = b.map(|b| Stamp {
+                ns: b.ns + 300_000,
+                cycles: b.cycles + (300.0 * mhz) as u64,
+            });
+            (b, a)
+        };
+        let first = clocked(0.0, 1980.0, 0.0);
+        let second = clocked(300.0, 1000.0, 300.0 * 1980.0 / 1e3);
+        let mhz = clocks_mhz(&[first, second], window);
+        assert!((mhz[0].unwrap() - 1980.0).abs() < 0.1, "{mhz:?}");
+        assert!((mhz[1].unwrap() - 1000.0).abs() < 0.1, "{mhz:?}");
+
+        // Ten intervals of 50 us at 1500 MHz: each widens until its stamps span 200 us.
+        let short: Vec<_> = (0..10)
+            .map(|k| {
+                (
+                    stamp(50.0 * k as f64, 1500.0),
+                    stamp(50.0 * k as f64 + 49.0, 1500.0),
+                )
+            })
+            .collect();
+        for mhz in clocks_mhz(&short, window) {
+            assert!((mhz.unwrap() - 1500.0).abs() < 1.0);
+        }
+    }
+
+    #[test]
+    fn missing_stamps_are_skipped_and_a_batch_without_two_reads_none() {
+        let window = Duration::from_micros(200);
+        let stamps = [
+            (stamp(0.0, 1800.0), None),
+            (None, None),
+            (None, stamp(900.0, 1800.0)),
+        ];
+        for mhz in clocks_mhz(&stamps, window) {
+            assert!((mhz.unwrap() - 1800.0).abs() < 1.0);
+        }
+        assert_eq!(clocks_mhz(&[(None, stamp(5.0, 1.0))], window), vec![None]);
+        assert_eq!(
+            clocks_mhz(&[(stamp(5.0, 1.0), stamp(5.0, 1.0))], window),
+            vec![None]
+        );
+        // A batch shorter than the window reads over the whole batch.
+        let short = [(stamp(0.0, 1700.0), stamp(10.0, 1700.0))];
+        assert!((clocks_mhz(&short, window)[0].unwrap() - 1700.0).abs() < 1.0);
+    }
+
+    #[test]
+    fn throttled_samples_are_dropped_and_the_pause_grows_after_three_batches_in_a_row() {
+        let mut throttle = Throttle::new(1485.0);
+        assert!(throttle.keeps(None) && throttle.keeps(Some(1485.0)));
+        assert!(!throttle.keeps(Some(1484.0)));
+        assert_eq!(throttle.after_batch(&[]), None);
+        for _ in 0..3 {
+            assert_eq!(throttle.after_batch(&[1000.0]), Some(COOL_DOWN));
+        }
+        assert_eq!(
+            throttle.after_batch(&[1000.0, 900.0]),
+            Some(COOL_DOWN + COOL_DOWN.mul_f64(1.5))
+        );
+        assert_eq!(throttle.discarded, 5);
+        assert_eq!(throttle.after_batch(&[]), None);
+        assert_eq!(
+            throttle.after_batch(&[1000.0]),
+            Some(COOL_DOWN + COOL_DOWN.mul_f64(1.5))
+        );
+        let never = Throttle::new(0.0);
+        assert!(never.keeps(Some(1.0)));
+    }
+
+    #[test]
+    fn median_of_clocks() {
+        assert_eq!(median(&[]), None);
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), Some(2.5));
+    }
+}
