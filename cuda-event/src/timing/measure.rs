@@ -67,11 +67,13 @@ pub struct MeasureOptions {
     /// work as a graph runs it.
     pub graph: bool,
     /// Read the SM clock around every repetition, as nvbench does: a kernel of one thread per SM
-    /// before each repetition's flush and start event and right after its end event (outside the
-    /// interval), whose block on SM 0 writes the GPU's timer and SM 0's cycle counter into mapped
-    /// host memory; cycles over time between two such stamps is the clock. A clock is read over
-    /// at least 200 us of GPU time: a repetition shorter than that (in a batch that runs back to
-    /// back) reads the clock of the stamps around it that span that long. See
+    /// before each repetition's flush and start event (outside the interval; and one after a
+    /// batch's last end event), whose block on SM 0 writes the GPU's timer and SM 0's cycle counter
+    /// into mapped host memory; cycles over time between two such stamps is the clock. A clock is
+    /// read over at least 200 us of GPU time: a repetition shorter than that (in a batch that runs
+    /// back to back) reads the clock of the stamps around it that span that long. In gated mode the
+    /// stamps lengthen each sample by a fixed fraction of a microsecond (a kernel then runs shortly
+    /// before the start event); in graph mode by no measurable amount. See
     /// [`Measurement::sm_clock_mhz`] and [`throttle_threshold`](Self::throttle_threshold).
     ///
     /// Off by default, because of what it takes the first time: the stamp kernel is loaded into
@@ -367,7 +369,7 @@ impl Measurement {
 /// pushed), as it would inside torch's device guard.
 ///
 /// Each repetition is: a stamp of the SM clock (optional, untimed), the L2 flush (optional,
-/// untimed), a timing event, `work`, a timing event, a stamp of the SM clock. Repetitions during
+/// untimed), a timing event, `work`, a timing event (and a stamp after a batch). Repetitions during
 /// which the clock was throttled are discarded ([`MeasureOptions::throttle_threshold`]).
 /// Repetitions are queued in batches of up to [`MeasureOptions::max_batch`] behind a hold on the
 /// stream (a wait on a flag in mapped host memory, `cuStreamWaitValue32`), released once the batch
@@ -375,16 +377,40 @@ impl Measurement {
 /// In graph mode ([`MeasureOptions::graph`]) a batch of repetitions is captured into a graph once,
 /// with timing events of its own, and replayed for each batch instead: no hold.
 ///
-/// It never waits for other streams of the device: the flush buffer and the gate's flag are made
-/// once per device (per instance of its primary context: again after a device reset) and kept for
-/// later measurements, not freed by `measure` (CUDA's frees wait for every stream of the device):
-/// [`release_measure_memory`](crate::release_measure_memory) frees them when asked. Measurements
-/// on one device at the same time each get their own.
+/// It never waits for other streams of the device (but for the first measurement with
+/// [`MeasureOptions::sm_clock`] in a context: see there): the flush buffer and the gate's flag are
+/// made once per device (per instance of its primary context: again after a device reset) and kept
+/// for later measurements, not freed by `measure` (CUDA's frees wait for every stream of the
+/// device): [`release_measure_memory`](crate::release_measure_memory) frees them when asked.
+/// Measurements on one device at the same time each get their own.
+///
+/// # CUDA's hardware queues
+///
+/// A device runs the work of all its streams through a few hardware queues (8 by default; set
+/// `CUDA_DEVICE_MAX_CONNECTIONS`, up to 32, in the environment before the process's first CUDA
+/// call), each stream placed on one of them, in turn, as it is created. What that means here:
+/// - **Queue depth.** A queue holds about a thousand operations that cannot run yet; the host
+///   blocks on the next one. A held stream cannot run, so a batch queued behind the gate must fit:
+///   [`max_batch`](MeasureOptions::max_batch) keeps the default's batches well inside it, and work
+///   of very many launches per repetition gets smaller batches, or none
+///   ([`Measurement::gated`]). Graph mode has no such limit: a replay is one launch.
+/// - **The gate and other streams.** While the gate holds the measured stream, the work of other
+///   streams placed on the same queue waits behind the hold (for as long as the host takes to
+///   queue one batch). With more queues, fewer streams share the measured one's. More queues are
+///   not better for everything, though: in the project's events benchmark, records from several
+///   threads, each on its own stream made through the driver (as
+///   [`Stream::new`](crate::Stream::new) makes them), scaled worse at 32 queues than at 8, while
+///   records on streams made by the runtime (`cudaStreamCreate`) did not.
+/// - **Other streams and the samples.** Work of another stream queued before a repetition on the
+///   same queue delays it, and that delay can fall inside an interval: measure on an otherwise
+///   idle device, or on a stream created when the other streams' queues are known (streams are
+///   placed in creation order).
 ///
 /// # Errors
 /// [`Error::InvalidMeasureOptions`], [`Error::StreamCapturing`], the error `work` returns (after
-/// the work queued so far completes), [`Error::NotCapturable`] in graph mode, CUDA's errors; this
-/// crate's errors as `E::from`.
+/// the work queued so far completes), [`Error::NotCapturable`] in graph mode,
+/// [`Error::ClockThrottled`] with [`MeasureOptions::sm_clock`], CUDA's errors; this crate's errors
+/// as `E::from`.
 pub fn measure<F, E>(stream: &Stream, options: &MeasureOptions, mut work: F) -> Result<Measurement, E>
 where
     F: FnMut(&Stream) -> Result<(), E>,
@@ -489,9 +515,10 @@ where
         false => None,
     };
     let gated = options.gate && !options.graph;
-    // Two stamps per interval of the largest batch (a two-arm graph may add a repetition).
+    // A stamp before each interval of the largest batch (a two-arm graph may add a repetition)
+    // and one after the last.
     let stamp_slots = match options.sm_clock {
-        true => 2 * ((options.max_batch / arms).max(1) + 1) * arms,
+        true => ((options.max_batch / arms).max(1) + 1) * arms + 1,
         false => 0,
     };
     let mut scratch = ScratchLease::take(stream.device(), instance);
@@ -773,11 +800,12 @@ where
         (0..arms).map(move |k| if i.is_multiple_of(2) { k } else { arms - 1 - k })
     }
 
-    /// Queues one interval: a stamp of the clock, the flush (untimed), the start event, the arm's
-    /// work, the end event, a stamp (the stamp first, so that what precedes the start event is
-    /// what precedes it without stamps); the stamps in the slots of the interval queued `at`-th in its
-    /// batch. `record(stream, end)` records an event. In a capture, an error of the crate's own
-    /// steps that the capture caused is [`Error::NotCapturable`].
+    /// Queues one interval, the `at`-th of its batch: a stamp of the clock into slot `at`, the flush
+    /// (untimed), the start event, the arm's work, the end event. The next interval's stamp (or the
+    /// batch's last, [`end_stamp`](Self::end_stamp)) ends this one's clock; the stamp comes
+    /// before the flush, so that what precedes the start event is what precedes it without stamps.
+    /// `record(stream, end)` records an event. In a capture, an error of the crate's own steps
+    /// that the capture caused is [`Error::NotCapturable`].
     fn queue_interval(
         &mut self,
         arm: usize,
@@ -789,12 +817,20 @@ where
             true => graph::in_capture(result, step),
             false => result,
         };
-        own(self.stamp(2 * at), "a stamp of the SM clock")?;
+        own(self.stamp(at), "a stamp of the SM clock")?;
         own(self.flush(), "the L2 flush")?;
         record(self.stream, false)?;
         (self.work)(self.stream, arm)?;
-        record(self.stream, true)?;
-        Ok(own(self.stamp(2 * at + 1), "a stamp of the SM clock")?)
+        Ok(record(self.stream, true)?)
+    }
+
+    /// The stamp after a batch's `intervals` intervals.
+    fn end_stamp(&self, intervals: usize, capturing: bool) -> Result<()> {
+        let stamped = self.stamp(intervals);
+        match capturing {
+            true => graph::in_capture(stamped, "a stamp of the SM clock"),
+            false => stamped,
+        }
     }
 
     fn stamp(&self, slot: usize) -> Result<()> {
@@ -844,7 +880,7 @@ where
                         })?;
                     }
                 }
-                Ok::<(), E>(())
+                Ok::<(), E>(self.end_stamp(intervals, true)?)
             })?;
             batch.launch(stream)?;
             self.stream.synchronize()?;
@@ -861,9 +897,10 @@ where
         })
     }
 
+    /// Empties the stamp slots of a batch of `intervals` intervals.
     fn clear_stamps(&self, intervals: usize) {
         if let Some(clock) = &self.clock {
-            clock.clear(2 * intervals);
+            clock.clear(intervals + 1);
         }
     }
 
@@ -931,20 +968,22 @@ where
         }
         let mut first_blocked = false;
         let first = self.reps;
-        let queued = (0..n).try_for_each(|i| {
-            for (k, arm) in self.order(first + i).enumerate() {
-                let (start, end) = &events[i * self.arms + arm];
-                let at = i * self.arms + k;
-                self.queue_interval(arm, at, false, |stream, end_of_it| match end_of_it {
-                    false => start.record(stream),
-                    true => end.record(stream),
-                })?;
-            }
-            if i == 0 {
-                first_blocked = watchdog.is_some_and(Watchdog::opened);
-            }
-            Ok::<(), E>(())
-        });
+        let queued = (0..n)
+            .try_for_each(|i| {
+                for (k, arm) in self.order(first + i).enumerate() {
+                    let (start, end) = &events[i * self.arms + arm];
+                    let at = i * self.arms + k;
+                    self.queue_interval(arm, at, false, |stream, end_of_it| match end_of_it {
+                        false => start.record(stream),
+                        true => end.record(stream),
+                    })?;
+                }
+                if i == 0 {
+                    first_blocked = watchdog.is_some_and(Watchdog::opened);
+                }
+                Ok::<(), E>(())
+            })
+            .and_then(|()| Ok(self.end_stamp(n * self.arms, false)?));
         let opened = watchdog.is_some_and(Watchdog::disarm);
         drop(held);
         queued?;

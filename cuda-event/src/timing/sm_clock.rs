@@ -1,7 +1,7 @@
 //! The SM clock during each timed interval, read as nvbench reads it: a kernel of one thread per SM
 //! whose block on SM 0 writes the GPU's nanosecond timer (`%globaltimer`) and SM 0's cycle counter
-//! (`%clock64`) into mapped host memory, launched before each interval (and its L2 flush) and right
-//! after its end event. Cycles over nanoseconds between two such stamps is the clock the work
+//! (`%clock64`) into mapped host memory, launched before each interval (and its L2 flush) and after a
+//! batch's last. Cycles over nanoseconds between two such stamps is the clock the work
 //! ran at: a GPU that has not ramped up, or that throttles (power, heat), runs slower than its
 //! maximum, and so does the work timed then.
 //!
@@ -108,8 +108,9 @@ pub(crate) struct Stamp {
     cycles: u64,
 }
 
-/// Stamp slots for a batch: slot `2 k` before interval `k`, `2 k + 1` after it, in mapped host
-/// memory of the measurement's scratch.
+/// Stamp slots for a batch that runs back to back: slot `k` before interval `k` (and after
+/// interval `k - 1`), slot `n` after the last of `n`; in mapped host memory of the measurement's
+/// scratch.
 pub(crate) struct ClockStamps<'s> {
     kernel: &'s ClockKernel,
     memory: &'s MappedMemory,
@@ -136,7 +137,9 @@ impl<'s> ClockStamps<'s> {
     /// Empties slots `0..n`, which nothing queued writes any more.
     pub(crate) fn clear(&self, n: usize) {
         let words = self.memory.words();
-        words[..2 * n].iter().for_each(|w| w.store(0, Ordering::Relaxed));
+        words[..2 * n.min(self.slots())]
+            .iter()
+            .for_each(|w| w.store(0, Ordering::Relaxed));
     }
 
     /// Queues a stamp into `slot` on `stream`, whose context is current (a capture records it).
@@ -177,9 +180,10 @@ impl<'s> ClockStamps<'s> {
         (ns != 0).then_some(Stamp { ns, cycles })
     }
 
-    /// The clock (MHz) around each of `n` intervals, from their stamps (see [`clocks_mhz`]).
+    /// The clock (MHz) around each of `n` intervals, from the stamps before and after each (see
+    /// [`clocks_mhz`]).
     pub(crate) fn intervals_mhz(&self, n: usize) -> Vec<Option<f64>> {
-        let stamps: Vec<_> = (0..n).map(|k| (self.read(2 * k), self.read(2 * k + 1))).collect();
+        let stamps: Vec<_> = (0..n).map(|k| (self.read(k), self.read(k + 1))).collect();
         clocks_mhz(&stamps, CLOCK_WINDOW)
     }
 }
