@@ -181,6 +181,8 @@ pub use event::pool::{POOL_PER_THREAD, empty_event_pool, set_event_pool};
 pub use event::{Event, EventBuilder};
 pub use stream::{Stream, StreamOptions};
 pub use timing::compare::{CONFIDENCE, CompareOptions, Comparison, Verdict, compare};
+#[cfg(feature = "criterion")]
+pub use timing::criterion::GpuTime;
 pub use timing::measure::{MeasureOptions, Measurement, StopReason, measure};
 pub use timing::scratch_memory::release_measure_memory;
 pub use timing::timer::{Timer, Timing};

@@ -2,6 +2,8 @@
 //! memory that they use.
 
 pub(crate) mod compare;
+#[cfg(feature = "criterion")]
+pub(crate) mod criterion;
 mod gate;
 mod graph;
 pub(crate) mod measure;
