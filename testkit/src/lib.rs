@@ -471,6 +471,22 @@ pub fn gpu_sleep(stream: &Stream, duration: Duration) {
     sleep_then_set(stream, duration, 0);
 }
 
+/// The busy-spinning kernel of known length that the `known_lengths` example ships, one file for
+/// both (the path is inside the package's examples, so the example builds from the package).
+#[path = "../../cuda-event/examples/support/spin_kernel.rs"]
+mod spin_kernel;
+
+/// Holds `stream` for `duration` with a kernel that reads the GPU's global timer in a tight loop
+/// (no `nanosleep`): it ends within one pass of its loop after `duration`, the kernel for tests
+/// that check a length within 1%. It keeps its warp busy the whole time; [`gpu_sleep`], whose
+/// kernel sleeps between reads and so ends later than asked, is for long holds, where it spares
+/// the SM. What a timer reads around either kernel also holds the GPU's starting and ending it.
+pub fn gpu_spin(stream: &Stream, duration: Duration) {
+    let mut ns = u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX);
+    let kernel = kernel(stream.device(), spin_kernel::SPIN_PTX, spin_kernel::SPIN_KERNEL);
+    launch(kernel, stream, &mut [(&raw mut ns).cast()]);
+}
+
 /// The sleep kernel; then, unless `flag` is 0, a store of 1 to that (device) address.
 fn sleep_then_set(stream: &Stream, duration: Duration, flag: u64) {
     let (mut ns, mut flag) = (duration.as_nanos() as u64, flag);
