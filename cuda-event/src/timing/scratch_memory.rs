@@ -220,7 +220,8 @@ impl ScratchLease {
     pub(crate) fn clock_stamps(&self) -> Option<ClockStamps<'_>> {
         let scratch = self.scratch.as_ref()?;
         let kernel = scratch.clock_kernel.as_ref()?.as_ref()?;
-        Some(ClockStamps::new(kernel, scratch.stamps.as_ref()?))
+        let stamps = scratch.stamps.as_ref()?;
+        Some(ClockStamps::new(kernel, stamps.words(), stamps.device_ptr))
     }
 
     /// The flush buffer, once [`prepare`](Self::prepare) made it.

@@ -13,10 +13,9 @@
 use crate::driver::Driver;
 use crate::error::Result;
 use crate::stream::Stream;
-use crate::timing::scratch_memory::MappedMemory;
 use cuda_event_sys as sys;
 use std::ffi::{CStr, c_void};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// One thread per block; the block that runs on SM 0 stores the timer and the cycle counter, read
@@ -113,20 +112,33 @@ pub(crate) struct Stamp {
 /// scratch.
 pub(crate) struct ClockStamps<'s> {
     kernel: &'s ClockKernel,
-    memory: &'s MappedMemory,
+    /// The slots' 64-bit words, as the host sees them, two a slot.
+    words: &'s [AtomicU64],
+    /// The device address of the first word.
+    device_ptr: sys::CUdeviceptr,
 }
 
 /// Bytes of one stamp slot: two 64-bit words, aligned for the kernel's 16-byte store.
 pub(crate) const SLOT_BYTES: usize = 16;
 
 impl<'s> ClockStamps<'s> {
-    pub(crate) fn new(kernel: &'s ClockKernel, memory: &'s MappedMemory) -> ClockStamps<'s> {
-        ClockStamps { kernel, memory }
+    /// The slots in mapped memory whose words the host sees as `words` and the device at
+    /// `device_ptr` (16-byte aligned).
+    pub(crate) fn new(
+        kernel: &'s ClockKernel,
+        words: &'s [AtomicU64],
+        device_ptr: sys::CUdeviceptr,
+    ) -> ClockStamps<'s> {
+        ClockStamps {
+            kernel,
+            words,
+            device_ptr,
+        }
     }
 
     /// How many slots the memory holds.
     pub(crate) fn slots(&self) -> usize {
-        self.memory.bytes / SLOT_BYTES
+        self.words.len() * 8 / SLOT_BYTES
     }
 
     /// The device's maximum SM clock, in MHz.
@@ -136,7 +148,7 @@ impl<'s> ClockStamps<'s> {
 
     /// Empties slots `0..n`, which nothing queued writes any more.
     pub(crate) fn clear(&self, n: usize) {
-        let words = self.memory.words();
+        let words = self.words;
         words[..2 * n.min(self.slots())]
             .iter()
             .for_each(|w| w.store(0, Ordering::Relaxed));
@@ -145,7 +157,7 @@ impl<'s> ClockStamps<'s> {
     /// Queues a stamp into `slot` on `stream`, whose context is current (a capture records it).
     pub(crate) fn queue(&self, d: &Driver, stream: &Stream, slot: usize) -> Result<()> {
         assert!(slot < self.slots(), "stamp slot {slot} out of range");
-        let mut out = self.memory.device_ptr + (slot * SLOT_BYTES) as u64;
+        let mut out = self.device_ptr + (slot * SLOT_BYTES) as u64;
         let mut params = [(&raw mut out).cast::<c_void>()];
         let (function, blocks, raw) = (self.kernel.function, self.kernel.blocks, stream.as_raw());
         // SAFETY: a function of a module loaded in the stream's context (current here), launched
@@ -172,7 +184,7 @@ impl<'s> ClockStamps<'s> {
     /// The stamp in `slot`, once the GPU wrote it (the work that wrote it is complete); `None` when
     /// no block ran on SM 0.
     pub(crate) fn read(&self, slot: usize) -> Option<Stamp> {
-        let words = self.memory.words();
+        let words = self.words;
         let (ns, cycles) = (
             words[2 * slot].load(Ordering::Acquire),
             words[2 * slot + 1].load(Ordering::Acquire),
