@@ -15,7 +15,7 @@ import sys
 
 import torch
 
-from timer_validation import cudart
+from timer_validation import NO_CLOCK, cudart
 
 MIB = 1 << 20
 
@@ -62,7 +62,8 @@ def main():
         for _ in range(3):
             for name, flush in flushes.items():
                 results[name].append(loop(flush))
-            out = subprocess.run([quickstart, "--json"], check=True, capture_output=True, text=True).stdout
+            out = subprocess.run([quickstart, "--json", NO_CLOCK], check=True, capture_output=True,
+                                 text=True).stdout
             row = next(r for r in map(json.loads, out.splitlines()) if r["op"] == "memset 1 MiB")
             results["measure (quickstart)"].append(row["median_us"])
     for name, values in results.items():

@@ -32,16 +32,11 @@ import torch
 import triton
 from triton.testing import do_bench, do_bench_cudagraph
 
-from timer_validation import MIB, memset_and_copy, write_results
+from timer_validation import MIB, NO_CLOCK, memset_and_copy, write_results
 
 OPS = [("memset 4 KiB", 4096), ("memset 1 MiB", MIB), ("memset 64 MiB", 64 * MIB),
        ("memset 4 GiB", 4096 * MIB), ("copy 1 GiB d2d", 1024 * MIB)]
 METHODS = ["measure gated", "measure graph", "do_bench", "do_bench_cudagraph"]
-
-
-# Both examples read the SM clock by default; its stamps stay out of this comparison (a kernel
-# queued around every repetition, which triton's methods do not have).
-NO_CLOCK = "--no-sm-clock"
 
 
 def quickstart(binary, *flags):

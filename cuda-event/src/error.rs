@@ -83,12 +83,13 @@ pub enum Error {
         /// Why: the capture step that failed and CUDA's answer, with what usually causes it.
         reason: String,
     },
-    /// [`measure`](crate::measure) (or [`compare`](crate::compare)) discarded every repetition
-    /// until its timeout: the SM clock was below
+    /// [`measure`](crate::measure) (or [`compare`](crate::compare)) reached its timeout with fewer
+    /// than two samples because it discarded (nearly) every repetition: the SM clock was below
     /// [`MeasureOptions::throttle_threshold`](crate::MeasureOptions::throttle_threshold) of its
-    /// maximum during each. The GPU throttles (power, heat), or its clocks are locked low.
+    /// maximum during them. The GPU throttles (power, heat), or its clocks are locked low.
     ClockThrottled {
-        /// The median clock of the discarded repetitions, in MHz.
+        /// The median clock of the discarded repetitions (each one's lowest, over its arms), in
+        /// MHz.
         sm_clock_mhz: f64,
         /// The device's maximum SM clock, in MHz.
         max_sm_clock_mhz: f64,
@@ -340,10 +341,10 @@ impl fmt::Display for Error {
                 discarded,
             } => write!(
                 f,
-                "every repetition until the timeout ran with the SM clock below {:.0}% of its \
-                 maximum ({sm_clock_mhz:.0} of {max_sm_clock_mhz:.0} MHz, median of {discarded} \
-                 discarded): the GPU throttles (power, heat) or its clocks are locked low; \
-                 MeasureOptions::throttle_threshold(0.0) keeps such repetitions",
+                "fewer than two samples by the timeout: (nearly) every repetition ran with the SM \
+                 clock below {:.0}% of its maximum ({sm_clock_mhz:.0} of {max_sm_clock_mhz:.0} MHz, \
+                 median of {discarded} discarded): the GPU throttles (power, heat) or its clocks \
+                 are locked low; MeasureOptions::throttle_threshold(0.0) keeps such repetitions",
                 100.0 * threshold
             ),
             #[allow(deprecated)] // still named here, not returned

@@ -22,7 +22,8 @@ use std::time::{Duration, Instant};
 pub struct MeasureOptions {
     /// GPU time spent running the work untimed first (after one call and a 5-call estimate). With
     /// [`sm_clock`](Self::sm_clock), while the SM clock read over it is still rising and below 95%
-    /// of the maximum, the warm-up goes on, as long again each time, for at most a second in all.
+    /// of the maximum, the warm-up goes on, as long again each time, until a second has passed (the
+    /// pass under way then is finished).
     pub warmup: Duration,
     /// Fewest samples before stopping.
     pub min_samples: usize,
@@ -70,8 +71,9 @@ pub struct MeasureOptions {
     /// before each repetition's flush and start event (outside the interval; and one after a
     /// batch's last end event), whose block on SM 0 writes the GPU's timer and SM 0's cycle counter
     /// into mapped host memory; cycles over time between two such stamps is the clock. A clock is
-    /// read over at least 200 us of GPU time: a repetition shorter than that (in a batch that runs
-    /// back to back) reads the clock of the stamps around it that span that long. In gated mode the
+    /// read over at least 200 us of GPU time where the batch has that much: a repetition shorter
+    /// than that reads the clock of the stamps around it that span that long (or of its whole
+    /// batch). In gated mode the
     /// stamps lengthen each sample by a fixed fraction of a microsecond (a kernel then runs shortly
     /// before the start event); in graph mode by no measurable amount. See
     /// [`Measurement::sm_clock_mhz`] and [`throttle_threshold`](Self::throttle_threshold).
@@ -294,7 +296,8 @@ impl Measurement {
         &self.sm_clocks_mhz
     }
     /// The device's maximum SM clock in MHz (`CU_DEVICE_ATTRIBUTE_CLOCK_RATE`), beside which
-    /// [`sm_clock_mhz`](Self::sm_clock_mhz) reads; `None` when no clock was read.
+    /// [`sm_clock_mhz`](Self::sm_clock_mhz) reads; `None` when the clock's kernel was not used
+    /// (the option off, or the kernel not loaded).
     pub fn max_sm_clock_mhz(&self) -> Option<f64> {
         self.max_sm_clock_mhz
     }
@@ -516,9 +519,14 @@ where
     };
     let gated = options.gate && !options.graph;
     // A stamp before each interval of the largest batch (a two-arm graph may add a repetition)
-    // and one after the last.
+    // and one after the last; larger batches are cut to fit (see `Run::sample`).
     let stamp_slots = match options.sm_clock {
-        true => ((options.max_batch / arms).max(1) + 1) * arms + 1,
+        true => {
+            ((options.max_batch / arms).max(1).saturating_add(1))
+                .saturating_mul(arms)
+                .min(MOST_CLOCKED_INTERVALS)
+                + 1
+        }
         false => 0,
     };
     let mut scratch = ScratchLease::take(stream.device(), instance);
@@ -632,6 +640,10 @@ struct Run<'r, 'w, E> {
 /// enough that the stop criterion is checked often.
 const BATCH_TIME: Duration = Duration::from_millis(20);
 
+/// The most intervals of a batch with the SM clock's stamps (each needs a slot of mapped host
+/// memory): enough for a batch of [`BATCH_TIME`] of repetitions a few microseconds long.
+const MOST_CLOCKED_INTERVALS: usize = 8192;
+
 /// The most wall time the warm-up goes on while the SM clock is still ramping up.
 const RAMP_AT_MOST: Duration = Duration::from_secs(1);
 
@@ -703,6 +715,15 @@ where
             // arm's. A graph of two arms holds an even number of repetitions, so that each arm
             // runs first equally often in every replay.
             let mut n = count(BATCH_TIME).clamp(1, (max_batch / self.arms).max(1));
+            if let Some(clock) = &self.clock {
+                // No more intervals than stamp slots (one more stamp than intervals), an even
+                // number of repetitions where a graph of two arms needs one.
+                let mut most = ((clock.slots() - 1) / self.arms).max(1);
+                if self.options.graph && self.arms > 1 {
+                    most = (most - most % 2).max(2);
+                }
+                n = n.min(most);
+            }
             if self.options.graph && self.arms > 1 {
                 n += n % 2;
             }
@@ -730,13 +751,7 @@ where
                     }
                 }
             };
-            if let Some(taken) = taken {
-                let pause = self.keep_unthrottled(taken, &mut arms, &mut clocks);
-                if let Some(pause) = pause {
-                    // Let the GPU cool down before the next batch.
-                    std::thread::sleep(pause);
-                }
-            }
+            let pause = taken.and_then(|taken| self.keep_unthrottled(taken, &mut arms, &mut clocks));
             let wall_time = started.elapsed();
             if let Some(stop) = (self.stop)(&arms, wall_time) {
                 return Ok(Sampled {
@@ -754,6 +769,10 @@ where
             }
             if wall_time >= self.options.timeout && arms[0].len() < 2 && self.throttle.discarded > 0 {
                 return Err(self.throttled_throughout().into());
+            }
+            if let Some(pause) = pause {
+                // Let the GPU cool down before the next batch, within the time left.
+                std::thread::sleep(pause.min(self.options.timeout.saturating_sub(wall_time)));
             }
         }
     }

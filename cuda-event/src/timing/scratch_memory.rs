@@ -7,7 +7,8 @@
 //! device, so a measurement that freed its buffers would not return while another stream of the
 //! device is held (by a `cuStreamWaitValue32`, a host function, a long kernel) however idle the
 //! measured stream is. Allocating does not wait, so the first measurement in a context instance
-//! allocates, later ones reuse, and nothing on the measuring path frees.
+//! allocates, later ones reuse, and nothing on the measuring path frees. (Loading the SM clock's
+//! kernel does wait, which is why only measurements that ask for the clock load it.)
 //!
 //! Kept per context instance: a device reset destroys the instance and, with it, everything
 //! allocated in it, so the memory of an earlier instance is forgotten (never freed, never touched)
@@ -23,6 +24,7 @@ use cuda_event_sys as sys;
 use parking_lot::Mutex;
 use std::cell::Cell;
 use std::ffi::c_void;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// Device memory (`cuMemAlloc`). Freed only by [`release_measure_memory`], while idle (see the
@@ -127,13 +129,50 @@ struct Scratch {
     instance: ContextInstance,
     flush: Option<DeviceBuffer>,
     word: Option<MappedWord>,
-    /// The SM clock's stamp kernel: `None` until first needed, then the kernel or, where it could
-    /// not be loaded, nothing (not tried again in this instance).
-    clock_kernel: Option<Option<ClockKernel>>,
+    /// The SM clock's stamp kernel of this instance (see [`CLOCK_KERNELS`]), once a measurement
+    /// asked for it and the driver could compile it.
+    clock_kernel: Option<Arc<ClockKernel>>,
     /// The clock stamps' slots; smaller ones that measurements outgrew are kept (freeing waits)
     /// until [`release_measure_memory`].
     stamps: Option<MappedMemory>,
     outgrown: Vec<MappedMemory>,
+}
+
+/// The SM clock's kernel of each context instance, shared by every measurement in it (overlapping
+/// ones included: loading waits for all the context's work, so it is done once per instance), or
+/// `None` where the driver cannot compile it. Unloaded by [`release_measure_memory`] once no
+/// measurement holds it; an earlier instance's is forgotten, as the scratch memory is.
+static CLOCK_KERNELS: Mutex<Vec<InstanceKernel>> = Mutex::new(Vec::new());
+
+/// An entry of [`CLOCK_KERNELS`].
+struct InstanceKernel {
+    device: i32,
+    instance: ContextInstance,
+    kernel: Option<Arc<ClockKernel>>,
+}
+
+/// The SM clock's kernel of `instance` (of `device`, the driver's `cu_device`), loaded on first
+/// use. The lock is held while loading, so that a second first use waits for this load instead of
+/// loading again. A load that fails for another reason than compiling is returned and tried again
+/// by the next measurement.
+fn clock_kernel(
+    d: &Driver,
+    device: i32,
+    instance: ContextInstance,
+    cu_device: sys::CUdevice,
+) -> Result<Option<Arc<ClockKernel>>> {
+    let mut kernels = CLOCK_KERNELS.lock();
+    kernels.retain(|k| k.device != device || k.instance == instance);
+    if let Some(k) = kernels.iter().find(|k| k.instance == instance) {
+        return Ok(k.kernel.clone());
+    }
+    let kernel = ClockKernel::load(d, cu_device)?.map(Arc::new);
+    kernels.push(InstanceKernel {
+        device,
+        instance,
+        kernel: kernel.clone(),
+    });
+    Ok(kernel)
 }
 
 /// Idle scratch memory, by device and context instance: a handful of entries (one per device, more
@@ -176,7 +215,8 @@ impl ScratchLease {
     /// Makes what is missing, in the instance's context, which is current on this thread: a flush
     /// buffer of at least `flush_bytes` (if given), the gate's word (if `word`), and the SM clock's
     /// kernel with at least `stamp_slots` slots (if that many; a kernel that does not load leaves
-    /// the measurement without clocks). Allocating does not wait for other streams.
+    /// the measurement without clocks). Allocating does not wait for other streams; loading the
+    /// kernel does (see `MeasureOptions::sm_clock`).
     pub(crate) fn prepare(
         &mut self,
         d: &Driver,
@@ -200,9 +240,10 @@ impl ScratchLease {
         }
         if stamp_slots > 0 {
             let device = scratch.instance.context()?.cu_device();
-            let kernel = scratch
-                .clock_kernel
-                .get_or_insert_with(|| ClockKernel::load(d, device).ok());
+            if scratch.clock_kernel.is_none() {
+                scratch.clock_kernel = clock_kernel(d, scratch.device, scratch.instance, device)?;
+            }
+            let kernel = &scratch.clock_kernel;
             let short = scratch
                 .stamps
                 .as_ref()
@@ -219,7 +260,7 @@ impl ScratchLease {
     /// The SM clock's kernel and stamp slots, once [`prepare`](Self::prepare) made them.
     pub(crate) fn clock_stamps(&self) -> Option<ClockStamps<'_>> {
         let scratch = self.scratch.as_ref()?;
-        let kernel = scratch.clock_kernel.as_ref()?.as_ref()?;
+        let kernel = scratch.clock_kernel.as_deref()?;
         let stamps = scratch.stamps.as_ref()?;
         Some(ClockStamps::new(kernel, stamps.words(), stamps.device_ptr))
     }
@@ -253,8 +294,8 @@ impl Drop for ScratchLease {
 }
 
 /// Frees the memory that [`measure`](crate::measure) keeps per device for the next measurement
-/// (an L2-sized flush buffer, a word of mapped host memory), for a program done measuring or about
-/// to exit under a leak checker. Measurements under way keep theirs; a later one allocates anew.
+/// (an L2-sized flush buffer, a word of mapped host memory, the SM clock's stamp slots and the
+/// module of its kernel), for a program done measuring or about to exit under a leak checker. Measurements under way keep theirs; a later one allocates anew.
 ///
 /// It waits for all work of each device it frees memory on (`cuMemFree` does), which is why the
 /// measurements themselves never free: call it when no measurement runs on those devices (never
@@ -274,6 +315,27 @@ pub fn release_measure_memory() -> Result<()> {
             first_error = freed;
         }
     }
+    // The kernels that no measurement holds any more (the idle scratch memory's references went
+    // with it): the lock keeps a measurement from taking one meanwhile.
+    let mut kernels = CLOCK_KERNELS.lock();
+    let (unused, held): (Vec<_>, Vec<_>) = std::mem::take(&mut *kernels).into_iter().partition(|k| {
+        k.kernel
+            .as_ref()
+            .is_some_and(|kernel| Arc::strong_count(kernel) == 1)
+    });
+    *kernels = held;
+    for InstanceKernel { instance, kernel, .. } in unused {
+        let Some(Ok(kernel)) = kernel.map(Arc::try_unwrap) else {
+            continue; // not reachable: the count was 1 under the lock
+        };
+        let unloaded = ContextInstance::destroy_unless_reset(Some(instance), |d| {
+            let _current = instance.context()?.enter(d)?;
+            kernel.unload(d)
+        });
+        if first_error.is_ok() {
+            first_error = unloaded;
+        }
+    }
     first_error
 }
 
@@ -290,9 +352,6 @@ fn free(scratch: Scratch) -> Result<()> {
         for memory in word.into_iter().chain(scratch.stamps).chain(scratch.outgrown) {
             // SAFETY: mapped host memory allocated in this context instance, idle, freed once.
             d.mem_free_host.call(|f| unsafe { f(memory.host) })?;
-        }
-        if let Some(kernel) = scratch.clock_kernel.flatten() {
-            kernel.unload(d)?;
         }
         Ok(())
     })

@@ -1,16 +1,17 @@
 //! The SM clock during each timed interval, read as nvbench reads it: a kernel of one thread per SM
 //! whose block on SM 0 writes the GPU's nanosecond timer (`%globaltimer`) and SM 0's cycle counter
-//! (`%clock64`) into mapped host memory, launched before each interval (and its L2 flush) and after a
-//! batch's last. Cycles over nanoseconds between two such stamps is the clock the work
-//! ran at: a GPU that has not ramped up, or that throttles (power, heat), runs slower than its
-//! maximum, and so does the work timed then.
+//! (`%clock64`) into mapped host memory, launched before each interval (and its L2 flush) and after
+//! a batch's last. Cycles over nanoseconds between two such stamps is the clock the work ran at: a
+//! GPU that has not ramped up, or that throttles (power, heat), runs slower than its maximum, and
+//! so does the work timed then.
 //!
-//! The stamp kernel is loaded from PTX (the driver compiles it for the device) once per context
-//! instance and kept with the scratch memory; where it cannot be loaded (PTX compilation disabled,
-//! say), measurements go on without clocks. Loading it waits for all the work of the context (see
+//! The stamp kernel is loaded from PTX (the driver compiles it for the device) and kept with the
+//! scratch memory; where the driver cannot compile it (PTX compilation disabled, say),
+//! measurements go on without clocks. Loading it waits for all the work of the context (see
 //! `MeasureOptions::sm_clock`), which is why clocks are asked for, not read by default.
 
-use crate::driver::Driver;
+use crate::capture_mode::RelaxedCapture;
+use crate::driver::{CUresult, Driver};
 use crate::error::Result;
 use crate::stream::Stream;
 use cuda_event_sys as sys;
@@ -54,10 +55,16 @@ pub(crate) struct ClockKernel {
 // SAFETY: module and function handles are plain driver handles, usable from any thread with their
 // context current (every use here enters it).
 unsafe impl Send for ClockKernel {}
+// SAFETY: the handles never change after loading; the driver's API is thread safe, and launching
+// one function from several threads at once (measurements sharing the kernel) is allowed.
+unsafe impl Sync for ClockKernel {}
 
 impl ClockKernel {
-    /// Loads the kernel into the context current on this thread, that of `device`.
-    pub(crate) fn load(d: &Driver, device: sys::CUdevice) -> Result<ClockKernel> {
+    /// Loads the kernel into the context current on this thread, that of `device`; `None` where
+    /// the driver cannot compile its PTX for the device (PTX compilation disabled or missing, a
+    /// PTX version or device it does not know): measurements then go on without clocks. Other
+    /// errors (out of memory, a broken context) are returned, and a later measurement tries again.
+    pub(crate) fn load(d: &Driver, device: sys::CUdevice) -> Result<Option<ClockKernel>> {
         let attribute = |attribute| {
             let mut value = 0;
             // SAFETY: a device the driver handed out; writes through a live local.
@@ -68,11 +75,19 @@ impl ClockKernel {
         let sms = attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
         let khz = attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)?;
         let mut module = std::ptr::null_mut();
-        d.module_load_data.call(|f| {
+        // Loading is a call that a capture in global mode on another thread forbids (and would be
+        // invalidated by): this thread's mode is relaxed meanwhile, as for the crate's queries.
+        let relaxed = RelaxedCapture::enter(d);
+        let code = d.module_load_data.code(|f| {
             // SAFETY: NUL-terminated PTX text; writes the module through a live local; a context
             // is current.
             unsafe { f(&mut module, STAMP_PTX.as_ptr().cast()) }
-        })?;
+        });
+        drop(relaxed);
+        if cannot_compile(code) {
+            return Ok(None);
+        }
+        d.module_load_data.check(code)?;
         let mut function = std::ptr::null_mut();
         // SAFETY: a module just loaded, a NUL-terminated name it defines; writes through a local.
         let found = d
@@ -85,7 +100,7 @@ impl ClockKernel {
             max_mhz: f64::from(khz) / 1e3,
         };
         match found {
-            Ok(()) => Ok(kernel),
+            Ok(()) => Ok(Some(kernel)),
             Err(e) => {
                 let _ = kernel.unload(d);
                 Err(e)
@@ -98,6 +113,19 @@ impl ClockKernel {
         // SAFETY: a module loaded once in the current context, no longer launched, unloaded once.
         d.module_unload.call(|f| unsafe { f(self.module) })
     }
+}
+
+/// Whether a module load's `code` says that the driver cannot compile the PTX for this device.
+fn cannot_compile(code: CUresult) -> bool {
+    [
+        CUresult::CUDA_ERROR_INVALID_IMAGE,
+        CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU,
+        CUresult::CUDA_ERROR_INVALID_PTX,
+        CUresult::CUDA_ERROR_JIT_COMPILER_NOT_FOUND,
+        CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION,
+        CUresult::CUDA_ERROR_JIT_COMPILATION_DISABLED,
+    ]
+    .contains(&code)
 }
 
 /// One stamp: the GPU's timer (ns) and SM 0's cycle counter, read together.
