@@ -670,6 +670,16 @@ enum AfterOpened {
     Ungated,
 }
 
+/// The most repetitions of `arms` arms a batch can stamp with `slots` stamp slots (one more stamp
+/// than intervals), an even number if `even` (a graph of two arms): at least one (two if even).
+fn most_clocked(slots: usize, arms: usize, even: bool) -> usize {
+    let most = (slots.saturating_sub(1) / arms).max(1);
+    match even {
+        true => (most - most % 2).max(2),
+        false => most,
+    }
+}
+
 fn after_opened(n: usize, first_blocked: bool) -> AfterOpened {
     // A batch of one that the watchdog opened took about the whole timeout to queue, even if its
     // last call returned just before the watchdog fired: no smaller batch exists to try.
@@ -715,16 +725,11 @@ where
             // arm's. A graph of two arms holds an even number of repetitions, so that each arm
             // runs first equally often in every replay.
             let mut n = count(BATCH_TIME).clamp(1, (max_batch / self.arms).max(1));
+            let even = self.options.graph && self.arms > 1;
             if let Some(clock) = &self.clock {
-                // No more intervals than stamp slots (one more stamp than intervals), an even
-                // number of repetitions where a graph of two arms needs one.
-                let mut most = ((clock.slots() - 1) / self.arms).max(1);
-                if self.options.graph && self.arms > 1 {
-                    most = (most - most % 2).max(2);
-                }
-                n = n.min(most);
+                n = n.min(most_clocked(clock.slots(), self.arms, even));
             }
-            if self.options.graph && self.arms > 1 {
+            if even {
                 n += n % 2;
             }
             let taken = match self.options.graph {
@@ -1171,6 +1176,19 @@ mod tests {
             stop_reason(&options, 2, f64::INFINITY, &mut Vec::new(), late),
             Some(StopReason::Timeout)
         );
+    }
+
+    #[test]
+    fn a_batch_with_stamps_fits_its_slots() {
+        // 256 slots: 255 intervals.
+        assert_eq!(most_clocked(256, 1, false), 255);
+        assert_eq!(most_clocked(256, 2, false), 127);
+        assert_eq!(most_clocked(256, 2, true), 126);
+        let slots = MOST_CLOCKED_INTERVALS + 1;
+        assert!(most_clocked(slots, 2, true) * 2 < slots);
+        // Never none.
+        assert_eq!(most_clocked(1, 1, false), 1);
+        assert_eq!(most_clocked(2, 2, true), 2);
     }
 
     #[test]

@@ -428,6 +428,15 @@ mod tests {
     }
 
     #[test]
+    fn only_a_compilation_failure_leaves_measurements_without_clocks() {
+        assert!(cannot_compile(CUresult::CUDA_ERROR_JIT_COMPILATION_DISABLED));
+        assert!(cannot_compile(CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION));
+        assert!(!cannot_compile(CUresult::CUDA_ERROR_OUT_OF_MEMORY));
+        assert!(!cannot_compile(CUresult::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED));
+        assert!(!cannot_compile(CUresult::CUDA_SUCCESS));
+    }
+
+    #[test]
     fn median_of_clocks() {
         assert_eq!(median(&[]), None);
         assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
