@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Validates cuda-event's `measure` against triton.testing.do_bench on the same GPU, in one run.
 
-Rounds, interleaved: the quickstart example (`quickstart --json`: cudaMemsetAsync of 1 MiB, 64 MiB,
-4 GiB and a 1 GiB device-to-device cudaMemcpyAsync, timed by `measure` on a stream it creates), then
+Rounds, interleaved: the quickstart example (`quickstart --json --no-sm-clock`: cudaMemsetAsync of
+1 MiB, 64 MiB, 4 GiB and a 1 GiB device-to-device cudaMemcpyAsync, timed by `measure` on a stream it
+creates), then
 the same four CUDA calls timed by do_bench on a created stream (or, without triton, by a
 torch.cuda.Event loop doing what do_bench does: a 256 MB zero_ to flush L2 before each repetition,
 one event pair per repetition, counts from a 5-call estimate). Each round gives a ratio

@@ -73,9 +73,9 @@ pub struct MeasureOptions {
     /// into mapped host memory; cycles over time between two such stamps is the clock. A clock is
     /// read over at least 200 us of GPU time where the batch has that much: a repetition shorter
     /// than that reads the clock of the stamps around it that span that long (or of its whole
-    /// batch). In gated mode the
-    /// stamps lengthen each sample by a fixed fraction of a microsecond (a kernel then runs shortly
-    /// before the start event); in graph mode by no measurable amount. See
+    /// batch). In gated mode the stamps lengthen each sample by a fixed fraction of a microsecond
+    /// (a kernel then runs shortly before the start event); in graph mode by no measurable amount.
+    /// See
     /// [`Measurement::sm_clock_mhz`] and [`throttle_threshold`](Self::throttle_threshold).
     ///
     /// Off by default, because of what it takes the first time: the stamp kernel is loaded into
@@ -85,8 +85,9 @@ pub struct MeasureOptions {
     /// launch of any lazily loaded kernel can). Otherwise `measure` never waits for other streams:
     /// a measurement beside a stream that waits on the host would wait until it is released.
     /// Turn it on where the device is otherwise idle at the first such measurement (a benchmark
-    /// program), or once a measurement with it has run in the context; later measurements reuse
-    /// the kernel and do not wait.
+    /// program), or once a measurement with it has run in the context; later measurements in that
+    /// context reuse the kernel and do not wait (until
+    /// [`release_measure_memory`](crate::release_measure_memory) unloads it).
     pub sm_clock: bool,
     /// With [`sm_clock`](Self::sm_clock), discard every repetition during which the SM clock was
     /// below this fraction of the device's maximum (nvbench's `--throttle-threshold`), count it
@@ -727,7 +728,8 @@ where
             let mut n = count(BATCH_TIME).clamp(1, (max_batch / self.arms).max(1));
             let even = self.options.graph && self.arms > 1;
             if let Some(clock) = &self.clock {
-                n = n.min(most_clocked(clock.slots(), self.arms, even));
+                let slots = clock.slots().min(MOST_CLOCKED_INTERVALS + 1);
+                n = n.min(most_clocked(slots, self.arms, even));
             }
             if even {
                 n += n % 2;

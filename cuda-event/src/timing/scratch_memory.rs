@@ -19,7 +19,7 @@
 use crate::context::ContextInstance;
 use crate::driver::Driver;
 use crate::error::Result;
-use crate::timing::sm_clock::{ClockKernel, ClockStamps, SLOT_BYTES};
+use crate::timing::sm_clock::{ClockKernel, ClockStamps, SLOT_BYTES, instance_kernel, unload_unused_kernels};
 use cuda_event_sys as sys;
 use parking_lot::Mutex;
 use std::cell::Cell;
@@ -138,43 +138,6 @@ struct Scratch {
     outgrown: Vec<MappedMemory>,
 }
 
-/// The SM clock's kernel of each context instance, shared by every measurement in it (overlapping
-/// ones included: loading waits for all the context's work, so it is done once per instance), or
-/// `None` where the driver cannot compile it. Unloaded by [`release_measure_memory`] once no
-/// measurement holds it; an earlier instance's is forgotten, as the scratch memory is.
-static CLOCK_KERNELS: Mutex<Vec<InstanceKernel>> = Mutex::new(Vec::new());
-
-/// An entry of [`CLOCK_KERNELS`].
-struct InstanceKernel {
-    device: i32,
-    instance: ContextInstance,
-    kernel: Option<Arc<ClockKernel>>,
-}
-
-/// The SM clock's kernel of `instance` (of `device`, the driver's `cu_device`), loaded on first
-/// use. The lock is held while loading, so that a second first use waits for this load instead of
-/// loading again. A load that fails for another reason than compiling is returned and tried again
-/// by the next measurement.
-fn clock_kernel(
-    d: &Driver,
-    device: i32,
-    instance: ContextInstance,
-    cu_device: sys::CUdevice,
-) -> Result<Option<Arc<ClockKernel>>> {
-    let mut kernels = CLOCK_KERNELS.lock();
-    kernels.retain(|k| k.device != device || k.instance == instance);
-    if let Some(k) = kernels.iter().find(|k| k.instance == instance) {
-        return Ok(k.kernel.clone());
-    }
-    let kernel = ClockKernel::load(d, cu_device)?.map(Arc::new);
-    kernels.push(InstanceKernel {
-        device,
-        instance,
-        kernel: kernel.clone(),
-    });
-    Ok(kernel)
-}
-
 /// Idle scratch memory, by device and context instance: a handful of entries (one per device, more
 /// only while measurements on one device overlap), so a linear search.
 static IDLE: Mutex<Vec<Scratch>> = Mutex::new(Vec::new());
@@ -214,9 +177,9 @@ impl ScratchLease {
 
     /// Makes what is missing, in the instance's context, which is current on this thread: a flush
     /// buffer of at least `flush_bytes` (if given), the gate's word (if `word`), and the SM clock's
-    /// kernel with at least `stamp_slots` slots (if that many; a kernel that does not load leaves
-    /// the measurement without clocks). Allocating does not wait for other streams; loading the
-    /// kernel does (see `MeasureOptions::sm_clock`).
+    /// kernel with at least `stamp_slots` slots (if that many; a kernel the driver cannot compile
+    /// leaves the measurement without clocks). Allocating does not wait for other streams; loading
+    /// the kernel does (see `MeasureOptions::sm_clock`).
     pub(crate) fn prepare(
         &mut self,
         d: &Driver,
@@ -241,7 +204,7 @@ impl ScratchLease {
         if stamp_slots > 0 {
             let device = scratch.instance.context()?.cu_device();
             if scratch.clock_kernel.is_none() {
-                scratch.clock_kernel = clock_kernel(d, scratch.device, scratch.instance, device)?;
+                scratch.clock_kernel = instance_kernel(d, scratch.device, scratch.instance, device)?;
             }
             let kernel = &scratch.clock_kernel;
             let short = scratch
@@ -285,7 +248,10 @@ impl ScratchLease {
 impl Drop for ScratchLease {
     fn drop(&mut self) {
         if self.in_use.get() {
-            return; // forgotten: the GPU may still write it, and another measurement must not
+            // Forgotten: the GPU may still write it (and launch the clock's kernel), and another
+            // measurement must not. Forgetting keeps its hold on the kernel too, never unloaded.
+            std::mem::forget(self.scratch.take());
+            return;
         }
         if let Some(scratch) = self.scratch.take() {
             IDLE.lock().push(scratch);
@@ -295,7 +261,8 @@ impl Drop for ScratchLease {
 
 /// Frees the memory that [`measure`](crate::measure) keeps per device for the next measurement
 /// (an L2-sized flush buffer, a word of mapped host memory, the SM clock's stamp slots and the
-/// module of its kernel), for a program done measuring or about to exit under a leak checker. Measurements under way keep theirs; a later one allocates anew.
+/// module of its kernel), for a program done measuring or about to exit under a leak checker.
+/// Measurements under way keep theirs; a later one allocates anew.
 ///
 /// It waits for all work of each device it frees memory on (`cuMemFree` does), which is why the
 /// measurements themselves never free: call it when no measurement runs on those devices (never
@@ -316,25 +283,10 @@ pub fn release_measure_memory() -> Result<()> {
         }
     }
     // The kernels that no measurement holds any more (the idle scratch memory's references went
-    // with it): the lock keeps a measurement from taking one meanwhile.
-    let mut kernels = CLOCK_KERNELS.lock();
-    let (unused, held): (Vec<_>, Vec<_>) = std::mem::take(&mut *kernels).into_iter().partition(|k| {
-        k.kernel
-            .as_ref()
-            .is_some_and(|kernel| Arc::strong_count(kernel) == 1)
-    });
-    *kernels = held;
-    for InstanceKernel { instance, kernel, .. } in unused {
-        let Some(Ok(kernel)) = kernel.map(Arc::try_unwrap) else {
-            continue; // not reachable: the count was 1 under the lock
-        };
-        let unloaded = ContextInstance::destroy_unless_reset(Some(instance), |d| {
-            let _current = instance.context()?.enter(d)?;
-            kernel.unload(d)
-        });
-        if first_error.is_ok() {
-            first_error = unloaded;
-        }
+    // with it).
+    let unloaded = unload_unused_kernels();
+    if first_error.is_ok() {
+        first_error = unloaded;
     }
     first_error
 }

@@ -11,11 +11,14 @@
 //! `MeasureOptions::sm_clock`), which is why clocks are asked for, not read by default.
 
 use crate::capture_mode::RelaxedCapture;
+use crate::context::ContextInstance;
 use crate::driver::{CUresult, Driver};
 use crate::error::Result;
 use crate::stream::Stream;
 use cuda_event_sys as sys;
+use parking_lot::Mutex;
 use std::ffi::{CStr, c_void};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -41,8 +44,8 @@ DONE:
 }
 ";
 
-/// The stamp kernel, loaded in one context instance. Unloaded only with the scratch memory, while
-/// idle.
+/// The stamp kernel, loaded in one context instance (see [`instance_kernel`]). Unloaded only
+/// when no measurement holds it.
 pub(crate) struct ClockKernel {
     module: sys::CUmodule,
     function: sys::CUfunction,
@@ -126,6 +129,115 @@ fn cannot_compile(code: CUresult) -> bool {
         CUresult::CUDA_ERROR_JIT_COMPILATION_DISABLED,
     ]
     .contains(&code)
+}
+
+/// The SM clock's kernel of each context instance, shared by every measurement in it (overlapping
+/// ones included: loading waits for all the context's work, so it is done once per instance).
+/// Unloaded by `release_measure_memory` once no measurement holds it; an earlier instance's is
+/// forgotten, as the scratch memory is.
+static KERNELS: Mutex<Vec<InstanceKernel>> = Mutex::new(Vec::new());
+
+/// An entry of [`KERNELS`]: its kernel behind a lock of its own, which a first use holds while it
+/// loads (so that a second waits for that load instead of loading again), and which nothing else
+/// waits for.
+struct InstanceKernel {
+    device: i32,
+    instance: ContextInstance,
+    loaded: Arc<Mutex<Loaded>>,
+}
+
+/// An instance's kernel, as far as it got.
+enum Loaded {
+    /// Not loaded yet (or the last load failed for another reason than compiling).
+    NotYet,
+    /// The driver cannot compile it for the device: measurements there go without clocks.
+    Cannot,
+    Kernel(Arc<ClockKernel>),
+}
+
+/// The SM clock's kernel of `instance` (of `device`, the driver's `cu_device`, whose context is
+/// current), loaded on first use; `None` where the driver cannot compile it. A load that fails for
+/// another reason is returned, and the next measurement tries again.
+pub(crate) fn instance_kernel(
+    d: &Driver,
+    device: i32,
+    instance: ContextInstance,
+    cu_device: sys::CUdevice,
+) -> Result<Option<Arc<ClockKernel>>> {
+    let loaded = {
+        let mut kernels = KERNELS.lock();
+        kernels.retain(|k| k.device != device || k.instance == instance);
+        match kernels.iter().find(|k| k.instance == instance) {
+            Some(k) => Arc::clone(&k.loaded),
+            None => {
+                let loaded = Arc::new(Mutex::new(Loaded::NotYet));
+                kernels.push(InstanceKernel {
+                    device,
+                    instance,
+                    loaded: Arc::clone(&loaded),
+                });
+                loaded
+            }
+        }
+    };
+    // Only this instance's first uses wait here (the registry's lock is not held).
+    let mut loaded = loaded.lock();
+    if let Loaded::NotYet = *loaded {
+        *loaded = match ClockKernel::load(d, cu_device)? {
+            Some(kernel) => Loaded::Kernel(Arc::new(kernel)),
+            None => Loaded::Cannot,
+        };
+    }
+    Ok(match &*loaded {
+        Loaded::Kernel(kernel) => Some(Arc::clone(kernel)),
+        Loaded::NotYet | Loaded::Cannot => None,
+    })
+}
+
+/// Unloads every kernel that no measurement holds (nor is about to take: the entry's lock is
+/// shared only by the registry), each in its context instance unless a reset destroyed it;
+/// returns the first failure.
+pub(crate) fn unload_unused_kernels() -> Result<()> {
+    let unused: Vec<(ContextInstance, ClockKernel)> = {
+        let mut kernels = KERNELS.lock();
+        let mut unused = Vec::new();
+        kernels.retain(|k| {
+            // A measurement that found the entry holds a clone of its lock until it has its
+            // kernel, and then the kernel: either keeps the entry.
+            if Arc::strong_count(&k.loaded) > 1 {
+                return true;
+            }
+            let mut loaded = k.loaded.lock();
+            match std::mem::replace(&mut *loaded, Loaded::NotYet) {
+                Loaded::Kernel(kernel) => match Arc::try_unwrap(kernel) {
+                    Ok(kernel) => {
+                        unused.push((k.instance, kernel));
+                        false
+                    }
+                    Err(kernel) => {
+                        *loaded = Loaded::Kernel(kernel);
+                        true
+                    }
+                },
+                other => {
+                    *loaded = other;
+                    true
+                }
+            }
+        });
+        unused
+    };
+    let mut first_error = Ok(());
+    for (instance, kernel) in unused {
+        let unloaded = ContextInstance::destroy_unless_reset(Some(instance), |d| {
+            let _current = instance.context()?.enter(d)?;
+            kernel.unload(d)
+        });
+        if first_error.is_ok() {
+            first_error = unloaded;
+        }
+    }
+    first_error
 }
 
 /// One stamp: the GPU's timer (ns) and SM 0's cycle counter, read together.
