@@ -12,12 +12,12 @@
 //!
 //! cargo run --release -p cuda-event --example known_lengths
 
+#[path = "support/json_row.rs"]
+mod json_row;
 #[path = "support/spin_kernel.rs"]
 mod spin_kernel;
 
-use cuda_event::{
-    DeviceGuard, MeasureOptions, Measurement, Stream, check_runtime, driver_entry_point, measure, sys,
-};
+use cuda_event::{DeviceGuard, MeasureOptions, Stream, check_runtime, driver_entry_point, measure, sys};
 use spin_kernel::{SPIN_KERNEL, SPIN_PTX};
 use std::ffi::c_void;
 use std::io::Write;
@@ -57,40 +57,16 @@ fn run(ptx: bool, sm_clock: bool) -> Result<(), Box<dyn std::error::Error>> {
             // `measure` runs the work with the stream's device's primary context current, as
             // cuLaunchKernel needs it; in graph mode the launch is captured once and replayed.
             let m = measure(&stream, &options, |s| kernel.launch(s, length))?;
-            writeln!(out, "{}", row(op, mode, length, &m))?;
+            // The quickstart's keys, with the kernel's length as `target_us`.
+            let leading = [
+                ("op", format!("\"{op}\"")),
+                ("mode", format!("\"{mode}\"")),
+                ("target_us", json_row::us(length)),
+            ];
+            writeln!(out, "{}", json_row::row(&leading, &m, &[]))?;
         }
     }
     Ok(())
-}
-
-/// One JSON object: the quickstart's keys, with the kernel's length as `target_us` (a clock not
-/// read is `null`).
-fn row(op: &str, mode: &str, length: Duration, m: &Measurement) -> String {
-    let us = |d: Duration| format!("{:.3}", d.as_secs_f64() * 1e6);
-    let mhz = |clock: Option<f64>| clock.map_or_else(|| "null".to_string(), |v| format!("{v:.1}"));
-    let fields = [
-        ("op", format!("\"{op}\"")),
-        ("mode", format!("\"{mode}\"")),
-        ("target_us", us(length)),
-        ("median_us", us(m.median())),
-        ("mean_us", us(m.mean())),
-        ("p10_us", us(m.percentile(10.0))),
-        ("p90_us", us(m.percentile(90.0))),
-        ("min_us", us(m.min())),
-        ("max_us", us(m.max())),
-        ("noise", format!("{:.5}", m.noise())),
-        ("samples", m.samples().len().to_string()),
-        ("stop", format!("\"{:?}\"", m.stop_reason())),
-        ("gate_timeouts", m.gate_timeouts().to_string()),
-        ("sm_clock_mhz", mhz(m.sm_clock_mhz())),
-        ("max_sm_clock_mhz", mhz(m.max_sm_clock_mhz())),
-        ("throttled", m.throttled_samples().to_string()),
-    ];
-    let fields: Vec<String> = fields
-        .iter()
-        .map(|(key, value)| format!("\"{key}\":{value}"))
-        .collect();
-    format!("{{{}}}", fields.join(","))
 }
 
 /// The function type inside a `PFN_*` type of `sys` (an `Option` of an `extern "C" fn`).

@@ -15,6 +15,8 @@
 
 #[path = "support/device_memory.rs"]
 mod device_memory;
+#[path = "support/json_row.rs"]
+mod json_row;
 
 use cuda_event::{
     CompareOptions, MeasureOptions, Measurement, Stream, Timer, check_runtime, compare, measure, sys,
@@ -91,22 +93,13 @@ fn run(json: Option<Mode>, sm_clock: bool) -> Result<(), Box<dyn std::error::Err
         };
         for (op, bytes, work) in &ops {
             let m = measure(&stream, &options, |s| work(s))?;
-            println!(
-                "{{\"op\":\"{op}\",\"mode\":\"{name}\",\"bytes\":{bytes},\"median_us\":{:.3},\"mean_us\":{:.3},\"p10_us\":{:.3},\"p90_us\":{:.3},\"min_us\":{:.3},\"max_us\":{:.3},\"noise\":{:.5},\"samples\":{},\"stop\":\"{:?}\",\"gate_timeouts\":{},\"sm_clock_mhz\":{},\"max_sm_clock_mhz\":{},\"throttled\":{},\"peak_gb_per_s\":{peak:.0}}}",
-                us(m.median()),
-                us(m.mean()),
-                us(m.percentile(10.0)),
-                us(m.percentile(90.0)),
-                us(m.min()),
-                us(m.max()),
-                m.noise(),
-                m.samples().len(),
-                m.stop_reason(),
-                m.gate_timeouts(),
-                json_number(m.sm_clock_mhz()),
-                json_number(m.max_sm_clock_mhz()),
-                m.throttled_samples()
-            );
+            let leading = [
+                ("op", format!("\"{op}\"")),
+                ("mode", format!("\"{name}\"")),
+                ("bytes", bytes.to_string()),
+            ];
+            let trailing = [("peak_gb_per_s", format!("{peak:.0}"))];
+            println!("{}", json_row::row(&leading, &m, &trailing));
         }
         return Ok(());
     }
@@ -164,11 +157,6 @@ fn clock(m: &Measurement) -> String {
         (Some(clock), Some(max)) => format!("{clock:.0} of {max:.0} ({} throttled)", m.throttled_samples()),
         _ => "not read".to_string(),
     }
-}
-
-/// A JSON number, or `null`.
-fn json_number(value: Option<f64>) -> String {
-    value.map_or_else(|| "null".to_string(), |v| format!("{v:.1}"))
 }
 
 /// Peak DRAM bandwidth of `device` from its attributes: 2 transfers a clock (DDR) x bus width.

@@ -3,7 +3,7 @@
 
 use crate::error::{Error, Result};
 use crate::stream::Stream;
-use crate::timing::measure::{MeasureOptions, Measurement, StopReason, sample};
+use crate::timing::measure::{MeasureOptions, Measurement, StopReason, median_of_sorted, sample};
 use std::fmt;
 use std::time::Duration;
 
@@ -258,11 +258,7 @@ impl Ratio {
             .collect();
         ratios.sort_unstable_by(f64::total_cmp);
         let n = ratios.len();
-        let median = |sorted: &[f64]| match sorted.len() {
-            0 => f64::NAN,
-            n if n % 2 == 1 => sorted[n / 2],
-            n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
-        };
+        let median = |sorted: &[f64]| median_of_sorted(sorted).unwrap_or(f64::NAN);
         let (low, high) = match median_bounds(n, alpha) {
             Some(k) => (ratios[k], ratios[n - 1 - k]),
             None => (f64::NAN, f64::NAN),

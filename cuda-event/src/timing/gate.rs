@@ -45,7 +45,7 @@ impl<'w> Gate<'w> {
     /// guard drops.
     pub(crate) fn hold(&self, d: &Driver, stream: &Stream) -> Result<Held<'w>> {
         let generation = self.generation.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
-        let (raw, address) = (stream.as_raw(), self.word.device_ptr);
+        let (raw, address) = (stream.as_raw(), self.word.device_ptr());
         let flag = sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_GEQ.0;
         stream.in_context(d, || {
             // SAFETY: a live stream, and the device address of mapped memory that outlives every

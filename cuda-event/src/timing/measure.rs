@@ -10,7 +10,7 @@ use crate::stream::Stream;
 use crate::timing::gate::{Gate, Watchdog};
 use crate::timing::graph::{self, GraphBatch};
 use crate::timing::scratch_memory::{DeviceBuffer, ScratchLease};
-use crate::timing::sm_clock::{ClockStamps, Throttle, median};
+use crate::timing::sm_clock::{ClockStamps, Throttle};
 use crate::timing::timer::{Timer, from_ms, timing_event};
 use cuda_event_sys as sys;
 use std::time::{Duration, Instant};
@@ -766,7 +766,7 @@ where
                     stop,
                     clocks,
                     max_sm_clock_mhz: self.clock.as_ref().map(ClockStamps::max_mhz),
-                    throttled: self.throttle.discarded,
+                    throttled: self.throttle.discarded(),
                     l2_flushed: self.flush.is_some(),
                     gated: self.gated,
                     gate_timeouts,
@@ -774,7 +774,7 @@ where
                     wall_time,
                 });
             }
-            if wall_time >= self.options.timeout && arms[0].len() < 2 && self.throttle.discarded > 0 {
+            if wall_time >= self.options.timeout && arms[0].len() < 2 && self.throttle.discarded() > 0 {
                 return Err(self.throttled_throughout().into());
             }
             if let Some(pause) = pause {
@@ -814,7 +814,7 @@ where
             sm_clock_mhz: median(&self.throttle.discarded_mhz).unwrap_or(0.0),
             max_sm_clock_mhz: self.clock.as_ref().map_or(0.0, ClockStamps::max_mhz),
             threshold: self.options.throttle_threshold,
-            discarded: self.throttle.discarded,
+            discarded: self.throttle.discarded(),
         }
     }
 
@@ -839,12 +839,8 @@ where
         capturing: bool,
         mut record: impl FnMut(&Stream, bool) -> Result<()>,
     ) -> Result<(), E> {
-        let own = |result, step| match capturing {
-            true => graph::in_capture(result, step),
-            false => result,
-        };
-        own(self.stamp(at), "a stamp of the SM clock")?;
-        own(self.flush(), "the L2 flush")?;
+        own(capturing, self.stamp(at), "a stamp of the SM clock")?;
+        own(capturing, self.flush(), "the L2 flush")?;
         record(self.stream, false)?;
         (self.work)(self.stream, arm)?;
         Ok(record(self.stream, true)?)
@@ -852,11 +848,7 @@ where
 
     /// The stamp after a batch's `intervals` intervals.
     fn end_stamp(&self, intervals: usize, capturing: bool) -> Result<()> {
-        let stamped = self.stamp(intervals);
-        match capturing {
-            true => graph::in_capture(stamped, "a stamp of the SM clock"),
-            false => stamped,
-        }
+        own(capturing, self.stamp(intervals), "a stamp of the SM clock")
     }
 
     fn stamp(&self, slot: usize) -> Result<()> {
@@ -1058,6 +1050,31 @@ fn stop_reason(
     }
 }
 
+/// The result of one of `measure`'s own steps (`step`): in a capture, an error that the capture
+/// caused is [`Error::NotCapturable`].
+fn own(capturing: bool, result: Result<()>, step: &str) -> Result<()> {
+    match capturing {
+        true => graph::in_capture(result, step),
+        false => result,
+    }
+}
+
+/// The median of `values` (none when there are none).
+fn median(values: &[f64]) -> Option<f64> {
+    let mut sorted = values.to_vec();
+    sorted.sort_unstable_by(f64::total_cmp);
+    median_of_sorted(&sorted)
+}
+
+/// The median of `sorted` (in ascending order; none when empty).
+pub(crate) fn median_of_sorted(sorted: &[f64]) -> Option<f64> {
+    match sorted.len() {
+        0 => None,
+        n if n % 2 == 1 => Some(sorted[n / 2]),
+        n => Some((sorted[n / 2 - 1] + sorted[n / 2]) / 2.0),
+    }
+}
+
 /// Standard deviation (of a sample, n - 1) over mean; infinite for fewer than two samples, 0 when
 /// every sample is 0 (they do not deviate; the ratio would be 0/0).
 fn relative_deviation(samples: &[Duration]) -> f64 {
@@ -1098,6 +1115,13 @@ mod tests {
 
     fn secs(samples: &[f64]) -> Vec<Duration> {
         samples.iter().map(|&s| Duration::from_secs_f64(s)).collect()
+    }
+
+    #[test]
+    fn median_of_clocks() {
+        assert_eq!(median(&[]), None);
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), Some(2.5));
     }
 
     #[test]

@@ -102,17 +102,19 @@ impl MappedMemory {
 /// It keeps the last value written, which the next gate on it starts from.
 pub(crate) struct MappedWord {
     memory: MappedMemory,
-    pub(crate) device_ptr: sys::CUdeviceptr,
 }
 
 impl MappedWord {
     /// A word set to 0, in the context current on this thread.
     fn new(d: &Driver) -> Result<MappedWord> {
-        let memory = MappedMemory::new(d, 8)?;
         Ok(MappedWord {
-            device_ptr: memory.device_ptr,
-            memory,
+            memory: MappedMemory::new(d, 8)?,
         })
+    }
+
+    /// The word's device address.
+    pub(crate) fn device_ptr(&self) -> sys::CUdeviceptr {
+        self.memory.device_ptr
     }
 
     /// The word, as the host sees it.

@@ -391,9 +391,7 @@ pub(crate) struct Throttle {
     pub(crate) floor_mhz: f64,
     pause: Duration,
     in_a_row: u32,
-    /// Samples discarded so far.
-    pub(crate) discarded: usize,
-    /// The clocks of the discarded samples, for the error when nothing else is left.
+    /// The clock of each sample discarded so far.
     pub(crate) discarded_mhz: Vec<f64>,
 }
 
@@ -408,9 +406,13 @@ impl Throttle {
             floor_mhz,
             pause: COOL_DOWN,
             in_a_row: 0,
-            discarded: 0,
             discarded_mhz: Vec::new(),
         }
+    }
+
+    /// Samples discarded so far.
+    pub(crate) fn discarded(&self) -> usize {
+        self.discarded_mhz.len()
     }
 
     /// Whether a sample at `mhz` (unknown: kept) is kept.
@@ -425,7 +427,6 @@ impl Throttle {
             self.in_a_row = 0;
             return None;
         }
-        self.discarded += discarded_mhz.len();
         self.discarded_mhz.extend_from_slice(discarded_mhz);
         self.in_a_row += 1;
         if self.in_a_row > 3 {
@@ -433,18 +434,6 @@ impl Throttle {
             self.pause += self.pause.mul_f64(1.5).min(COOL_DOWN_STEP);
         }
         Some(self.pause)
-    }
-}
-
-/// The median of `values` (none when empty).
-pub(crate) fn median(values: &[f64]) -> Option<f64> {
-    let mut sorted: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
-    sorted.sort_by(f64::total_cmp);
-    let n = sorted.len();
-    match n {
-        0 => None,
-        _ if n % 2 == 1 => Some(sorted[n / 2]),
-        _ => Some((sorted[n / 2 - 1] + sorted[n / 2]) / 2.0),
     }
 }
 
@@ -529,7 +518,7 @@ mod tests {
             throttle.after_batch(&[1000.0, 900.0]),
             Some(COOL_DOWN + COOL_DOWN.mul_f64(1.5))
         );
-        assert_eq!(throttle.discarded, 5);
+        assert_eq!(throttle.discarded(), 5);
         assert_eq!(throttle.after_batch(&[]), None);
         assert_eq!(
             throttle.after_batch(&[1000.0]),
@@ -546,12 +535,5 @@ mod tests {
         assert!(!cannot_compile(CUresult::CUDA_ERROR_OUT_OF_MEMORY));
         assert!(!cannot_compile(CUresult::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED));
         assert!(!cannot_compile(CUresult::CUDA_SUCCESS));
-    }
-
-    #[test]
-    fn median_of_clocks() {
-        assert_eq!(median(&[]), None);
-        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
-        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), Some(2.5));
     }
 }
