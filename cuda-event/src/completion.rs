@@ -4,7 +4,7 @@
 //! See [`Completion`] for how a future learns of completion.
 
 use crate::capture_mode::{RelaxedCapture, is_capture_interference};
-use crate::driver::driver;
+use crate::driver::{CUresult, Driver, driver};
 use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::event::reactor::{self, Order, QueryTarget, WaitCell};
@@ -135,7 +135,11 @@ impl<'a> Completion<'a> {
         let Some(target) = event.query_target() else {
             return State::Done(Ok(()));
         };
-        match ask(target) {
+        // Through the event's gate: a query beside another thread's record of the event into a
+        // capture, or the end of that capture, can crash inside CUDA.
+        let first = driver("Completion::poll")
+            .and_then(|d| event.read_unless_swallowed(&d.event_query, || ask(d, target)));
+        match first {
             Ok(true) => return State::Done(Ok(())),
             Ok(false) => {}
             Err(e) => return State::Done(Err(e)),
@@ -144,6 +148,14 @@ impl<'a> Completion<'a> {
         let _ = cell.look(waker);
         if let Source::Borrowed(event) = source {
             event.watch(&cell);
+            // A record into a capture between the query and the watch did not see this cell: the
+            // event must not be queried again (a record after the watch ends the cell instead).
+            if event.last_record_swallowed() {
+                cell.abandon();
+                let refused = driver("Completion::poll")
+                    .map(|d| d.event_query.error(CUresult::CUDA_ERROR_CAPTURED_EVENT));
+                return State::Done(Err(refused.unwrap_or_else(|e| e)));
+            }
         }
         let order = event.last_stream().map(|stream| Order {
             lane: StreamId::to_word(Some(stream)),
@@ -190,8 +202,7 @@ impl Future for Completion<'_> {
 
 /// Whether the target is complete, asked on the polling thread in relaxed capture mode; an answer
 /// caused by another thread's capture is "not yet".
-fn ask(target: QueryTarget) -> Result<bool> {
-    let d = driver("Completion::poll")?;
+fn ask(d: &Driver, target: QueryTarget) -> Result<bool> {
     let _relaxed = RelaxedCapture::enter(d);
     match target.query(d) {
         Err(e) if is_capture_interference(&e) => Ok(false),
@@ -234,9 +245,9 @@ impl Event {
     /// record current at its first poll, and follows a later record of the event; a later record
     /// into a stream under graph capture ends it with `CUDA_ERROR_CAPTURED_EVENT` (what a query of
     /// the event then says), before the record, since a query of an event recorded in an open
-    /// capture would invalidate that capture. A future first polled while another thread records
-    /// the event into a capture can miss this and be queried during that capture: order the two
-    /// (a future polled before the record, or a record after the first poll has returned).
+    /// capture would invalidate that capture, and one as the capture ends can crash CUDA. A future
+    /// first polled after such a record resolves to that error without a query (see `Event`'s
+    /// "Recorded into a graph capture").
     ///
     /// The future borrows the event. To move a wait into a spawned task, move the event in:
     ///

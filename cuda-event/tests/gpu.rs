@@ -6,6 +6,7 @@ use common::{DeviceBuffer, cpu_and_wall_of_a_200ms_synchronize, gpu, hold, log_o
 use cuda_event::{Error, Event, Stream, StreamOptions, sys};
 use parking_lot::Mutex;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 const GIB: usize = 1 << 30;
@@ -432,6 +433,131 @@ fn events_whose_handle_escaped_are_never_pooled_and_the_pool_can_be_off() {
 }
 
 // ---- graph capture
+
+/// Other threads query, synchronize, wait on and first-poll an event while, round after round, it
+/// is recorded on a stream and then into a capture (global and thread-local mode in turn). CUDA
+/// crashes in the reading thread when such a read overlaps the record into the capture or the
+/// capture's end (the C probes in the results: within a few rounds here). The event keeps reads
+/// off the record and refuses them while its last record is the capture's, so nothing crashes,
+/// no read breaks the capture, and the event works after.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn reads_on_other_threads_never_overlap_a_record_into_a_capture() {
+    let _gpu = gpu();
+    let new_stream = || Stream::with_options(0, StreamOptions::default().non_blocking(true)).unwrap();
+    let (source, captured, waiter) = (new_stream(), new_stream(), new_stream());
+    let event = Event::new();
+    event.record(&source).unwrap();
+    source.synchronize().unwrap();
+    let stop = AtomicBool::new(false);
+    let reads = AtomicU64::new(0);
+    let (mut valid, mut invalidated) = (0, 0);
+    std::thread::scope(|s| {
+        for reader in 0..4 {
+            let (event, waiter, stop, reads) = (&event, &waiter, &stop, &reads);
+            s.spawn(move || {
+                let exchange: sys::PFN_cuThreadExchangeStreamCaptureMode_v10010 =
+                    common::driver_fn(c"cuThreadExchangeStreamCaptureMode", 10010);
+                let mut mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED;
+                // SAFETY: sets this thread's capture mode through a live local.
+                let code = unsafe { exchange.unwrap()(&mut mode) };
+                assert_eq!(code, sys::CUresult::CUDA_SUCCESS);
+                while !stop.load(Ordering::Relaxed) {
+                    let _ = match reader {
+                        0 => event.query().map(drop),
+                        1 => event.synchronize(),
+                        2 => event.wait(waiter),
+                        _ => {
+                            let mut first_poll = event.completion();
+                            let _ = common::poll_once(&mut first_poll);
+                            Ok(())
+                        }
+                    };
+                    reads.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+        }
+        for round in 0..5000 {
+            let mode = match round % 2 {
+                0 => sys::cudaStreamCaptureMode::cudaStreamCaptureModeGlobal,
+                _ => sys::cudaStreamCaptureMode::cudaStreamCaptureModeThreadLocal,
+            };
+            event.record(&source).unwrap(); // readers reach CUDA again
+            // SAFETY: begins a capture on a live stream; ended below.
+            common::ok(unsafe { sys::cudaStreamBeginCapture(captured.as_raw(), mode) });
+            event.record(&captured).unwrap();
+            for stream in [&captured, &waiter] {
+                if stream.is_capturing() != Ok(true) {
+                    continue; // the waiter joins a capture only when its wait saw the captured record
+                }
+                let mut graph = std::ptr::null_mut();
+                // SAFETY: ends the capture; writes the graph (null if the capture failed) to a live local.
+                let _ = unsafe { sys::cudaStreamEndCapture(stream.as_raw(), &mut graph) };
+                if graph.is_null() {
+                    invalidated += 1;
+                } else {
+                    valid += 1;
+                    // SAFETY: a graph no one else holds, never instantiated.
+                    common::ok(unsafe { sys::cudaGraphDestroy(graph) });
+                }
+            }
+            // SAFETY: clears the runtime's sticky last error of a failed capture (no device state).
+            let _ = unsafe { sys::cudaGetLastError() };
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    println!(
+        "{valid} captures ended with a graph, {invalidated} failed; {} reads on other threads",
+        reads.load(Ordering::Relaxed)
+    );
+    assert!(reads.load(Ordering::Relaxed) > 5000, "the readers hardly ran");
+    assert_eq!(
+        (valid, invalidated),
+        (5000, 0),
+        "reads on other threads broke captures"
+    );
+    event.record(&source).unwrap();
+    event.synchronize().unwrap();
+    assert_eq!(event.query(), Ok(true));
+    event.wait(&waiter).unwrap();
+    waiter.synchronize().unwrap();
+}
+
+/// On the capturing thread, plain events fork a capture into another stream and join it back
+/// (CUDA's multi-stream capture); a query of an event recorded into the capture is refused without
+/// asking CUDA, which would break the capture.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn plain_events_fork_and_join_a_capture_on_the_capturing_thread() {
+    let _gpu = gpu();
+    let new_stream = || Stream::with_options(0, StreamOptions::default().non_blocking(true)).unwrap();
+    let (main, side) = (new_stream(), new_stream());
+    let buffer = DeviceBuffer::new(0, 1 << 20);
+    buffer.memset(&main, 0);
+    main.synchronize().unwrap();
+    let (fork, join) = (Event::new(), Event::new());
+    let graph = common::capture_graph(&main, || {
+        fork.record(&main).unwrap();
+        fork.wait(&side).unwrap(); // side joins the capture
+        buffer.memset(&side, 7);
+        join.record(&side).unwrap();
+        join.wait(&main).unwrap(); // and is joined back before the capture ends
+        match fork.query() {
+            Err(Error::Cuda(e)) => assert_eq!(e.code(), 907, "{e}"),
+            other => panic!("a query of a captured record gave {other:?}"),
+        }
+    });
+    assert!(
+        graph.node_count() >= 1,
+        "the side stream's memset is not in the graph"
+    );
+    assert_eq!(buffer.read(16), vec![0; 16], "the memset ran during the capture");
+    graph.launch(&main);
+    main.synchronize().unwrap();
+    assert_eq!(buffer.read(1 << 20), vec![7; 1 << 20]);
+    fork.record(&main).unwrap(); // a record outside a capture: read from CUDA again
+    assert_eq!(fork.query(), Ok(true));
+}
 
 #[test]
 #[ignore = "needs a CUDA GPU"]

@@ -5,15 +5,17 @@ pub(crate) mod ipc;
 pub(crate) mod pool;
 mod publish_once;
 pub(crate) mod reactor;
+mod record_gate;
 
 use crate::context::{Context, ContextInstance, MadeIn};
 use crate::device::current_device;
-use crate::driver::{CUresult, Driver, driver};
+use crate::driver::{CUresult, Driver, Entry, driver};
 use crate::error::{Error, Result};
 use crate::event::handle::{EventHandle, query_handle, query_raw};
 use crate::event::ipc::{Exporter, IpcEventHandle};
 use crate::event::publish_once::PublishOnce;
 use crate::event::reactor::{QueryTarget, WaitCell};
+use crate::event::record_gate::{LastRecord, RecordGate, RecordInto};
 use crate::stream::{Stream, StreamId};
 use cuda_event_sys as sys;
 use parking_lot::Mutex;
@@ -21,6 +23,7 @@ use std::fmt;
 use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
+use std::task::Waker;
 
 /// A CUDA event, with the semantics of PyTorch's `torch.cuda.Event`.
 ///
@@ -69,6 +72,23 @@ use std::sync::{Arc, OnceLock, Weak};
 /// after its external event was destroyed records or waits on whatever event has the handle now
 /// (or crashes). So such an event is kept, not destroyed, until its device's context ends (a
 /// device reset, or the process's exit): one CUDA event per `Event` that ever became a graph node.
+///
+/// # Recorded into a graph capture
+/// A plain (not [`external`](EventBuilder::external)) record on a stream being captured does not
+/// record the event now: CUDA keeps it as a dependency of the capture. Reading such an event crashes
+/// CUDA when the read overlaps the record or the capture's end on another thread, and a query while
+/// the capture is open breaks the capture. So until the event is recorded again outside a capture:
+/// - [`query`](Self::query), [`synchronize`](Self::synchronize),
+///   [`elapsed_time`](Self::elapsed_time) and [`completion`](Self::completion) return
+///   `Error::Cuda` with `CUDA_ERROR_CAPTURED_EVENT` (907), CUDA's own answer during the capture,
+///   without calling CUDA;
+/// - [`wait`](Self::wait) on the thread that made that record forks the capture into the waiting
+///   stream (CUDA's multi-stream capture); on another thread it returns the same error.
+///
+/// No read runs beside a record of the same event: a record waits for reads in flight when it goes
+/// into a capture (at most briefly), and reads wait for a record in progress. Knowing whether a
+/// record goes into a capture costs each record one `cuStreamIsCapturing` call. The event's CUDA
+/// event is not reused after such a record.
 pub struct Event {
     options: EventBuilder,
     created: PublishOnce<EventHandle>,
@@ -94,6 +114,9 @@ pub struct Event {
     /// When it was last recorded ([`record_stamp`]), so that the futures of events recorded on one
     /// stream are checked in record order, whatever order they are polled in.
     last_record: AtomicU64,
+    /// Keeps records out of the way of queries, waits and synchronizes on other threads, which
+    /// CUDA can crash in when the record goes into a graph capture.
+    gate: RecordGate,
 }
 
 // SAFETY: the CUDA event handle may be used from any thread (CUDA's API is thread safe); the rest of
@@ -215,6 +238,7 @@ impl Event {
             watched: AtomicBool::new(false),
             last_stream: AtomicU64::new(0),
             last_record: AtomicU64::new(0),
+            gate: RecordGate::new(),
         }
     }
 
@@ -347,26 +371,34 @@ impl Event {
         MadeIn::ensure_both_alive(d, handle.made_in(), stream.made_in(), known_alive)?;
         stream.in_context(d, || {
             let (raw, s) = (handle.raw, stream.as_raw());
-            // Only while a future may query it: an event awaited once and recorded in a loop after
-            // pays no capture check once its futures are gone.
-            let watched = self.watched.load(Ordering::Relaxed)
-                && self.watchers.lock().iter().any(|cell| cell.strong_count() > 0);
-            let capturing = (self.options.external || watched) && stream.is_capturing_with(d)?;
-            if capturing && watched {
-                self.end_waits_before_a_captured_record(d);
-            }
-            if self.options.external && capturing {
-                d.event_record_with_flags.call(|f| {
-                    // SAFETY: a live event and stream of one device; the flag is a record flag.
-                    unsafe { f(raw, s, sys::cudaEventRecordExternal) }
-                })?;
-                // The graph records this handle at every launch.
-                self.escape(Escape::ToGraph);
-                return Ok(Recorded::IntoGraph);
-            }
-            // SAFETY: a live event and stream of one device (checked above).
-            d.event_record.call(|f| unsafe { f(raw, s) })?;
-            Ok(Recorded::Now)
+            // Asked at every record: what later reads may do depends on it (see `RecordGate`).
+            let into = match stream.is_capturing_with(d)? {
+                false => RecordInto::Stream,
+                true if self.options.external => RecordInto::GraphNode,
+                true => RecordInto::Capture,
+            };
+            let mut ended = Vec::new();
+            let recorded = self.gate.record(into, || {
+                if into != RecordInto::Stream {
+                    // Under the gate's hold, so that no future starts waiting unseen meanwhile.
+                    ended = self.end_waits_before_a_captured_record(d);
+                }
+                if into == RecordInto::GraphNode {
+                    d.event_record_with_flags.call(|f| {
+                        // SAFETY: a live event and stream of one device; the flag is a record flag.
+                        unsafe { f(raw, s, sys::cudaEventRecordExternal) }
+                    })?;
+                    // The graph records this handle at every launch.
+                    self.escape(Escape::ToGraph);
+                    return Ok(Recorded::IntoGraph);
+                }
+                // SAFETY: a live event and stream of one device (checked above).
+                d.event_record.call(|f| unsafe { f(raw, s) })?;
+                Ok(Recorded::Now)
+            });
+            // Woken after the hold: a woken task may poll a new future of this event at once.
+            ended.into_iter().for_each(|waker| reactor::wake(Some(waker)));
+            recorded
         })
     }
 
@@ -399,6 +431,17 @@ impl Event {
         };
         let d = driver("Event::wait")?;
         MadeIn::ensure_both_alive(d, handle.made_in(), stream.made_in(), None)?;
+        self.gate.read(|last| match last {
+            // A wait on the capturing thread forks the capture into `stream`; from another thread
+            // it could overlap the capture's end (see `RecordGate`).
+            LastRecord::Swallowed { here: false } => {
+                Err(d.stream_wait_event.error(CUresult::CUDA_ERROR_CAPTURED_EVENT))
+            }
+            _ => self.wait_handle(d, handle, stream),
+        })
+    }
+
+    fn wait_handle(&self, d: &Driver, handle: &EventHandle, stream: &Stream) -> Result<()> {
         if let Some(exporter) = self.exporter {
             // A wait on work that will never complete would hang the stream for good.
             if !query_raw(d, handle.raw)? && exporter.is_gone() {
@@ -441,7 +484,24 @@ impl Event {
             return Ok(true);
         };
         let d = driver("Event::query")?;
-        query_handle(d, handle.raw, handle.made_in(), self.exporter)
+        self.read_unless_swallowed(&d.event_query, || {
+            query_handle(d, handle.raw, handle.made_in(), self.exporter)
+        })
+    }
+
+    /// Runs `read`, a call that reads the CUDA event's state (`call`, or a future's first query),
+    /// never beside a record of the event; if its last record was swallowed by a graph capture,
+    /// refuses instead with the error CUDA gives `call` for such an event during the capture, with
+    /// no CUDA call (see [`RecordGate`]).
+    pub(crate) fn read_unless_swallowed<F: Copy, T>(
+        &self,
+        call: &Entry<F>,
+        read: impl FnOnce() -> Result<T>,
+    ) -> Result<T> {
+        self.gate.read(|last| match last {
+            LastRecord::Swallowed { .. } => Err(call.error(CUresult::CUDA_ERROR_CAPTURED_EVENT)),
+            LastRecord::Plain => read(),
+        })
     }
 
     /// What [`query`](Self::query) asks about, for a future; None before creation.
@@ -478,26 +538,38 @@ impl Event {
         watchers.push(Arc::downgrade(cell));
     }
 
-    /// Before a record into a stream that is being captured, while futures may wait on this
-    /// event: the reactor's query of an event recorded in an open capture invalidates that capture
-    /// (in any capture mode, from any thread), and once the capture ends a query may crash inside
-    /// the driver. So those futures end first, with the error CUDA gives a query of such an event,
-    /// and no query is in flight when this returns. The CUDA event is not pooled after (its last
-    /// record is a capture's), but destroyed when the event drops.
+    /// Before a record into a stream that is being captured, with the record gate held: the
+    /// futures waiting on this event end first, since the reactor's query of an event recorded in
+    /// an open capture invalidates that capture (in any capture mode, from any thread), and a query
+    /// as the capture ends may crash inside the driver. They end with the error CUDA gives a query
+    /// of such an event, and no reactor query is in flight when this returns (a future that starts
+    /// waiting later finds the record swallowed at its first poll). Returns their wakers, to wake
+    /// once the gate is released. The CUDA event is not pooled after (its last record is a
+    /// capture's), but destroyed when the event drops.
     #[cold]
-    fn end_waits_before_a_captured_record(&self, d: &Driver) {
-        let cells: Vec<Arc<WaitCell>> = self
-            .watchers
-            .lock()
-            .drain(..)
-            .filter_map(|cell| cell.upgrade())
-            .collect();
-        let error = d.event_query.error(CUresult::CUDA_ERROR_CAPTURED_EVENT);
-        // Outside the lock: ending a wait wakes its task, which may poll a new future at once.
-        for cell in cells {
-            cell.end_with(Err(error.clone()));
-        }
+    fn end_waits_before_a_captured_record(&self, d: &Driver) -> Vec<Waker> {
+        let cells: Vec<Arc<WaitCell>> = match self.watched.load(Ordering::Relaxed) {
+            true => self
+                .watchers
+                .lock()
+                .drain(..)
+                .filter_map(|cell| cell.upgrade())
+                .collect(),
+            false => Vec::new(),
+        };
         self.escape(Escape::ToCaller);
+        let error = || d.event_query.error(CUresult::CUDA_ERROR_CAPTURED_EVENT);
+        cells
+            .iter()
+            .filter_map(|cell| cell.end_unwoken(Err(error())))
+            .collect()
+    }
+
+    /// Whether the event's last record was swallowed by a graph capture (see [`RecordGate`]):
+    /// asked again by a future's first poll once it watches the event, in case a record into a
+    /// capture came between its query and its watch.
+    pub(crate) fn last_record_swallowed(&self) -> bool {
+        self.gate.read(|last| last != LastRecord::Plain)
     }
 
     /// Its last record may have been swallowed by a graph capture: its CUDA event is never reused.
@@ -526,10 +598,34 @@ impl Event {
         let d = driver("Event::synchronize")?;
         handle.made_in().ensure_alive(d, None)?;
         if let Some(exporter) = self.exporter {
-            return synchronize_imported(d, handle.raw, exporter);
+            return self.synchronize_imported(d, handle.raw, exporter);
         }
-        // SAFETY: a live event.
-        d.event_synchronize.call(|f| unsafe { f(handle.raw) })
+        self.read_unless_swallowed(&d.event_synchronize, || {
+            // SAFETY: a live event.
+            d.event_synchronize.call(|f| unsafe { f(handle.raw) })
+        })
+    }
+
+    /// Waits for an imported event by polling, so that the exporter's death is noticed: CUDA's own wait
+    /// never returns if the exporter dies with the work pending (measured). Sleeps of 10 us doubling
+    /// up to 1 ms: little CPU, and the wake-up comes at most about 1 ms after completion.
+    fn synchronize_imported(&self, d: &Driver, raw: sys::cudaEvent_t, exporter: Exporter) -> Result<()> {
+        let query = || self.read_unless_swallowed(&d.event_query, || query_raw(d, raw));
+        let mut pause = std::time::Duration::from_micros(10);
+        loop {
+            if query()? {
+                return Ok(());
+            }
+            if exporter.is_gone() {
+                // It may have completed just before the exporter ended.
+                return match query()? {
+                    true => Ok(()),
+                    false => Err(Error::ExporterGone { pid: exporter.pid }),
+                };
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(std::time::Duration::from_millis(1));
+        }
     }
 
     /// Milliseconds between this event's record and `end`'s. The resolution is about half a
@@ -552,27 +648,10 @@ impl Event {
         };
         let d = driver("Event::elapsed_time")?;
         MadeIn::ensure_both_alive(d, start_event.made_in(), end_event.made_in(), None)?;
-        if start_event.device() != end_event.device() {
-            // torch's order: incomplete work is reported before the device mismatch.
-            if !query_raw(d, start_event.raw)? || !query_raw(d, end_event.raw)? {
-                return Err(Error::NotComplete);
-            }
-            return Err(Error::ElapsedAcrossDevices {
-                start: start_event.device(),
-                end: end_event.device(),
-            });
-        }
-        // On one device, CUDA's not-ready answer is exactly "not both complete": read it as the typed
-        // error instead of querying both first (two queries cost far more than the call itself).
-        let mut ms = 0.0;
-        // SAFETY: two live, recorded events of one device; writes through a pointer to a live local.
-        let code = d
-            .event_elapsed_time
-            .code(|f| unsafe { f(&mut ms, start_event.raw, end_event.raw) });
-        match d.event_elapsed_time.ready(code)? {
-            true => Ok(ms),
-            false => Err(Error::NotComplete),
-        }
+        let elapsed = || elapsed_between(d, start_event, end_event);
+        self.read_unless_swallowed(&d.event_elapsed_time, || {
+            end.read_unless_swallowed(&d.event_elapsed_time, elapsed)
+        })
     }
 
     /// The handle another process opens this event with ([`Event::from_ipc_handle`]). Creates the
@@ -803,24 +882,29 @@ fn context_of(d: &Driver, event: &EventHandle) -> Result<Context> {
     }
 }
 
-/// Waits for an imported event by polling, so that the exporter's death is noticed: CUDA's own wait
-/// never returns if the exporter dies with the work pending (measured). Sleeps of 10 us doubling
-/// up to 1 ms: little CPU, and the wake-up comes at most about 1 ms after completion.
-fn synchronize_imported(d: &Driver, raw: sys::cudaEvent_t, exporter: Exporter) -> Result<()> {
-    let mut pause = std::time::Duration::from_micros(10);
-    loop {
-        if query_raw(d, raw)? {
-            return Ok(());
+/// Milliseconds between two recorded timing events' records ([`Event::elapsed_time`] after its
+/// checks).
+fn elapsed_between(d: &Driver, start_event: &EventHandle, end_event: &EventHandle) -> Result<f32> {
+    if start_event.device() != end_event.device() {
+        // torch's order: incomplete work is reported before the device mismatch.
+        if !query_raw(d, start_event.raw)? || !query_raw(d, end_event.raw)? {
+            return Err(Error::NotComplete);
         }
-        if exporter.is_gone() {
-            // It may have completed just before the exporter ended.
-            return match query_raw(d, raw)? {
-                true => Ok(()),
-                false => Err(Error::ExporterGone { pid: exporter.pid }),
-            };
-        }
-        std::thread::sleep(pause);
-        pause = (pause * 2).min(std::time::Duration::from_millis(1));
+        return Err(Error::ElapsedAcrossDevices {
+            start: start_event.device(),
+            end: end_event.device(),
+        });
+    }
+    // On one device, CUDA's not-ready answer is exactly "not both complete": read it as the typed
+    // error instead of querying both first (two queries cost far more than the call itself).
+    let mut ms = 0.0;
+    // SAFETY: two live, recorded events of one device; writes through a pointer to a live local.
+    let code = d
+        .event_elapsed_time
+        .code(|f| unsafe { f(&mut ms, start_event.raw, end_event.raw) });
+    match d.event_elapsed_time.ready(code)? {
+        true => Ok(ms),
+        false => Err(Error::NotComplete),
     }
 }
 

@@ -162,16 +162,16 @@ impl WaitCell {
     }
 
     /// Ends the wait with `result` on the owner's side (unless the reactor finished it first) and,
-    /// as [`abandon`](Self::abandon), returns once the target is never queried again; the waker
-    /// is woken.
-    pub(crate) fn end_with(&self, result: Result<()>) {
+    /// as [`abandon`](Self::abandon), returns once the target is never queried again. Returns the
+    /// waker, for the caller to [`wake`] once it holds nothing a woken task's poll may wait for.
+    pub(crate) fn end_unwoken(&self, result: Result<()>) -> Option<Waker> {
         let waker = {
             let mut state = self.state.lock();
             state.result.get_or_insert(result);
             state.waker.take()
         };
         *self.target_in_use.lock() = true;
-        wake(waker);
+        waker
     }
 
     /// Runs `call`, which uses the target, unless the owner gave up or the result is known; the
@@ -194,7 +194,7 @@ impl WaitCell {
 }
 
 /// Wakes a task outside every lock; a panicking waker is contained.
-fn wake(waker: Option<Waker>) {
+pub(crate) fn wake(waker: Option<Waker>) {
     if let Some(waker) = waker {
         let _ = catch_unwind(AssertUnwindSafe(|| waker.wake()));
     }
@@ -683,7 +683,13 @@ mod tests {
         let waker = Waker::from(count.clone());
         let cell = WaitCell::default();
         assert!(cell.look(&waker).is_none());
-        cell.end_with(Err(Error::StreamCapturing));
+        let unwoken = cell.end_unwoken(Err(Error::StreamCapturing));
+        assert_eq!(
+            count.0.load(Ordering::Relaxed),
+            0,
+            "woken before the caller wakes it"
+        );
+        wake(unwoken);
         cell.finish(Ok(()));
         assert_eq!(count.0.load(Ordering::Relaxed), 1);
         assert!(matches!(cell.look(&waker), Some(Err(Error::StreamCapturing))));
@@ -708,12 +714,12 @@ mod tests {
             })
         };
         query_started.recv().unwrap();
-        cell.end_with(Ok(()));
+        wake(cell.end_unwoken(Ok(())));
         let ended = Instant::now();
         let query_ended = querying.join().unwrap().expect("the query ran");
         assert!(
             query_ended <= ended,
-            "end_with returned while the query was in flight"
+            "end_unwoken returned while the query was in flight"
         );
     }
 

@@ -1,0 +1,313 @@
+//! Keeps the calls that read an event from overlapping where CUDA crashes: a record of it into a
+//! graph capture, and the end of that capture.
+//!
+//! Probed on an H200 (the project's results, "captured records and readers"): a query of an event
+//! on one thread while another thread records it into a stream being captured, or ends that capture
+//! (`cuStreamEndCapture`), crashes inside the driver (SIGSEGV in the querying thread), in either
+//! capture mode. Queries before or at the capture's start, while it is open, after it ended, and
+//! around the destruction of its graph did not crash (they answer `CUDA_ERROR_CAPTURED_EVENT` while
+//! it is open, invalidating it, and an invalid-value error after).
+//!
+//! The crate cannot see when a capture ends (the caller ends it), so an event whose last record
+//! went into a capture as a plain record (swallowed: not an external node) is not read from CUDA
+//! again: [`read`](RecordGate::read) tells the reader so, and the reader refuses with the error CUDA
+//! gives such an event during the capture, until a record outside a capture replaces it. That needs
+//! to know, at every record, whether the stream is being captured (one driver call). Records and
+//! reads are kept apart by the gate: readers that come while a record holds it wait for the record
+//! (a few hundred nanoseconds); a record into a capture that finds readers in flight waits for them
+//! to leave first. A reader still in flight after [`LONGEST_READ`] is taken to be blocked inside
+//! CUDA (a synchronize waiting for work, or a call waiting for room in a full hardware queue: a
+//! synchronize already waiting when the record came did not crash), and the record goes ahead rather
+//! than wait on work that may depend on its own thread.
+//!
+//! A stream wait on a swallowed record is how a capture forks into other streams, so readers are
+//! also told whether the record was made on their own thread: a wait there still reaches CUDA (the
+//! thread that captures is the one that ends the capture, after its waits), a wait from another
+//! thread, which could overlap the capture's end, is refused too.
+
+use crate::error::Result;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// Set while a record holds the gate.
+const RECORDING: u32 = 1 << 31;
+/// Set while the event's last record is a plain record into a capture.
+const SWALLOWED: u32 = 1 << 30;
+/// The bits below count the readers in flight.
+const READERS: u32 = SWALLOWED - 1;
+
+/// How long a record into a capture waits for readers in flight. A read that is not blocked in
+/// CUDA takes microseconds; one still running after this long is waiting for work.
+const LONGEST_READ: Duration = Duration::from_millis(20);
+
+/// How a record goes into the stream, as the recorder found it (one capture check).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RecordInto {
+    /// The stream is not being captured: the record replaces any swallowed one.
+    Stream,
+    /// A plain record into a capture: it is swallowed by the capture.
+    Capture,
+    /// An external node of a capture: the event itself is recorded only when the graph launches.
+    GraphNode,
+}
+
+/// What a reader is told of the event's last record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LastRecord {
+    /// None yet, or a record into a stream: CUDA may be asked.
+    Plain,
+    /// A plain record into a capture, made on the reading thread (`here`) or another.
+    Swallowed { here: bool },
+}
+
+/// One per `Event`: see the module's docs.
+pub(crate) struct RecordGate {
+    state: AtomicU32,
+    /// The [`thread_token`] of the thread that made the swallowed record (while `SWALLOWED`).
+    swallowed_on: AtomicU64,
+}
+
+impl RecordGate {
+    pub(crate) const fn new() -> RecordGate {
+        RecordGate {
+            state: AtomicU32::new(0),
+            swallowed_on: AtomicU64::new(0),
+        }
+    }
+
+    /// Runs `read`, a call that reads the event's CUDA state, while no record of it runs. `read`
+    /// is told what the event's last record was.
+    #[inline]
+    pub(crate) fn read<T>(&self, read: impl FnOnce(LastRecord) -> T) -> T {
+        let mut backoff = Backoff::default();
+        // A reader enters only from a word without RECORDING, by compare-and-swap: the word's one
+        // order of modifications puts each reader's entry before or after each record's claim
+        // (`fetch_or`), and a record that claimed it sees every reader that entered before.
+        let mut state = self.state.load(Ordering::Relaxed);
+        let swallowed = loop {
+            if state & RECORDING != 0 {
+                backoff.pause();
+                state = self.state.load(Ordering::Relaxed);
+                continue;
+            }
+            match self
+                .state
+                .compare_exchange_weak(state, state + 1, Ordering::Acquire, Ordering::Relaxed)
+            {
+                // Changed only by a record, which waits for the gate: fixed until this read ends.
+                Ok(_) => break state & SWALLOWED != 0,
+                Err(now) => state = now,
+            }
+        };
+        let _leave = Leave(self);
+        let last = match swallowed {
+            // Written before the record released the gate, which this reader's entry acquired.
+            true => LastRecord::Swallowed {
+                here: self.swallowed_on.load(Ordering::Relaxed) == thread_token(),
+            },
+            false => LastRecord::Plain,
+        };
+        read(last)
+    }
+
+    /// Runs `record`, which records the event `into` what the recorder found, with the gate held.
+    #[inline]
+    pub(crate) fn record<T>(&self, into: RecordInto, record: impl FnOnce() -> Result<T>) -> Result<T> {
+        let mut backoff = Backoff::default();
+        let claimed = loop {
+            let state = self.state.fetch_or(RECORDING, Ordering::Acquire);
+            if state & RECORDING == 0 {
+                break state;
+            }
+            // Another thread's record holds it.
+            while self.state.load(Ordering::Relaxed) & RECORDING != 0 {
+                backoff.pause();
+            }
+        };
+        let mut release = Release {
+            gate: self,
+            claimed,
+            into,
+            recorded: false,
+        };
+        if claimed & READERS != 0 && into != RecordInto::Stream {
+            self.wait_for_readers();
+        }
+        if into == RecordInto::Capture {
+            self.swallowed_on.store(thread_token(), Ordering::Relaxed);
+        }
+        let recorded = record();
+        release.recorded = recorded.is_ok();
+        recorded
+    }
+
+    /// Waits until no reader is in flight, or [`LONGEST_READ`] has passed. Readers that come now
+    /// see the record holding the gate and wait, so only those already in flight are waited for.
+    #[cold]
+    fn wait_for_readers(&self) {
+        let deadline = Instant::now() + LONGEST_READ;
+        let mut backoff = Backoff::default();
+        while self.state.load(Ordering::Acquire) & READERS != 0 && Instant::now() < deadline {
+            backoff.pause();
+        }
+    }
+}
+
+/// A number for the calling thread, unique in the process (`ThreadId` has no stable integer
+/// form); 0 on a thread whose thread-locals are gone, which matches no record's thread.
+fn thread_token() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    thread_local! {
+        static TOKEN: u64 = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    TOKEN.try_with(|token| *token).unwrap_or(0)
+}
+
+struct Leave<'a>(&'a RecordGate);
+
+impl Drop for Leave<'_> {
+    fn drop(&mut self) {
+        self.0.state.fetch_sub(1, Ordering::Release);
+    }
+}
+
+/// Releases a record's hold on the gate (also when the record panics), leaving SWALLOWED as the
+/// record decides.
+struct Release<'a> {
+    gate: &'a RecordGate,
+    /// The word the record claimed the gate from.
+    claimed: u32,
+    into: RecordInto,
+    /// Whether the CUDA record succeeded.
+    recorded: bool,
+}
+
+impl Drop for Release<'_> {
+    fn drop(&mut self) {
+        let swallowed = match self.into {
+            // Even a failed record may have reached the capture: never read it again.
+            RecordInto::Capture => SWALLOWED,
+            RecordInto::Stream if self.recorded => 0,
+            _ => self.claimed & SWALLOWED,
+        };
+        if self.claimed & READERS == 0 {
+            // No reader was in flight and none can enter while RECORDING is set, so nothing else
+            // changed the word: a store releases it (one atomic read-modify-write per record).
+            self.gate.state.store(swallowed, Ordering::Release);
+        } else {
+            // Readers in flight leave (fetch_sub) meanwhile: keep their count.
+            let _ = self
+                .gate
+                .state
+                .fetch_update(Ordering::Release, Ordering::Relaxed, |state| {
+                    Some(state & READERS | swallowed)
+                });
+        }
+    }
+}
+
+/// Spins briefly (a record lasts a few hundred nanoseconds), then yields the core.
+#[derive(Default)]
+struct Backoff {
+    spins: u32,
+}
+
+impl Backoff {
+    fn pause(&mut self) {
+        if self.spins < 64 {
+            self.spins += 1;
+            std::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+
+    /// Holds for about a microsecond, so that overlaps are likely wherever the gate lets them be.
+    fn hold(busy: &AtomicU32, other: &AtomicU32, overlaps: &AtomicU32) {
+        busy.fetch_add(1, Ordering::SeqCst);
+        for _ in 0..200 {
+            if other.load(Ordering::SeqCst) != 0 {
+                overlaps.fetch_add(1, Ordering::Relaxed);
+            }
+            std::hint::spin_loop();
+        }
+        busy.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    #[test]
+    fn a_record_into_a_capture_never_overlaps_a_read() {
+        let gate = RecordGate::new();
+        let (reading, recording) = (AtomicU32::new(0), AtomicU32::new(0));
+        let (overlaps, stop) = (AtomicU32::new(0), AtomicBool::new(false));
+        std::thread::scope(|s| {
+            // One reader, so that on a two-core machine it is not descheduled mid-read for longer
+            // than LONGEST_READ (after which a record goes ahead by design).
+            s.spawn(|| {
+                while !stop.load(Ordering::Relaxed) {
+                    gate.read(|_| hold(&reading, &recording, &overlaps));
+                }
+            });
+            for _ in 0..20_000 {
+                let recorded = gate.record(RecordInto::Capture, || {
+                    hold(&recording, &reading, &overlaps);
+                    Ok(())
+                });
+                recorded.unwrap();
+            }
+            stop.store(true, Ordering::Relaxed);
+        });
+        assert_eq!(
+            overlaps.load(Ordering::Relaxed),
+            0,
+            "a captured record ran beside a read"
+        );
+        assert_eq!(
+            gate.state.load(Ordering::Relaxed),
+            SWALLOWED,
+            "the gate was left held"
+        );
+    }
+
+    #[test]
+    fn readers_are_told_of_a_swallowed_record_until_a_record_outside_a_capture() {
+        let gate = RecordGate::new();
+        let swallowed = || gate.read(|last| last != LastRecord::Plain);
+        assert!(!swallowed());
+        gate.record(RecordInto::GraphNode, || Ok(())).unwrap();
+        assert!(!swallowed(), "an external node is not the event's record");
+        let failed: Result<()> = gate.record(RecordInto::Capture, || Err(crate::Error::StreamCapturing));
+        assert!(failed.is_err());
+        assert!(swallowed(), "a failed record into a capture may have reached it");
+        let failed: Result<()> = gate.record(RecordInto::Stream, || Err(crate::Error::StreamCapturing));
+        assert!(failed.is_err());
+        assert!(swallowed(), "a failed record replaces nothing");
+        gate.record(RecordInto::Stream, || Ok(())).unwrap();
+        assert!(!swallowed());
+        assert_eq!(gate.state.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn readers_are_told_whether_the_swallowed_record_was_made_on_their_thread() {
+        let gate = RecordGate::new();
+        gate.record(RecordInto::Capture, || Ok(())).unwrap();
+        assert_eq!(gate.read(|last| last), LastRecord::Swallowed { here: true });
+        let elsewhere = std::thread::scope(|s| s.spawn(|| gate.read(|last| last)).join().unwrap());
+        assert_eq!(elsewhere, LastRecord::Swallowed { here: false });
+    }
+
+    #[test]
+    fn a_panic_leaves_the_gate_open() {
+        let gate = RecordGate::new();
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| gate.read(|_| panic!("read"))));
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            gate.record(RecordInto::Stream, || -> Result<()> { panic!("record") })
+        }));
+        assert_eq!(gate.state.load(Ordering::Relaxed), 0);
+    }
+}
