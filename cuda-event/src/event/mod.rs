@@ -85,10 +85,10 @@ use std::task::Waker;
 /// - [`wait`](Self::wait) on the thread that made that record forks the capture into the waiting
 ///   stream (CUDA's multi-stream capture); on another thread it returns the same error.
 ///
-/// No read runs beside a record of the same event: a record waits for reads in flight when it goes
-/// into a capture (at most briefly), and reads wait for a record in progress. Knowing whether a
-/// record goes into a capture costs each record one `cuStreamIsCapturing` call. The event's CUDA
-/// event is not reused after such a record.
+/// No read that reaches CUDA runs beside a record of the event into a capture: such a record waits
+/// for the reads in flight (at most briefly), and reads wait for it. Knowing whether a record goes
+/// into a capture costs each record one `cuStreamIsCapturing` call. The event's CUDA event is not
+/// reused after such a record.
 pub struct Event {
     options: EventBuilder,
     created: PublishOnce<EventHandle>,

@@ -1,7 +1,7 @@
 //! Keeps the calls that read an event from overlapping where CUDA crashes: a record of it into a
 //! graph capture, and the end of that capture.
 //!
-//! Probed on an H200 (the project's results, "captured records and readers"): a query of an event
+//! Probed on an H200 (the C probes in the project's `bench/results`, "captured records"): a query of an event
 //! on one thread while another thread records it into a stream being captured, or ends that capture
 //! (`cuStreamEndCapture`), crashes inside the driver (SIGSEGV in the querying thread), in either
 //! capture mode. Queries before or at the capture's start, while it is open, after it ended, and
@@ -12,13 +12,16 @@
 //! went into a capture as a plain record (swallowed: not an external node) is not read from CUDA
 //! again: [`read`](RecordGate::read) tells the reader so, and the reader refuses with the error CUDA
 //! gives such an event during the capture, until a record outside a capture replaces it. That needs
-//! to know, at every record, whether the stream is being captured (one driver call). Records and
-//! reads are kept apart by the gate: readers that come while a record holds it wait for the record
-//! (a few hundred nanoseconds); a record into a capture that finds readers in flight waits for them
-//! to leave first. A reader still in flight after [`LONGEST_READ`] is taken to be blocked inside
-//! CUDA (a synchronize waiting for work, or a call waiting for room in a full hardware queue: a
-//! synchronize already waiting when the record came did not crash), and the record goes ahead rather
-//! than wait on work that may depend on its own thread.
+//! to know, at every record, whether the stream is being captured (one driver call). A record into
+//! a capture holds the gate: readers that come meanwhile wait for it (it never waits on the GPU: a
+//! capture queues nothing), and it waits for the reads in flight to leave first. A reader still in
+//! flight after [`LONGEST_READ`] is taken to be blocked inside CUDA (a synchronize waiting for work,
+//! or a call waiting for room in a full hardware queue: a synchronize already waiting when the
+//! record came did not crash), and the record goes ahead rather than wait on work that may depend
+//! on its own thread. A record outside a capture overlaps reads as it always could (CUDA handles
+//! that), and touches the gate with one load, unless it replaces a swallowed record: then it holds
+//! the gate too, and readers that come meanwhile read the swallowed record without waiting (such a
+//! record can block in CUDA while its stream's queue is full).
 //!
 //! A stream wait on a swallowed record is how a capture forks into other streams, so readers are
 //! also told whether the record was made on their own thread: a wait there still reaches CUDA (the
@@ -86,6 +89,11 @@ impl RecordGate {
         let mut state = self.state.load(Ordering::Relaxed);
         let swallowed = loop {
             if state & RECORDING != 0 {
+                if state & SWALLOWED != 0 {
+                    // A record is replacing a swallowed one: read as before it, without waiting
+                    // (a record outside a capture can block in CUDA while its queue is full).
+                    return read(LastRecord::Swallowed { here: false });
+                }
                 backoff.pause();
                 state = self.state.load(Ordering::Relaxed);
                 continue;
@@ -110,9 +118,19 @@ impl RecordGate {
         read(last)
     }
 
-    /// Runs `record`, which records the event `into` what the recorder found, with the gate held.
+    /// Runs `record`, which records the event `into` what the recorder found: with the gate held,
+    /// unless it is a record into a stream replacing no swallowed record (the usual record: one
+    /// atomic load), which reads may overlap as they always could.
     #[inline]
     pub(crate) fn record<T>(&self, into: RecordInto, record: impl FnOnce() -> Result<T>) -> Result<T> {
+        if into == RecordInto::Stream && self.state.load(Ordering::Acquire) & (SWALLOWED | RECORDING) == 0 {
+            return record();
+        }
+        self.record_held(into, record)
+    }
+
+    #[cold]
+    fn record_held<T>(&self, into: RecordInto, record: impl FnOnce() -> Result<T>) -> Result<T> {
         let mut backoff = Backoff::default();
         let claimed = loop {
             let state = self.state.fetch_or(RECORDING, Ordering::Acquire);
@@ -241,7 +259,7 @@ mod tests {
     }
 
     #[test]
-    fn a_record_into_a_capture_never_overlaps_a_read() {
+    fn a_record_into_a_capture_never_overlaps_a_read_that_reaches_cuda() {
         let gate = RecordGate::new();
         let (reading, recording) = (AtomicU32::new(0), AtomicU32::new(0));
         let (overlaps, stop) = (AtomicU32::new(0), AtomicBool::new(false));
@@ -250,10 +268,18 @@ mod tests {
             // than LONGEST_READ (after which a record goes ahead by design).
             s.spawn(|| {
                 while !stop.load(Ordering::Relaxed) {
-                    gate.read(|_| hold(&reading, &recording, &overlaps));
+                    gate.read(|last| {
+                        // What the crate's readers do: only a plain record reaches CUDA (the
+                        // recording thread's waits aside, which this reader is not).
+                        if last == LastRecord::Plain {
+                            hold(&reading, &recording, &overlaps);
+                        }
+                    });
                 }
             });
             for _ in 0..20_000 {
+                // A record on a stream makes the reader reach CUDA again, then one into a capture.
+                gate.record(RecordInto::Stream, || Ok(())).unwrap();
                 let recorded = gate.record(RecordInto::Capture, || {
                     hold(&recording, &reading, &overlaps);
                     Ok(())
@@ -299,6 +325,42 @@ mod tests {
         assert_eq!(gate.read(|last| last), LastRecord::Swallowed { here: true });
         let elsewhere = std::thread::scope(|s| s.spawn(|| gate.read(|last| last)).join().unwrap());
         assert_eq!(elsewhere, LastRecord::Swallowed { here: false });
+    }
+
+    #[test]
+    fn a_usual_record_does_not_hold_the_gate() {
+        let gate = RecordGate::new();
+        // A read inside the record would wait for ever if the record held the gate.
+        let last = gate
+            .record(RecordInto::Stream, || Ok(gate.read(|last| last)))
+            .unwrap();
+        assert_eq!(last, LastRecord::Plain);
+        assert_eq!(gate.state.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn a_record_replacing_a_swallowed_one_never_holds_readers_up() {
+        let gate = RecordGate::new();
+        gate.record(RecordInto::Capture, || Ok(())).unwrap();
+        let (entered, release) = (AtomicBool::new(false), AtomicBool::new(false));
+        std::thread::scope(|s| {
+            // A record outside a capture that blocks (as on a full hardware queue) with the gate held.
+            s.spawn(|| {
+                gate.record(RecordInto::Stream, || {
+                    entered.store(true, Ordering::SeqCst);
+                    while !release.load(Ordering::SeqCst) {
+                        std::thread::yield_now();
+                    }
+                    Ok(())
+                })
+            });
+            while !entered.load(Ordering::SeqCst) {
+                std::thread::yield_now();
+            }
+            assert_eq!(gate.read(|last| last), LastRecord::Swallowed { here: false });
+            release.store(true, Ordering::SeqCst);
+        });
+        assert_eq!(gate.read(|last| last), LastRecord::Plain);
     }
 
     #[test]
