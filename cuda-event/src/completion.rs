@@ -8,6 +8,7 @@ use crate::driver::{CUresult, Driver, driver};
 use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::event::reactor::{self, Order, QueryTarget, WaitCell};
+use crate::event::record_gate::Read;
 use crate::stream::{Stream, StreamId};
 use std::fmt;
 use std::future::{Future, IntoFuture};
@@ -138,7 +139,7 @@ impl<'a> Completion<'a> {
         // Through the event's gate: a query beside another thread's record of the event into a
         // capture, or the end of that capture, can crash inside CUDA.
         let first = driver("Completion::poll")
-            .and_then(|d| event.read_unless_swallowed(&d.event_query, || ask(d, target)));
+            .and_then(|d| event.read_unless_swallowed(&d.event_query, Read::Short, || ask(d, target)));
         match first {
             Ok(true) => return State::Done(Ok(())),
             Ok(false) => {}

@@ -5,7 +5,7 @@ pub(crate) mod ipc;
 pub(crate) mod pool;
 mod publish_once;
 pub(crate) mod reactor;
-mod record_gate;
+pub(crate) mod record_gate;
 
 use crate::context::{Context, ContextInstance, MadeIn};
 use crate::device::current_device;
@@ -15,7 +15,7 @@ use crate::event::handle::{EventHandle, query_handle, query_raw};
 use crate::event::ipc::{Exporter, IpcEventHandle};
 use crate::event::publish_once::PublishOnce;
 use crate::event::reactor::{QueryTarget, WaitCell};
-use crate::event::record_gate::{LastRecord, RecordGate, RecordInto};
+use crate::event::record_gate::{LastRecord, Read, RecordGate, RecordInto};
 use crate::stream::{Stream, StreamId};
 use cuda_event_sys as sys;
 use parking_lot::Mutex;
@@ -85,10 +85,10 @@ use std::task::Waker;
 /// - [`wait`](Self::wait) on the thread that made that record forks the capture into the waiting
 ///   stream (CUDA's multi-stream capture); on another thread it returns the same error.
 ///
-/// No read that reaches CUDA runs beside a record of the event into a capture: such a record waits
-/// for the reads in flight (at most briefly), and reads wait for it. Knowing whether a record goes
-/// into a capture costs each record one `cuStreamIsCapturing` call. The event's CUDA event is not
-/// reused after such a record.
+/// No read that reaches CUDA runs beside a record of the event into a capture: reads wait for such
+/// a record, and it waits for the reads in flight (for a synchronize or a stream wait, which may be
+/// blocked in CUDA, at most 20 ms). Knowing whether a record goes into a capture costs each record
+/// one `cuStreamIsCapturing` call. The event's CUDA event is not reused after such a record.
 pub struct Event {
     options: EventBuilder,
     created: PublishOnce<EventHandle>,
@@ -302,7 +302,7 @@ impl Event {
         match self.record_handle(d, &pooled, stream, pooled.instance()) {
             Ok(recorded) => self.publish_recorded(d, pooled, recorded, stream),
             Err(e) => {
-                pool::give_or_destroy(flags, pooled);
+                give_back_after_a_failed_record(stream, flags, pooled);
                 Err(e)
             }
         }
@@ -321,7 +321,7 @@ impl Event {
         let recorded = match self.record_handle(d, &handle, stream, handle.instance()) {
             Ok(recorded) => recorded,
             Err(e) => {
-                pool::give_or_destroy(flags, handle);
+                give_back_after_a_failed_record(stream, flags, handle);
                 return Err(e);
             }
         };
@@ -348,6 +348,8 @@ impl Event {
             Err((ours, winner)) => {
                 match recorded {
                     Recorded::IntoGraph => ours.retire(),
+                    // Its record belongs to a capture that may still be open: never reused.
+                    Recorded::Swallowed => ours.destroy(),
                     Recorded::Now => pool::give_or_destroy(self.options.cuda_flags(), ours),
                 }
                 self.record_handle(d, winner, stream, None).map(drop)
@@ -394,7 +396,10 @@ impl Event {
                 }
                 // SAFETY: a live event and stream of one device (checked above).
                 d.event_record.call(|f| unsafe { f(raw, s) })?;
-                Ok(Recorded::Now)
+                Ok(match into {
+                    RecordInto::Capture => Recorded::Swallowed,
+                    _ => Recorded::Now,
+                })
             });
             // Woken after the hold: a woken task may poll a new future of this event at once.
             ended.into_iter().for_each(|waker| reactor::wake(Some(waker)));
@@ -431,18 +436,27 @@ impl Event {
         };
         let d = driver("Event::wait")?;
         MadeIn::ensure_both_alive(d, handle.made_in(), stream.made_in(), None)?;
-        self.gate.read(|last| match last {
-            // A wait on the capturing thread forks the capture into `stream`; from another thread
-            // it could overlap the capture's end (see `RecordGate`).
+        self.gate.read(Read::MayBlock, |last| match last {
+            LastRecord::Plain => self.wait_handle(d, handle, stream, true),
+            // On the thread that recorded it into the capture, a wait forks the capture into
+            // `stream` (and asks nothing else of the event: a query would break the capture); from
+            // another thread it could overlap the capture's end (see `RecordGate`).
+            LastRecord::Swallowed { here: true } => self.wait_handle(d, handle, stream, false),
             LastRecord::Swallowed { here: false } => {
                 Err(d.stream_wait_event.error(CUresult::CUDA_ERROR_CAPTURED_EVENT))
             }
-            _ => self.wait_handle(d, handle, stream),
         })
     }
 
-    fn wait_handle(&self, d: &Driver, handle: &EventHandle, stream: &Stream) -> Result<()> {
-        if let Some(exporter) = self.exporter {
+    /// The stream wait; `check_exporter`: first ask whether an imported event's exporter is gone.
+    fn wait_handle(
+        &self,
+        d: &Driver,
+        handle: &EventHandle,
+        stream: &Stream,
+        check_exporter: bool,
+    ) -> Result<()> {
+        if let Some(exporter) = self.exporter.filter(|_| check_exporter) {
             // A wait on work that will never complete would hang the stream for good.
             if !query_raw(d, handle.raw)? && exporter.is_gone() {
                 return Err(Error::ExporterGone { pid: exporter.pid });
@@ -484,7 +498,7 @@ impl Event {
             return Ok(true);
         };
         let d = driver("Event::query")?;
-        self.read_unless_swallowed(&d.event_query, || {
+        self.read_unless_swallowed(&d.event_query, Read::Short, || {
             query_handle(d, handle.raw, handle.made_in(), self.exporter)
         })
     }
@@ -496,9 +510,10 @@ impl Event {
     pub(crate) fn read_unless_swallowed<F: Copy, T>(
         &self,
         call: &Entry<F>,
+        kind: Read,
         read: impl FnOnce() -> Result<T>,
     ) -> Result<T> {
-        self.gate.read(|last| match last {
+        self.gate.read(kind, |last| match last {
             LastRecord::Swallowed { .. } => Err(call.error(CUresult::CUDA_ERROR_CAPTURED_EVENT)),
             LastRecord::Plain => read(),
         })
@@ -569,7 +584,7 @@ impl Event {
     /// asked again by a future's first poll once it watches the event, in case a record into a
     /// capture came between its query and its watch.
     pub(crate) fn last_record_swallowed(&self) -> bool {
-        self.gate.read(|last| last != LastRecord::Plain)
+        self.gate.read(Read::Short, |last| last != LastRecord::Plain)
     }
 
     /// Its last record may have been swallowed by a graph capture: its CUDA event is never reused.
@@ -600,7 +615,7 @@ impl Event {
         if let Some(exporter) = self.exporter {
             return self.synchronize_imported(d, handle.raw, exporter);
         }
-        self.read_unless_swallowed(&d.event_synchronize, || {
+        self.read_unless_swallowed(&d.event_synchronize, Read::MayBlock, || {
             // SAFETY: a live event.
             d.event_synchronize.call(|f| unsafe { f(handle.raw) })
         })
@@ -610,7 +625,7 @@ impl Event {
     /// never returns if the exporter dies with the work pending (measured). Sleeps of 10 us doubling
     /// up to 1 ms: little CPU, and the wake-up comes at most about 1 ms after completion.
     fn synchronize_imported(&self, d: &Driver, raw: sys::cudaEvent_t, exporter: Exporter) -> Result<()> {
-        let query = || self.read_unless_swallowed(&d.event_query, || query_raw(d, raw));
+        let query = || self.read_unless_swallowed(&d.event_query, Read::Short, || query_raw(d, raw));
         let mut pause = std::time::Duration::from_micros(10);
         loop {
             if query()? {
@@ -648,9 +663,9 @@ impl Event {
         };
         let d = driver("Event::elapsed_time")?;
         MadeIn::ensure_both_alive(d, start_event.made_in(), end_event.made_in(), None)?;
-        let elapsed = || elapsed_between(d, start_event, end_event);
-        self.read_unless_swallowed(&d.event_elapsed_time, || {
-            end.read_unless_swallowed(&d.event_elapsed_time, elapsed)
+        self.gate.read_both(&end.gate, |start, end| match (start, end) {
+            (LastRecord::Plain, LastRecord::Plain) => elapsed_between(d, start_event, end_event),
+            _ => Err(d.event_elapsed_time.error(CUresult::CUDA_ERROR_CAPTURED_EVENT)),
         })
     }
 
@@ -856,6 +871,8 @@ fn record_stamp() -> u64 {
 enum Recorded {
     /// On the stream, now.
     Now,
+    /// As a plain record into a stream being captured: swallowed by the capture.
+    Swallowed,
     /// As an external record node of a graph being captured.
     IntoGraph,
 }
@@ -872,6 +889,17 @@ enum Escape {
     /// A CUDA graph holding it as an external record or wait node: kept until its device's context
     /// ends (see `EventHandle::retire`).
     ToGraph,
+}
+
+/// A CUDA event whose first record for an `Event` failed goes back to the pool, unless the record
+/// may have reached a capture of `stream` (a failed record can still be the capture's): then it is
+/// destroyed, never handed to another `Event`.
+#[cold]
+fn give_back_after_a_failed_record(stream: &Stream, flags: u32, handle: EventHandle) {
+    match stream.is_capturing() {
+        Ok(false) => pool::give_or_destroy(flags, handle),
+        _ => handle.destroy(),
+    }
 }
 
 /// The primary context an event lives in, for the calls that need one current.

@@ -14,33 +14,61 @@
 //! gives such an event during the capture, until a record outside a capture replaces it. That needs
 //! to know, at every record, whether the stream is being captured (one driver call). A record into
 //! a capture holds the gate: readers that come meanwhile wait for it (it never waits on the GPU: a
-//! capture queues nothing), and it waits for the reads in flight to leave first. A reader still in
-//! flight after [`LONGEST_READ`] is taken to be blocked inside CUDA (a synchronize waiting for work,
-//! or a call waiting for room in a full hardware queue: a synchronize already waiting when the
-//! record came did not crash), and the record goes ahead rather than wait on work that may depend
-//! on its own thread. A record outside a capture overlaps reads as it always could (CUDA handles
+//! capture queues nothing), and it waits for the reads in flight to leave first: for as long as
+//! they take if they never block (queries, elapsed times), at most [`LONGEST_READ`] for those that
+//! may block in CUDA (a synchronize waiting for work, a stream wait waiting for room in a full
+//! hardware queue), since what they wait for may depend on the recording thread; a synchronize
+//! already waiting when the record came did not crash. A record outside a capture overlaps reads as it always could (CUDA handles
 //! that), and touches the gate with one load, unless it replaces a swallowed record: then it holds
 //! the gate too, and readers that come meanwhile read the swallowed record without waiting (such a
 //! record can block in CUDA while its stream's queue is full).
 //!
 //! A stream wait on a swallowed record is how a capture forks into other streams, so readers are
-//! also told whether the record was made on their own thread: a wait there still reaches CUDA (the
-//! thread that captures is the one that ends the capture, after its waits), a wait from another
-//! thread, which could overlap the capture's end, is refused too.
+//! also told whether the record was made on their own thread: a wait there still reaches CUDA, a
+//! wait from another thread, which could overlap the capture's end, is refused too. That assumes
+//! the thread that records into a capture is not racing the capture's end made by another thread
+//! (CUDA lets any thread add to a stream another thread captures); a wait it makes then is the
+//! caller's race.
 
 use crate::error::Result;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Set while a record holds the gate.
-const RECORDING: u32 = 1 << 31;
+const RECORDING: u64 = 1 << 63;
 /// Set while the event's last record is a plain record into a capture.
-const SWALLOWED: u32 = 1 << 30;
-/// The bits below count the readers in flight.
-const READERS: u32 = SWALLOWED - 1;
+const SWALLOWED: u64 = 1 << 62;
+/// Readers in flight that may block in CUDA (a synchronize, a stream wait), counted from this bit.
+const ONE_BLOCKING: u64 = 1 << 31;
+/// The readers in flight that may block in CUDA.
+const BLOCKING: u64 = (SWALLOWED - 1) & !(ONE_BLOCKING - 1);
+/// The readers in flight whose calls never block (queries, elapsed times).
+const SHORT: u64 = ONE_BLOCKING - 1;
+/// Every reader in flight.
+const READERS: u64 = BLOCKING | SHORT;
 
-/// How long a record into a capture waits for readers in flight. A read that is not blocked in
-/// CUDA takes microseconds; one still running after this long is waiting for work.
+/// A call that reads the event: whether it may block in CUDA decides how long a record into a
+/// capture waits for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Read {
+    /// Never blocks (a query, an elapsed time): a record into a capture waits until it is done.
+    Short,
+    /// May wait in CUDA for the GPU (a synchronize) or for room in a full hardware queue (a stream
+    /// wait): a record into a capture waits for it at most [`LONGEST_READ`].
+    MayBlock,
+}
+
+impl Read {
+    fn one(self) -> u64 {
+        match self {
+            Read::Short => 1,
+            Read::MayBlock => ONE_BLOCKING,
+        }
+    }
+}
+
+/// How long a record into a capture waits for readers in flight that may block in CUDA: one still
+/// running after this long is taken to be waiting there (for the GPU, or for room in a queue).
 const LONGEST_READ: Duration = Duration::from_millis(20);
 
 /// How a record goes into the stream, as the recorder found it (one capture check).
@@ -65,7 +93,7 @@ pub(crate) enum LastRecord {
 
 /// One per `Event`: see the module's docs.
 pub(crate) struct RecordGate {
-    state: AtomicU32,
+    state: AtomicU64,
     /// The [`thread_token`] of the thread that made the swallowed record (while `SWALLOWED`).
     swallowed_on: AtomicU64,
 }
@@ -73,49 +101,96 @@ pub(crate) struct RecordGate {
 impl RecordGate {
     pub(crate) const fn new() -> RecordGate {
         RecordGate {
-            state: AtomicU32::new(0),
+            state: AtomicU64::new(0),
             swallowed_on: AtomicU64::new(0),
         }
     }
 
-    /// Runs `read`, a call that reads the event's CUDA state, while no record of it runs. `read`
-    /// is told what the event's last record was.
+    /// Runs `read`, a call of kind `kind` that reads the event's CUDA state, while no record of it
+    /// into a capture runs. `read` is told what the event's last record was.
     #[inline]
-    pub(crate) fn read<T>(&self, read: impl FnOnce(LastRecord) -> T) -> T {
+    pub(crate) fn read<T>(&self, kind: Read, read: impl FnOnce(LastRecord) -> T) -> T {
         let mut backoff = Backoff::default();
-        // A reader enters only from a word without RECORDING, by compare-and-swap: the word's one
-        // order of modifications puts each reader's entry before or after each record's claim
-        // (`fetch_or`), and a record that claimed it sees every reader that entered before.
-        let mut state = self.state.load(Ordering::Relaxed);
-        let swallowed = loop {
-            if state & RECORDING != 0 {
-                if state & SWALLOWED != 0 {
-                    // A record is replacing a swallowed one: read as before it, without waiting
-                    // (a record outside a capture can block in CUDA while its queue is full).
-                    return read(LastRecord::Swallowed { here: false });
+        loop {
+            match self.try_enter(kind) {
+                Entry::In(last) => {
+                    let _leave = Leave(self, kind);
+                    return read(last);
                 }
-                backoff.pause();
-                state = self.state.load(Ordering::Relaxed);
-                continue;
+                Entry::Swallowed => return read(LastRecord::Swallowed { here: false }),
+                Entry::Held => backoff.pause(),
             }
-            match self
-                .state
-                .compare_exchange_weak(state, state + 1, Ordering::Acquire, Ordering::Relaxed)
-            {
-                // Changed only by a record, which waits for the gate: fixed until this read ends.
-                Ok(_) => break state & SWALLOWED != 0,
+        }
+    }
+
+    /// Runs `read` as a short read of both `self` and `other` (an elapsed time between two events),
+    /// told of both last records. It never holds one gate while it waits for the other (which
+    /// could deadlock with two records into captures, each waiting for the other's reader).
+    pub(crate) fn read_both<T>(
+        &self,
+        other: &RecordGate,
+        read: impl FnOnce(LastRecord, LastRecord) -> T,
+    ) -> T {
+        let mut backoff = Backoff::default();
+        loop {
+            let first = match self.try_enter(Read::Short) {
+                Entry::In(last) => Some(last),
+                Entry::Swallowed => None,
+                Entry::Held => {
+                    backoff.pause();
+                    continue;
+                }
+            };
+            let _leave = first.map(|_| Leave(self, Read::Short));
+            let first = first.unwrap_or(LastRecord::Swallowed { here: false });
+            match other.try_enter(Read::Short) {
+                Entry::In(last) => {
+                    let _leave_other = Leave(other, Read::Short);
+                    return read(first, last);
+                }
+                Entry::Swallowed => return read(first, LastRecord::Swallowed { here: false }),
+                // Leaves `self` (dropping `_leave`) before it waits.
+                Entry::Held => {}
+            }
+            drop(_leave);
+            backoff.pause();
+        }
+    }
+
+    /// Enters as a reader of `kind` unless a record holds the gate. A reader enters only from a
+    /// word without RECORDING, by compare-and-swap: the word's one order of modifications puts
+    /// each reader's entry before or after each record's claim (`fetch_or`), and a record that
+    /// claimed the gate sees every reader that entered before.
+    fn try_enter(&self, kind: Read) -> Entry {
+        let mut state = self.state.load(Ordering::Relaxed);
+        loop {
+            if state & RECORDING != 0 {
+                // A record replacing a swallowed one: read as before it, without waiting (a record
+                // outside a capture can block in CUDA while its queue is full).
+                return match state & SWALLOWED != 0 {
+                    true => Entry::Swallowed,
+                    false => Entry::Held,
+                };
+            }
+            match self.state.compare_exchange_weak(
+                state,
+                state + kind.one(),
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                // SWALLOWED changes only with the gate held: fixed until this reader leaves.
+                Ok(_) => {
+                    return Entry::In(match state & SWALLOWED != 0 {
+                        // Written before the record released the gate, which this entry acquired.
+                        true => LastRecord::Swallowed {
+                            here: self.swallowed_on.load(Ordering::Relaxed) == thread_token(),
+                        },
+                        false => LastRecord::Plain,
+                    });
+                }
                 Err(now) => state = now,
             }
-        };
-        let _leave = Leave(self);
-        let last = match swallowed {
-            // Written before the record released the gate, which this reader's entry acquired.
-            true => LastRecord::Swallowed {
-                here: self.swallowed_on.load(Ordering::Relaxed) == thread_token(),
-            },
-            false => LastRecord::Plain,
-        };
-        read(last)
+        }
     }
 
     /// Runs `record`, which records the event `into` what the recorder found: with the gate held,
@@ -159,16 +234,33 @@ impl RecordGate {
         recorded
     }
 
-    /// Waits until no reader is in flight, or [`LONGEST_READ`] has passed. Readers that come now
+    /// Waits until no reader is in flight: without a limit for short ones (they never wait for
+    /// anything), at most [`LONGEST_READ`] for those that may block in CUDA. Readers that come now
     /// see the record holding the gate and wait, so only those already in flight are waited for.
     #[cold]
     fn wait_for_readers(&self) {
         let deadline = Instant::now() + LONGEST_READ;
         let mut backoff = Backoff::default();
-        while self.state.load(Ordering::Acquire) & READERS != 0 && Instant::now() < deadline {
+        loop {
+            let state = self.state.load(Ordering::Acquire);
+            let blocking_done = state & BLOCKING == 0 || Instant::now() >= deadline;
+            if state & SHORT == 0 && blocking_done {
+                return;
+            }
             backoff.pause();
         }
     }
+}
+
+/// What a reader found at the gate.
+enum Entry {
+    /// Entered: leaves with [`Leave`].
+    In(LastRecord),
+    /// Not entered: a record replacing a swallowed one holds the gate, so the swallowed record is
+    /// what it reads.
+    Swallowed,
+    /// Not entered: a record into a capture holds the gate.
+    Held,
 }
 
 /// A number for the calling thread, unique in the process (`ThreadId` has no stable integer
@@ -181,11 +273,11 @@ fn thread_token() -> u64 {
     TOKEN.try_with(|token| *token).unwrap_or(0)
 }
 
-struct Leave<'a>(&'a RecordGate);
+struct Leave<'a>(&'a RecordGate, Read);
 
 impl Drop for Leave<'_> {
     fn drop(&mut self) {
-        self.0.state.fetch_sub(1, Ordering::Release);
+        self.0.state.fetch_sub(self.1.one(), Ordering::Release);
     }
 }
 
@@ -194,7 +286,7 @@ impl Drop for Leave<'_> {
 struct Release<'a> {
     gate: &'a RecordGate,
     /// The word the record claimed the gate from.
-    claimed: u32,
+    claimed: u64,
     into: RecordInto,
     /// Whether the CUDA record succeeded.
     recorded: bool,
@@ -247,7 +339,7 @@ mod tests {
     use std::sync::atomic::AtomicBool;
 
     /// Holds for about a microsecond, so that overlaps are likely wherever the gate lets them be.
-    fn hold(busy: &AtomicU32, other: &AtomicU32, overlaps: &AtomicU32) {
+    fn hold(busy: &AtomicU64, other: &AtomicU64, overlaps: &AtomicU64) {
         busy.fetch_add(1, Ordering::SeqCst);
         for _ in 0..200 {
             if other.load(Ordering::SeqCst) != 0 {
@@ -261,14 +353,14 @@ mod tests {
     #[test]
     fn a_record_into_a_capture_never_overlaps_a_read_that_reaches_cuda() {
         let gate = RecordGate::new();
-        let (reading, recording) = (AtomicU32::new(0), AtomicU32::new(0));
-        let (overlaps, stop) = (AtomicU32::new(0), AtomicBool::new(false));
+        let (reading, recording) = (AtomicU64::new(0), AtomicU64::new(0));
+        let (overlaps, stop) = (AtomicU64::new(0), AtomicBool::new(false));
         std::thread::scope(|s| {
             // One reader, so that on a two-core machine it is not descheduled mid-read for longer
             // than LONGEST_READ (after which a record goes ahead by design).
             s.spawn(|| {
                 while !stop.load(Ordering::Relaxed) {
-                    gate.read(|last| {
+                    gate.read(Read::Short, |last| {
                         // What the crate's readers do: only a plain record reaches CUDA (the
                         // recording thread's waits aside, which this reader is not).
                         if last == LastRecord::Plain {
@@ -303,7 +395,7 @@ mod tests {
     #[test]
     fn readers_are_told_of_a_swallowed_record_until_a_record_outside_a_capture() {
         let gate = RecordGate::new();
-        let swallowed = || gate.read(|last| last != LastRecord::Plain);
+        let swallowed = || gate.read(Read::Short, |last| last != LastRecord::Plain);
         assert!(!swallowed());
         gate.record(RecordInto::GraphNode, || Ok(())).unwrap();
         assert!(!swallowed(), "an external node is not the event's record");
@@ -322,8 +414,12 @@ mod tests {
     fn readers_are_told_whether_the_swallowed_record_was_made_on_their_thread() {
         let gate = RecordGate::new();
         gate.record(RecordInto::Capture, || Ok(())).unwrap();
-        assert_eq!(gate.read(|last| last), LastRecord::Swallowed { here: true });
-        let elsewhere = std::thread::scope(|s| s.spawn(|| gate.read(|last| last)).join().unwrap());
+        assert_eq!(
+            gate.read(Read::Short, |last| last),
+            LastRecord::Swallowed { here: true }
+        );
+        let elsewhere =
+            std::thread::scope(|s| s.spawn(|| gate.read(Read::Short, |last| last)).join().unwrap());
         assert_eq!(elsewhere, LastRecord::Swallowed { here: false });
     }
 
@@ -332,7 +428,7 @@ mod tests {
         let gate = RecordGate::new();
         // A read inside the record would wait for ever if the record held the gate.
         let last = gate
-            .record(RecordInto::Stream, || Ok(gate.read(|last| last)))
+            .record(RecordInto::Stream, || Ok(gate.read(Read::Short, |last| last)))
             .unwrap();
         assert_eq!(last, LastRecord::Plain);
         assert_eq!(gate.state.load(Ordering::Relaxed), 0);
@@ -357,16 +453,91 @@ mod tests {
             while !entered.load(Ordering::SeqCst) {
                 std::thread::yield_now();
             }
-            assert_eq!(gate.read(|last| last), LastRecord::Swallowed { here: false });
+            assert_eq!(
+                gate.read(Read::Short, |last| last),
+                LastRecord::Swallowed { here: false }
+            );
             release.store(true, Ordering::SeqCst);
         });
-        assert_eq!(gate.read(|last| last), LastRecord::Plain);
+        assert_eq!(gate.read(Read::Short, |last| last), LastRecord::Plain);
+    }
+
+    /// A record into a capture while a reader of `kind` holds the gate for `held`: how long the
+    /// record waited.
+    fn record_beside_a_reader(kind: Read, held: Duration) -> Duration {
+        let gate = RecordGate::new();
+        let (entered, left) = (AtomicBool::new(false), AtomicBool::new(false));
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                gate.read(kind, |_| {
+                    entered.store(true, Ordering::SeqCst);
+                    std::thread::sleep(held);
+                    left.store(true, Ordering::SeqCst);
+                })
+            });
+            while !entered.load(Ordering::SeqCst) {
+                std::thread::yield_now();
+            }
+            let start = Instant::now();
+            gate.record(RecordInto::Capture, || Ok(())).unwrap();
+            let waited = start.elapsed();
+            if kind == Read::Short {
+                assert!(
+                    left.load(Ordering::SeqCst),
+                    "a captured record ran beside a short read"
+                );
+            }
+            waited
+        })
+    }
+
+    #[test]
+    fn a_record_into_a_capture_waits_out_a_short_read_and_a_blocked_one_at_most_longest_read() {
+        let held = LONGEST_READ * 5;
+        assert!(record_beside_a_reader(Read::Short, held) >= held - Duration::from_millis(1));
+        let waited = record_beside_a_reader(Read::MayBlock, held);
+        assert!(waited >= LONGEST_READ && waited < held, "waited {waited:?}");
+    }
+
+    #[test]
+    fn reading_two_events_never_holds_one_while_waiting_for_the_other() {
+        let gates = (RecordGate::new(), RecordGate::new());
+        let (a, b) = (&gates.0, &gates.1);
+        let (b_held, release) = (AtomicBool::new(false), AtomicBool::new(false));
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::scope(|s| {
+            // A record of b into a capture holds b's gate.
+            s.spawn(|| {
+                b.record(RecordInto::Capture, || {
+                    b_held.store(true, Ordering::SeqCst);
+                    while !release.load(Ordering::SeqCst) {
+                        std::thread::yield_now();
+                    }
+                    Ok(())
+                })
+            });
+            while !b_held.load(Ordering::SeqCst) {
+                std::thread::yield_now();
+            }
+            s.spawn(|| a.read_both(b, |_, _| ()));
+            // A record of a into a capture waits for a's short readers without a limit: it would
+            // never end if the pair read held a's gate while waiting for b's.
+            s.spawn(move || {
+                a.record(RecordInto::Capture, || Ok(())).unwrap();
+                done.send(()).unwrap();
+            });
+            let recorded = finished.recv_timeout(Duration::from_secs(10));
+            release.store(true, Ordering::SeqCst);
+            recorded.expect("the record of a waited for the pair read");
+        });
     }
 
     #[test]
     fn a_panic_leaves_the_gate_open() {
         let gate = RecordGate::new();
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| gate.read(|_| panic!("read"))));
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            gate.read(Read::Short, |_| panic!("read"))
+        }));
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             gate.record(RecordInto::Stream, || -> Result<()> { panic!("record") })
         }));
