@@ -26,6 +26,7 @@ static void enter(int p) { // leaving the previous phase: no query of it may sti
 }
 int main(int argc, char **argv) {
   allowed = atoi(argv[1]); int rounds = atoi(argv[2]); int local = argc > 3 && argv[3][0] == 'l';
+  int rerecord = argc > 4 && argv[4][0] == 'r'; // a plain record on S after the captured one, before the end
   signal(SIGSEGV, on_segv);
   cudaStream_t S, T; cudaFree(0);
   cudaStreamCreateWithFlags(&S, cudaStreamNonBlocking); cudaStreamCreateWithFlags(&T, cudaStreamNonBlocking);
@@ -39,6 +40,7 @@ int main(int argc, char **argv) {
     enter(1); cudaStreamBeginCapture(T, local ? cudaStreamCaptureModeThreadLocal : cudaStreamCaptureModeGlobal);
     enter(2); cudaEventRecord(E, T);
     enter(3); usleep(20);
+    if (rerecord) { enter(-1); cudaEventRecord(E, S); enter(3); usleep(20); }
     enter(4); cudaGraph_t g = 0; int c = cudaStreamEndCapture(T, &g);
     enter(5); usleep(20); if (!c) ended_ok++;
     enter(6); if (g) { cudaGraphDestroy(g); graphs++; }
@@ -46,7 +48,7 @@ int main(int argc, char **argv) {
     cudaGetLastError();
   }
   enter(-1); __atomic_store_n(&stop, 1, __ATOMIC_RELAXED); pthread_join(q, 0);
-  printf("phase %d (%s) %s: %d rounds, %ld captures ended ok, %ld queries:", allowed, names[allowed], local ? "local" : "global", rounds, ended_ok, queries);
+  printf("%sphase %d (%s) %s: %d rounds, %ld captures ended ok, %ld queries:", rerecord ? "re-recorded on a stream before the end, " : "", allowed, names[allowed], local ? "local" : "global", rounds, ended_ok, queries);
   for (int i = 0; i < 1024; i++) if (codes[i]) printf(" %d:%ld", i, codes[i]);
   printf("\n"); return 0;
 }
