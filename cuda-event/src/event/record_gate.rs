@@ -18,7 +18,8 @@
 //! they take if they never block (queries, elapsed times), at most [`LONGEST_READ`] for those that
 //! may block in CUDA (a synchronize waiting for work, a stream wait waiting for room in a full
 //! hardware queue), since what they wait for may depend on the recording thread; a synchronize
-//! already waiting when the record came did not crash. A record outside a capture overlaps reads as it always could (CUDA handles
+//! already waiting when the record came did not crash. (The limit counts from the reader's entry,
+//! not from its blocking call: a reader descheduled that long before it reaches CUDA is not told.) A record outside a capture overlaps reads as it always could (CUDA handles
 //! that), and touches the gate with one load, unless it replaces a swallowed record: then it holds
 //! the gate too, and readers that come meanwhile read the swallowed record without waiting (such a
 //! record can block in CUDA while its stream's queue is full).
@@ -124,8 +125,10 @@ impl RecordGate {
     }
 
     /// Runs `read` as a short read of both `self` and `other` (an elapsed time between two events),
-    /// told of both last records. It never holds one gate while it waits for the other (which
-    /// could deadlock with two records into captures, each waiting for the other's reader).
+    /// told of both last records; once `self`'s is known to be swallowed, `other` is not read and
+    /// is reported swallowed too (a pair read refuses if either is). It never holds one gate while
+    /// it waits for the other (which could deadlock with two records into captures, each waiting
+    /// for the other's reader).
     pub(crate) fn read_both<T>(
         &self,
         other: &RecordGate,
@@ -133,26 +136,30 @@ impl RecordGate {
     ) -> T {
         let mut backoff = Backoff::default();
         loop {
+            let swallowed = LastRecord::Swallowed { here: false };
             let first = match self.try_enter(Read::Short) {
-                Entry::In(last) => Some(last),
-                Entry::Swallowed => None,
+                Entry::In(LastRecord::Plain) => LastRecord::Plain,
+                Entry::In(last) => {
+                    drop(Leave(self, Read::Short));
+                    return read(last, swallowed);
+                }
+                Entry::Swallowed => return read(swallowed, swallowed),
                 Entry::Held => {
                     backoff.pause();
                     continue;
                 }
             };
-            let _leave = first.map(|_| Leave(self, Read::Short));
-            let first = first.unwrap_or(LastRecord::Swallowed { here: false });
+            let leave = Leave(self, Read::Short);
             match other.try_enter(Read::Short) {
                 Entry::In(last) => {
                     let _leave_other = Leave(other, Read::Short);
                     return read(first, last);
                 }
-                Entry::Swallowed => return read(first, LastRecord::Swallowed { here: false }),
-                // Leaves `self` (dropping `_leave`) before it waits.
+                Entry::Swallowed => return read(first, swallowed),
+                // Leaves `self` (dropping `leave`) before it waits.
                 Entry::Held => {}
             }
-            drop(_leave);
+            drop(leave);
             backoff.pause();
         }
     }
@@ -208,6 +215,12 @@ impl RecordGate {
     fn record_held<T>(&self, into: RecordInto, record: impl FnOnce() -> Result<T>) -> Result<T> {
         let mut backoff = Backoff::default();
         let claimed = loop {
+            // A record on a stream goes unheld once no swallowed record is left to replace (another
+            // record replaced it meanwhile), so that reads never wait behind it.
+            if into == RecordInto::Stream && self.state.load(Ordering::Acquire) & (SWALLOWED | RECORDING) == 0
+            {
+                return record();
+            }
             let state = self.state.fetch_or(RECORDING, Ordering::Acquire);
             if state & RECORDING == 0 {
                 break state;
@@ -436,28 +449,18 @@ mod tests {
 
     #[test]
     fn a_record_replacing_a_swallowed_one_never_holds_readers_up() {
-        let gate = RecordGate::new();
+        let gate = &RecordGate::new();
         gate.record(RecordInto::Capture, || Ok(())).unwrap();
-        let (entered, release) = (AtomicBool::new(false), AtomicBool::new(false));
+        let (inside, go) = (AtomicBool::new(false), AtomicBool::new(false));
         std::thread::scope(|s| {
-            // A record outside a capture that blocks (as on a full hardware queue) with the gate held.
-            s.spawn(|| {
-                gate.record(RecordInto::Stream, || {
-                    entered.store(true, Ordering::SeqCst);
-                    while !release.load(Ordering::SeqCst) {
-                        std::thread::yield_now();
-                    }
-                    Ok(())
-                })
-            });
-            while !entered.load(Ordering::SeqCst) {
+            // It holds the gate (it replaces a swallowed record) while blocked in CUDA.
+            blocked_record(s, gate, &inside, &go);
+            while !inside.load(Ordering::SeqCst) {
                 std::thread::yield_now();
             }
-            assert_eq!(
-                gate.read(Read::Short, |last| last),
-                LastRecord::Swallowed { here: false }
-            );
-            release.store(true, Ordering::SeqCst);
+            let last = gate.read(Read::Short, |last| last);
+            go.store(true, Ordering::SeqCst);
+            assert_eq!(last, LastRecord::Swallowed { here: false });
         });
         assert_eq!(gate.read(Read::Short, |last| last), LastRecord::Plain);
     }
@@ -530,6 +533,55 @@ mod tests {
             let recorded = finished.recv_timeout(Duration::from_secs(10));
             release.store(true, Ordering::SeqCst);
             recorded.expect("the record of a waited for the pair read");
+        });
+    }
+
+    /// Runs a record on a stream on a new thread that stays inside its CUDA call (as one blocked on
+    /// a full queue) until `go`; returns once it is inside.
+    fn blocked_record<'scope, 'env>(
+        s: &'scope std::thread::Scope<'scope, 'env>,
+        gate: &'env RecordGate,
+        inside: &'env AtomicBool,
+        go: &'env AtomicBool,
+    ) {
+        s.spawn(move || {
+            gate.record(RecordInto::Stream, || {
+                inside.store(true, Ordering::SeqCst);
+                while !go.load(Ordering::SeqCst) {
+                    std::thread::yield_now();
+                }
+                Ok(())
+            })
+        });
+    }
+
+    #[test]
+    fn a_record_that_waited_behind_one_replacing_a_swallowed_record_then_holds_nothing() {
+        let gate = &RecordGate::new();
+        gate.record(RecordInto::Capture, || Ok(())).unwrap();
+        let flags: [AtomicBool; 4] = Default::default();
+        let [first_in, first_go, second_in, second_go] = &flags;
+        let (read, answered) = std::sync::mpsc::channel();
+        std::thread::scope(|s| {
+            blocked_record(s, gate, first_in, first_go);
+            while !first_in.load(Ordering::SeqCst) {
+                std::thread::yield_now();
+            }
+            // The second waits behind the first, which holds the gate to replace the swallowed one.
+            blocked_record(s, gate, second_in, second_go);
+            std::thread::sleep(Duration::from_millis(20));
+            first_go.store(true, Ordering::SeqCst);
+            while !second_in.load(Ordering::SeqCst) {
+                std::thread::yield_now();
+            }
+            s.spawn(move || read.send(gate.read(Read::Short, |last| last)).unwrap());
+            let last = answered.recv_timeout(Duration::from_secs(10));
+            second_go.store(true, Ordering::SeqCst);
+            assert_eq!(
+                last,
+                Ok(LastRecord::Plain),
+                "a read waited behind a record on a stream"
+            );
         });
     }
 
