@@ -265,7 +265,7 @@ impl Event {
     pub fn record(&self, stream: &Stream) -> Result<()> {
         let d = driver("Event::record")?;
         match self.created.get() {
-            Some(handle) => drop(self.record_handle(d, handle, stream, None, false)?),
+            Some(handle) => drop(self.record_handle(d, handle, stream, None)?),
             None => self.record_first(d, stream)?,
         }
         if !self.recorded.load(Ordering::Relaxed) {
@@ -299,7 +299,7 @@ impl Event {
         let Some(pooled) = pool::take(d, stream.device(), flags, stream_alive) else {
             return self.create_and_record(d, stream);
         };
-        match self.record_handle(d, &pooled, stream, pooled.instance(), true) {
+        match self.record_handle(d, &pooled, stream, pooled.instance()) {
             Ok(recorded) => self.publish_recorded(d, pooled, recorded, stream),
             Err(e) => {
                 give_back_after_a_failed_record(stream, flags, pooled);
@@ -313,12 +313,12 @@ impl Event {
     fn create_and_record(&self, d: &Driver, stream: &Stream) -> Result<()> {
         let _creating = self.creating.lock();
         if let Some(handle) = self.created.get() {
-            return self.record_handle(d, handle, stream, None, false).map(drop);
+            return self.record_handle(d, handle, stream, None).map(drop);
         }
         let flags = self.options.cuda_flags();
         let handle = EventHandle::create(d, stream.device(), flags)?;
         // Just made: only the stream is left to check.
-        let recorded = match self.record_handle(d, &handle, stream, handle.instance(), true) {
+        let recorded = match self.record_handle(d, &handle, stream, handle.instance()) {
             Ok(recorded) => recorded,
             Err(e) => {
                 give_back_after_a_failed_record(stream, flags, handle);
@@ -352,20 +352,17 @@ impl Event {
                     Recorded::Swallowed => ours.destroy(),
                     Recorded::Now => pool::give_or_destroy(self.options.cuda_flags(), ours),
                 }
-                self.record_handle(d, winner, stream, None, false).map(drop)
+                self.record_handle(d, winner, stream, None).map(drop)
             }
         }
     }
 
-    /// Records `handle` on `stream`. `handle` is this event's published CUDA event, or (`first`)
-    /// one its first record is about to publish.
     fn record_handle(
         &self,
         d: &Driver,
         handle: &EventHandle,
         stream: &Stream,
         known_alive: Option<ContextInstance>,
-        first: bool,
     ) -> Result<Recorded> {
         if handle.device() != stream.device() {
             return Err(Error::DeviceMismatch {
@@ -383,7 +380,7 @@ impl Event {
                 true => RecordInto::Capture,
             };
             let mut ended = Vec::new();
-            let mut record = || {
+            let recorded = self.gate.record(into, || {
                 if into != RecordInto::Stream {
                     // Under the gate's hold, so that no future starts waiting unseen meanwhile.
                     ended = self.end_waits_before_a_captured_record(d);
@@ -403,13 +400,7 @@ impl Event {
                     RecordInto::Capture => Recorded::Swallowed,
                     _ => Recorded::Now,
                 })
-            };
-            let recorded = match first && into == RecordInto::Stream {
-                // Not this event's CUDA event yet (another thread's first record may publish its
-                // own): it must not clear a swallowed record of the one that is.
-                true => record(),
-                false => self.gate.record(into, record),
-            };
+            });
             // Woken after the hold: a woken task may poll a new future of this event at once.
             ended.into_iter().for_each(|waker| reactor::wake(Some(waker)));
             recorded
