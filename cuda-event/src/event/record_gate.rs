@@ -1,28 +1,30 @@
 //! Keeps the calls that read an event from overlapping where CUDA crashes: a record of it into a
 //! graph capture, and the end of that capture.
 //!
-//! Probed on an H200 (the C probes in the project's `bench/results`, "captured records"): a query of an event
-//! on one thread while another thread records it into a stream being captured, or ends that capture
-//! (`cuStreamEndCapture`), crashes inside the driver (SIGSEGV in the querying thread), in either
-//! capture mode. Queries before or at the capture's start, while it is open, after it ended, and
-//! around the destruction of its graph did not crash (they answer `CUDA_ERROR_CAPTURED_EVENT` while
-//! it is open, invalidating it, and an invalid-value error after).
+//! Probed on an H200 (the C probes in the project's `bench/results`, "captured records"): a query
+//! of an event on one thread while another thread records it into a stream being captured, or ends
+//! that capture (`cuStreamEndCapture`), crashes inside the driver (SIGSEGV in the querying thread),
+//! in either capture mode. Queries before or at the capture's start, while it is open, after it
+//! ended, and around the destruction of its graph did not crash (they answer
+//! `CUDA_ERROR_CAPTURED_EVENT` while it is open, invalidating it, and an invalid-value error
+//! after).
 //!
 //! The crate cannot see when a capture ends (the caller ends it), so an event whose last record
 //! went into a capture as a plain record (swallowed: not an external node) is not read from CUDA
-//! again: [`read`](RecordGate::read) tells the reader so, and the reader refuses with the error CUDA
-//! gives such an event during the capture, until a record outside a capture replaces it. That needs
-//! to know, at every record, whether the stream is being captured (one driver call). A record into
-//! a capture holds the gate: readers that come meanwhile wait for it (it never waits on the GPU: a
-//! capture queues nothing), and it waits for the reads in flight to leave first: for as long as
-//! they take if they never block (queries, elapsed times), at most [`LONGEST_READ`] for those that
-//! may block in CUDA (a synchronize waiting for work, a stream wait waiting for room in a full
+//! again: [`read`](RecordGate::read) tells the reader so, and the reader refuses with the error
+//! CUDA gives such an event during the capture, until a record outside a capture replaces it. That
+//! needs to know, at every record, whether the stream is being captured (one driver call). A record
+//! into a capture holds the gate: readers that come meanwhile wait for it (it never waits on the
+//! GPU: a capture queues nothing), and it waits for the reads in flight to leave first: for as long
+//! as they take if they never block (queries, elapsed times), at most [`LONGEST_READ`] for those
+//! that may block in CUDA (a synchronize waiting for work, a stream wait waiting for room in a full
 //! hardware queue), since what they wait for may depend on the recording thread; a synchronize
 //! already waiting when the record came did not crash. (The limit counts from the reader's entry,
-//! not from its blocking call: a reader descheduled that long before it reaches CUDA is not told.) A record outside a capture overlaps reads as it always could (CUDA handles
-//! that), and touches the gate with one load, unless it replaces a swallowed record: then it holds
-//! the gate too, and readers that come meanwhile read the swallowed record without waiting (such a
-//! record can block in CUDA while its stream's queue is full).
+//! not from its blocking call: a reader descheduled that long before it reaches CUDA is not told.)
+//! A record outside a capture overlaps reads as it always could (CUDA handles that), and touches
+//! the gate with one load, unless it replaces a swallowed record: then it holds the gate too, and
+//! readers that come meanwhile read the swallowed record without waiting (such a record can block
+//! in CUDA while its stream's queue is full).
 //!
 //! A stream wait on a swallowed record is how a capture forks into other streams, so readers are
 //! also told whether the record was made on their own thread: a wait there still reaches CUDA, a
