@@ -4,7 +4,7 @@
 //! See [`Completion`] for how a future learns of completion.
 
 use crate::capture_mode::{RelaxedCapture, is_capture_interference};
-use crate::driver::{CUresult, Driver, driver};
+use crate::driver::{Driver, driver};
 use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::event::reactor::{self, Order, QueryTarget, WaitCell};
@@ -136,11 +136,13 @@ impl<'a> Completion<'a> {
         let Some(target) = event.query_target() else {
             return State::Done(Ok(()));
         };
+        let d = match driver("Completion::poll") {
+            Ok(d) => d,
+            Err(e) => return State::Done(Err(e)),
+        };
         // Through the event's gate: a query beside another thread's record of the event into a
         // capture, or the end of that capture, can crash inside CUDA.
-        let first = driver("Completion::poll")
-            .and_then(|d| event.read_unless_swallowed(&d.event_query, Read::Short, || ask(d, target)));
-        match first {
+        match event.read_unless_swallowed(&d.event_query, Read::Short, || ask(d, target)) {
             Ok(true) => return State::Done(Ok(())),
             Ok(false) => {}
             Err(e) => return State::Done(Err(e)),
@@ -151,11 +153,9 @@ impl<'a> Completion<'a> {
             event.watch(&cell);
             // A record into a capture between the query and the watch did not see this cell: the
             // event must not be queried again (a record after the watch ends the cell instead).
-            if event.last_record_swallowed() {
+            if let Err(refused) = event.read_unless_swallowed(&d.event_query, Read::Short, || Ok(())) {
                 cell.abandon();
-                let refused = driver("Completion::poll")
-                    .map(|d| d.event_query.error(CUresult::CUDA_ERROR_CAPTURED_EVENT));
-                return State::Done(Err(refused.unwrap_or_else(|e| e)));
+                return State::Done(Err(refused));
             }
         }
         let order = event.last_stream().map(|stream| Order {

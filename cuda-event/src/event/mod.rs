@@ -580,13 +580,6 @@ impl Event {
             .collect()
     }
 
-    /// Whether the event's last record was swallowed by a graph capture (see [`RecordGate`]):
-    /// asked again by a future's first poll once it watches the event, in case a record into a
-    /// capture came between its query and its watch.
-    pub(crate) fn last_record_swallowed(&self) -> bool {
-        self.gate.read(Read::Short, |last| last != LastRecord::Plain)
-    }
-
     /// Its last record may have been swallowed by a graph capture: its CUDA event is never reused.
     pub(crate) fn may_be_in_a_graph(&self) {
         self.escape(Escape::ToGraph);

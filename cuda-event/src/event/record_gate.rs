@@ -1,7 +1,7 @@
 //! Keeps the calls that read an event from overlapping where CUDA crashes: a record of it into a
 //! graph capture, and the end of that capture.
 //!
-//! Probed on an H200 (the C probes in the project's `bench/results`, "captured records"): a query
+//! Probed with C programs on the GPU (the project's benchmark results, "captured records"): a query
 //! of an event on one thread while another thread records it into a stream being captured, or ends
 //! that capture (`cuStreamEndCapture`), crashes inside the driver (SIGSEGV in the querying thread),
 //! in either capture mode. Queries before or at the capture's start, while it is open, after it
@@ -207,22 +207,22 @@ impl RecordGate {
     /// atomic load), which reads may overlap as they always could.
     #[inline]
     pub(crate) fn record<T>(&self, into: RecordInto, record: impl FnOnce() -> Result<T>) -> Result<T> {
-        if into == RecordInto::Stream && self.state.load(Ordering::Acquire) & (SWALLOWED | RECORDING) == 0 {
+        if self.goes_unheld(into) {
             return record();
         }
         self.record_held(into, record)
+    }
+
+    /// Whether a record `into` goes unheld: one on a stream that replaces no swallowed record
+    /// (reads may overlap it, as they always could), while no other record holds the gate.
+    fn goes_unheld(&self, into: RecordInto) -> bool {
+        into == RecordInto::Stream && self.state.load(Ordering::Acquire) & (SWALLOWED | RECORDING) == 0
     }
 
     #[cold]
     fn record_held<T>(&self, into: RecordInto, record: impl FnOnce() -> Result<T>) -> Result<T> {
         let mut backoff = Backoff::default();
         let claimed = loop {
-            // A record on a stream goes unheld once no swallowed record is left to replace (another
-            // record replaced it meanwhile), so that reads never wait behind it.
-            if into == RecordInto::Stream && self.state.load(Ordering::Acquire) & (SWALLOWED | RECORDING) == 0
-            {
-                return record();
-            }
             let state = self.state.fetch_or(RECORDING, Ordering::Acquire);
             if state & RECORDING == 0 {
                 break state;
@@ -230,6 +230,11 @@ impl RecordGate {
             // Another thread's record holds it.
             while self.state.load(Ordering::Relaxed) & RECORDING != 0 {
                 backoff.pause();
+            }
+            // That record may have replaced the swallowed one: then this one holds nothing, so
+            // that reads never wait behind it.
+            if self.goes_unheld(into) {
+                return record();
             }
         };
         let mut release = Release {
