@@ -6,9 +6,8 @@
 use crate::capture_mode::{RelaxedCapture, is_capture_interference};
 use crate::driver::{Driver, driver};
 use crate::error::{Error, Result};
-use crate::event::Event;
 use crate::event::reactor::{self, Order, QueryTarget, WaitCell};
-use crate::event::record_gate::Read;
+use crate::event::{Event, Recorded};
 use crate::stream::{Stream, StreamId};
 use std::fmt;
 use std::future::{Future, IntoFuture};
@@ -140,9 +139,12 @@ impl<'a> Completion<'a> {
             Ok(d) => d,
             Err(e) => return State::Done(Err(e)),
         };
-        // Through the event's gate: a query beside another thread's record of the event into a
-        // capture, or the end of that capture, can crash inside CUDA.
-        match event.read_unless_swallowed(&d.event_query, Read::Short, || ask(d, target)) {
+        // The published CUDA event, which no capture holds; refused, as a query is, while the
+        // last record is a capture's.
+        if let Err(refused) = event.refuse_if_swallowed(&d.event_query) {
+            return State::Done(Err(refused));
+        }
+        match ask(d, target) {
             Ok(true) => return State::Done(Ok(())),
             Ok(false) => {}
             Err(e) => return State::Done(Err(e)),
@@ -150,13 +152,8 @@ impl<'a> Completion<'a> {
         let cell = Arc::new(WaitCell::default());
         let _ = cell.look(waker);
         if let Source::Borrowed(event) = source {
+            // Abandoned before the event gives its CUDA event up (drop, into_raw).
             event.watch(&cell);
-            // A record into a capture between the query and the watch did not see this cell: the
-            // event must not be queried again (a record after the watch ends the cell instead).
-            if let Err(refused) = event.read_unless_swallowed(&d.event_query, Read::Short, || Ok(())) {
-                cell.abandon();
-                return State::Done(Err(refused));
-            }
         }
         let order = event.last_stream().map(|stream| Order {
             lane: StreamId::to_word(Some(stream)),
@@ -243,12 +240,10 @@ impl Event {
     ///
     /// Making it calls no CUDA function; the first poll queries the event and, while it is
     /// pending, hands it to the crate's reactor thread (see [`Completion`]). It waits for the
-    /// record current at its first poll, and follows a later record of the event; a later record
-    /// into a stream under graph capture ends it with `CUDA_ERROR_CAPTURED_EVENT` (what a query of
-    /// the event then says), before the record, since a query of an event recorded in an open
-    /// capture would invalidate that capture, and one as the capture ends can crash CUDA. A future
-    /// first polled after such a record resolves to that error without a query (see `Event`'s
-    /// "Recorded into a graph capture").
+    /// record current at its first poll, and follows a later record of the event outside a
+    /// capture; a later record into a capture does not touch what it waits on (see `Event`'s
+    /// "Recorded into a graph capture"). A future first polled while the event's last record is a
+    /// capture's resolves to `CUDA_ERROR_CAPTURED_EVENT` without a query, as `query` does.
     ///
     /// The future borrows the event. To move a wait into a spawned task, move the event in:
     ///
@@ -344,12 +339,15 @@ impl Stream {
     }
 
     fn record_for_completion(&self) -> Result<Event> {
-        if self.is_capturing()? {
+        let event = Event::new();
+        // The record's own capture check says whether the stream is being captured.
+        if event.record_as(self)? != Recorded::Now {
             return Err(Error::StreamCapturing);
         }
-        let event = self.record_event()?;
-        if self.is_capturing()? {
-            // A capture began around the record, which it may have swallowed.
+        // A capture another thread began between that check and the record may have swallowed
+        // the record itself; the record just checked that the stream is alive.
+        let d = driver("Stream::completion")?;
+        if self.in_context(d, || self.is_capturing_with(d))? {
             event.may_be_in_a_graph();
             return Err(Error::StreamCapturing);
         }
@@ -381,7 +379,7 @@ impl IntoFuture for &Stream {
 /// Runs `completion` on this thread, sleeping between polls, until it is ready (`Ok(true)`, or its
 /// error) or `deadline` passes (`Ok(false)`; `None`: no deadline).
 pub(crate) fn block_on_until(completion: Completion<'_>, deadline: Option<Instant>) -> Result<bool> {
-    struct Unpark(std::thread::Thread);
+    struct Unpark(crate::sync::thread::Thread);
     impl Wake for Unpark {
         fn wake(self: Arc<Self>) {
             self.0.unpark();
@@ -390,7 +388,7 @@ pub(crate) fn block_on_until(completion: Completion<'_>, deadline: Option<Instan
             self.0.unpark();
         }
     }
-    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let waker = Waker::from(Arc::new(Unpark(crate::sync::thread::current())));
     let mut cx = Context::from_waker(&waker);
     let mut completion = std::pin::pin!(completion);
     loop {
@@ -398,13 +396,13 @@ pub(crate) fn block_on_until(completion: Completion<'_>, deadline: Option<Instan
             return result.map(|()| true);
         }
         match deadline {
-            None => std::thread::park(),
+            None => crate::sync::thread::park(),
             Some(deadline) => {
                 let now = Instant::now();
                 if now >= deadline {
                     return Ok(false);
                 }
-                std::thread::park_timeout(deadline - now);
+                crate::sync::thread::park_timeout(deadline - now);
             }
         }
     }

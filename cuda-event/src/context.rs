@@ -10,10 +10,10 @@
 
 use crate::driver::Driver;
 use crate::error::{Error, Result};
+use crate::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, Ordering};
 use cuda_event_sys as sys;
 use std::marker::PhantomData;
 use std::num::NonZeroU32;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, Ordering};
 
 /// Whether calls check that no device reset destroyed their event or stream (see
 /// [`set_device_reset_checks`]).

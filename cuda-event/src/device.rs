@@ -1,7 +1,7 @@
 //! Devices: how many, which is current on this thread, and a guard that sets one for a scope.
 
+use crate::driver::runtime;
 use crate::error::{Result, check_runtime};
-use cuda_event_sys as sys;
 use std::marker::PhantomData;
 
 /// The number of CUDA devices visible to this process.
@@ -14,7 +14,7 @@ pub fn device_count() -> Result<i32> {
     crate::fork::refuse_in_forked_child()?;
     // SAFETY: writes one int through a pointer to a live local.
     check_runtime("cudaGetDeviceCount", unsafe {
-        sys::cudaGetDeviceCount(&mut count)
+        runtime::cudaGetDeviceCount(&mut count)
     })?;
     Ok(count)
 }
@@ -25,7 +25,7 @@ pub fn current_device() -> Result<i32> {
     let mut device = 0;
     crate::fork::refuse_in_forked_child()?;
     // SAFETY: writes one int through a pointer to a live local.
-    check_runtime("cudaGetDevice", unsafe { sys::cudaGetDevice(&mut device) })?;
+    check_runtime("cudaGetDevice", unsafe { runtime::cudaGetDevice(&mut device) })?;
     Ok(device)
 }
 
@@ -34,7 +34,7 @@ pub fn current_device() -> Result<i32> {
 pub fn set_device(device: i32) -> Result<()> {
     crate::fork::refuse_in_forked_child()?;
     // SAFETY: takes an int; an invalid ordinal is an error, not UB.
-    check_runtime("cudaSetDevice", unsafe { sys::cudaSetDevice(device) })
+    check_runtime("cudaSetDevice", unsafe { runtime::cudaSetDevice(device) })
 }
 
 /// Sets the current device for a scope and restores the previous one when dropped, like torch's

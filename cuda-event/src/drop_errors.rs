@@ -2,11 +2,11 @@
 //! asked. Errors of the runtime shutting down at process exit are expected and not kept.
 
 use crate::error::{Error, Result};
+use crate::sync::Mutex;
+use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use cuda_event_sys as sys;
-use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::io::Write as _;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// How many drop errors are kept; older ones are counted in [`DropErrors::lost`], not kept.
 const KEPT: usize = 64;

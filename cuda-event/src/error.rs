@@ -68,6 +68,12 @@ pub enum Error {
         /// The exporting process's id.
         pid: i32,
     },
+    /// A plain record of an [`interprocess`](crate::EventBuilder::interprocess) event on a stream
+    /// being captured into a CUDA graph: the crate makes such records on a second CUDA event that
+    /// no other thread reads (see `Event`'s "Recorded into a graph capture"), which the event's
+    /// importers could never see. Nothing was recorded. Record it outside the capture, or build it
+    /// [`external`](crate::EventBuilder::external) to make the record a node of the graph.
+    CapturedInterprocessEvent,
     /// A host function, a stream's completion future or a measurement on a stream that is being
     /// captured into a CUDA graph: it would become a graph node run at every launch instead of once
     /// now.
@@ -322,6 +328,11 @@ impl fmt::Display for Error {
                 f,
                 "the process that exported this IPC event (pid {pid}) has ended with the event's \
                  work pending: it will never complete"
+            ),
+            Error::CapturedInterprocessEvent => f.write_str(
+                "an interprocess event was recorded on a stream being captured into a CUDA graph: \
+                 its importers could never see that record (record it outside the capture, or \
+                 build it external)",
             ),
             Error::StreamCapturing => f.write_str(
                 "the stream is being captured into a CUDA graph: a host function, a completion \

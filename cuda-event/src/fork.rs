@@ -8,7 +8,7 @@
 //! would.
 
 use crate::error::{Error, Result};
-use std::sync::atomic::{AtomicBool, Ordering};
+use crate::sync::atomic::{AtomicBool, Ordering};
 
 /// Set by the first check before a CUDA call; a child forked after it is marked.
 static USED: AtomicBool = AtomicBool::new(false);
@@ -63,4 +63,10 @@ pub(crate) fn refuse_in_forked_child() -> Result<()> {
         USED.store(true, Ordering::Relaxed);
     }
     Ok(())
+}
+
+/// The model's fork: marks (or unmarks, between executions) this process as a forked child.
+#[cfg(cuda_event_model)]
+pub(crate) fn model_set_forked(on: bool) {
+    FORKED.store(on, Ordering::Relaxed);
 }

@@ -71,8 +71,9 @@
 //! - [`Event`] is built with torch's options ([`EventBuilder`]); building makes no CUDA call, and
 //!   an interprocess timing event is rejected there. The CUDA event is created on the first
 //!   [`Event::record`] (on the stream's device) or [`Event::ipc_handle`] (on the current device),
-//!   exactly once when threads race; after that record, wait, query, synchronize and
-//!   elapsed_time take no lock (nor does a first record that reuses a pooled CUDA event).
+//!   exactly once when threads race (a first record takes the event's lock); after that record,
+//!   wait, query, synchronize and elapsed_time take no lock and never wait for one another, on any
+//!   thread, graph captures included (see [`Event`]'s "Recorded into a graph capture").
 //! - [`Stream`]: owned streams, a device's default streams, and streams borrowed from other
 //!   libraries; [`device_count`], [`current_device`], [`set_device`] and [`DeviceGuard`].
 //! - [`Error`] says what went wrong: a CUDA call's code, name and message, or one of the misuses
@@ -166,6 +167,9 @@ mod driver;
 mod drop_errors;
 mod error;
 mod fork;
+#[cfg(cuda_event_model)]
+mod model;
+mod sync;
 mod timing;
 
 pub use completion::Completion;
@@ -175,6 +179,7 @@ pub use device::{DeviceGuard, current_device, device_count, set_device};
 pub use driver::driver_entry_point;
 pub use drop_errors::{DropErrors, print_drop_errors, take_drop_errors};
 pub use error::{CudaError, Error, Result, check_runtime};
+pub use event::capture_checks::set_capture_checks;
 pub use event::handle::{cuda_events_alive, cuda_events_created};
 pub use event::ipc::IpcEventHandle;
 pub use event::pool::{POOL_PER_THREAD, empty_event_pool, set_event_pool};

@@ -4,9 +4,9 @@ use crate::context::{ContextInstance, MadeIn};
 use crate::driver::Driver;
 use crate::error::{Error, Result};
 use crate::event::ipc::Exporter;
+use crate::sync::Mutex;
+use crate::sync::atomic::{AtomicU64, Ordering};
 use cuda_event_sys as sys;
-use parking_lot::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A CUDA event this crate owns, the device it lives on, and the context instance it was made in
 /// (`None` only for an event taken over with `from_raw` when its device's context could not be

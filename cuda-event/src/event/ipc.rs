@@ -2,8 +2,8 @@
 //! or as hex text (for a pipe, a file, an environment variable or another language).
 
 use crate::error::{Error, Result};
+use crate::sync::Mutex;
 use cuda_event_sys as sys;
-use parking_lot::Mutex;
 use std::collections::HashSet;
 use std::fmt;
 use std::str::FromStr;

@@ -1,11 +1,12 @@
 //! The event: torch.cuda.Event's semantics, created lazily and exactly once, every flag real.
 
+pub(crate) mod capture_checks;
 pub(crate) mod handle;
 pub(crate) mod ipc;
+mod last_record;
 pub(crate) mod pool;
 mod publish_once;
 pub(crate) mod reactor;
-pub(crate) mod record_gate;
 
 use crate::context::{Context, ContextInstance, MadeIn};
 use crate::device::current_device;
@@ -13,25 +14,23 @@ use crate::driver::{CUresult, Driver, Entry, driver};
 use crate::error::{Error, Result};
 use crate::event::handle::{EventHandle, query_handle, query_raw};
 use crate::event::ipc::{Exporter, IpcEventHandle};
+use crate::event::last_record::{LastRecord, LastRecordWord};
 use crate::event::publish_once::PublishOnce;
 use crate::event::reactor::{QueryTarget, WaitCell};
-use crate::event::record_gate::{LastRecord, Read, RecordGate, RecordInto};
 use crate::stream::{Stream, StreamId};
+use crate::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use crate::sync::{Mutex, MutexGuard};
 use cuda_event_sys as sys;
-use parking_lot::Mutex;
 use std::fmt;
 use std::mem::ManuallyDrop;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
-use std::task::Waker;
 
 /// A CUDA event, with the semantics of PyTorch's `torch.cuda.Event`.
 ///
 /// Building one makes no CUDA call: the CUDA event is created on the first [`record`](Self::record)
 /// (on the stream's device) or [`ipc_handle`](Self::ipc_handle) (on the current device), exactly
-/// once even when threads race, and after that `record`, `wait`, `query`, `synchronize` and
-/// `elapsed_time` take no lock. A first record that fails leaves the event as if it had never been
-/// created.
+/// once even when threads race (a first record takes a lock; later calls take none). A first
+/// record that fails leaves the event as if it had never been created.
 ///
 /// `Send + Sync`, every method `&self`: share it between threads by reference or in an `Arc`.
 ///
@@ -75,9 +74,11 @@ use std::task::Waker;
 ///
 /// # Recorded into a graph capture
 /// A plain (not [`external`](EventBuilder::external)) record on a stream being captured does not
-/// record the event now: CUDA keeps it as a dependency of the capture. Reading such an event crashes
-/// CUDA when the read overlaps the record or the capture's end on another thread, and a query while
-/// the capture is open breaks the capture. So until the event is recorded again outside a capture:
+/// record the event now: CUDA keeps it as a dependency of the capture. Reading a CUDA event whose
+/// record a capture holds crashes CUDA when the read overlaps that record or the capture's end on
+/// another thread, and a query while the capture is open breaks the capture. So such a record goes
+/// to a second CUDA event of the same flags, which no other thread reads, and until the event is
+/// recorded again outside a capture:
 /// - [`query`](Self::query), [`synchronize`](Self::synchronize),
 ///   [`elapsed_time`](Self::elapsed_time) and [`completion`](Self::completion) return
 ///   `Error::Cuda` with `CUDA_ERROR_CAPTURED_EVENT` (907), CUDA's own answer during the capture,
@@ -85,15 +86,26 @@ use std::task::Waker;
 /// - [`wait`](Self::wait) on the thread that made that record forks the capture into the waiting
 ///   stream (CUDA's multi-stream capture); on another thread it returns the same error.
 ///
-/// No read that reaches CUDA runs beside a record of the event into a capture: reads wait for such
-/// a record, and it waits for the reads in flight (for a synchronize or a stream wait, which may be
-/// blocked in CUDA, at most 20 ms). Knowing whether a record goes into a capture costs each record
-/// one `cuStreamIsCapturing` call. The event's CUDA event is not reused after such a record.
+/// Reads and records take no lock and never wait for each other: every read is of the event that
+/// no capture holds. Knowing whether a record goes into a capture costs each record one
+/// `cuStreamIsCapturing` call (see [`set_capture_checks`](crate::set_capture_checks)). The second
+/// CUDA event is kept until its device's context ends (a capture may still hold it when the
+/// `Event` drops) and counts in [`cuda_events_alive`](crate::cuda_events_alive): one per `Event`
+/// ever recorded into a capture. An [`interprocess`](EventBuilder::interprocess) event is not
+/// recorded into a capture ([`Error::CapturedInterprocessEvent`]): its importers could never see
+/// that record.
+///
+/// A capture that another thread begins on a stream while this thread records on it is outside
+/// these guarantees: CUDA may crash (see `Stream::launch_host_fn`). So is a record of
+/// [`as_raw`](Self::as_raw)'s handle into a capture made by other code.
 pub struct Event {
     options: EventBuilder,
+    /// The published CUDA event: every read and every record outside a capture.
     created: PublishOnce<EventHandle>,
-    /// Taken to create the CUDA event, so that one thread creates it (a first record that takes one
-    /// from the pool creates nothing and takes no lock).
+    /// The CUDA event that records into captures take (see `last_record`), made at the first.
+    captured: PublishOnce<EventHandle>,
+    /// Taken by a first record and to create either CUDA event, so that one thread creates it and
+    /// the first record is published before any other (no first record can lose a race).
     creating: Mutex<()>,
     recorded: AtomicBool,
     /// Who else may use the handle after this `Event` drops ([`Escape`] as a number): decides
@@ -114,17 +126,16 @@ pub struct Event {
     /// When it was last recorded ([`record_stamp`]), so that the futures of events recorded on one
     /// stream are checked in record order, whatever order they are polled in.
     last_record: AtomicU64,
-    /// Keeps records out of the way of queries, waits and synchronizes on other threads, which
-    /// CUDA can crash in when the record goes into a graph capture.
-    gate: RecordGate,
+    /// Which CUDA event holds the last record (see `last_record`).
+    last: LastRecordWord,
 }
 
 // SAFETY: the CUDA event handle may be used from any thread (CUDA's API is thread safe); the rest of
 // the state is in OnceLock, PublishOnce, Mutex and atomics.
 unsafe impl Send for Event {}
-// SAFETY: as for Send: every method takes &self, creation is serialized by `creating`, the CUDA event
-// is published once through a PublishOnce (a thread that loses that race gives its own back to the
-// pool), and every later read is of immutable data or atomics.
+// SAFETY: as for Send: every method takes &self, creation and first records are serialized by
+// `creating`, each CUDA event is published once through a PublishOnce, and every later read is of
+// immutable data or atomics.
 unsafe impl Sync for Event {}
 
 /// The options of an [`Event`], torch's keyword arguments; all off by default, as in torch.
@@ -229,6 +240,7 @@ impl Event {
         Event {
             options,
             created: PublishOnce::new(),
+            captured: PublishOnce::new(),
             creating: Mutex::new(()),
             recorded: AtomicBool::new(false),
             escaped: AtomicU8::new(Escape::No as u8),
@@ -238,7 +250,7 @@ impl Event {
             watched: AtomicBool::new(false),
             last_stream: AtomicU64::new(0),
             last_record: AtomicU64::new(0),
-            gate: RecordGate::new(),
+            last: LastRecordWord::new(),
         }
     }
 
@@ -263,106 +275,77 @@ impl Event {
     #[doc(alias = "cuEventRecord")]
     #[doc(alias = "cudaEventRecordWithFlags")]
     pub fn record(&self, stream: &Stream) -> Result<()> {
+        self.record_as(stream).map(drop)
+    }
+
+    /// [`record`](Self::record), telling how the record was made.
+    #[inline]
+    pub(crate) fn record_as(&self, stream: &Stream) -> Result<Recorded> {
         let d = driver("Event::record")?;
-        match self.created.get() {
-            Some(handle) => drop(self.record_handle(d, handle, stream, None)?),
+        let recorded = match self.created.get() {
+            Some(handle) => self.record_handle(d, handle, stream, None, None)?,
             None => self.record_first(d, stream)?,
-        }
+        };
         if !self.recorded.load(Ordering::Relaxed) {
             self.recorded.store(true, Ordering::Relaxed);
         }
-        // Written only when it changes: records from many threads on one stream share the line.
-        let stream_id = StreamId::to_word(stream.id());
-        if self.last_stream.load(Ordering::Relaxed) != stream_id {
-            self.last_stream.store(stream_id, Ordering::Relaxed);
+        if let Recorded::Now = recorded {
+            // The published event's record: the futures' lane and order (see the reactor).
+            // Written only when it changes: records from many threads on one stream share the line.
+            let stream_id = StreamId::to_word(stream.id());
+            if self.last_stream.load(Ordering::Relaxed) != stream_id {
+                self.last_stream.store(stream_id, Ordering::Relaxed);
+            }
+            self.last_record.store(record_stamp(), Ordering::Relaxed);
         }
-        self.last_record.store(record_stamp(), Ordering::Relaxed);
-        Ok(())
+        Ok(recorded)
     }
 
-    /// The first record: takes a CUDA event from this thread's pool or creates one, records it,
-    /// and only then makes it this event's, so that a failed first record leaves the event as if
-    /// never created (and a pooled CUDA event's old capture never becomes this event's).
-    ///
-    /// Creating takes the `creating` lock, so that racing threads create one CUDA event. A pooled
-    /// one needs no lock (nothing is created): the first thread to publish wins, and the others
-    /// give theirs back and record again on the winner's (as if their record came just after).
+    /// The first record, under the `creating` lock: takes a CUDA event from this thread's pool or
+    /// creates one, records it, and only then publishes it, so that a failed first record leaves
+    /// the event as if never created (and a pooled CUDA event's old record never becomes this
+    /// event's), and no other thread's record, of either CUDA event, runs before the publish.
     ///
     /// Not `#[cold]`: a new event's first record is a hot path (the pool makes it cost about a
     /// record), and a cold function gets little inlined into it.
     #[inline(never)]
-    fn record_first(&self, d: &Driver, stream: &Stream) -> Result<()> {
+    fn record_first(&self, d: &Driver, stream: &Stream) -> Result<Recorded> {
+        let creating = self.creating.lock();
+        if let Some(handle) = self.created.get() {
+            // Another thread's first record came first.
+            return self.record_handle(d, handle, stream, None, Some(&creating));
+        }
         let flags = self.options.cuda_flags();
         // The stream's check first: a pooled event made in the instance the stream is alive in
         // needs no check of its own (one driver call in all, as for any record).
         let stream_alive = stream.made_in().ensure_alive(d, None)?;
-        let Some(pooled) = pool::take(d, stream.device(), flags, stream_alive) else {
-            return self.create_and_record(d, stream);
+        let handle = match pool::take(d, stream.device(), flags, stream_alive) {
+            Some(pooled) => pooled,
+            None => EventHandle::create(d, stream.device(), flags)?,
         };
-        match self.record_handle(d, &pooled, stream, pooled.instance()) {
-            Ok(recorded) => self.publish_recorded(d, pooled, recorded, stream),
+        let known_alive = handle.instance();
+        match self.record_handle(d, &handle, stream, known_alive, Some(&creating)) {
+            Ok(recorded) => {
+                self.publish(handle);
+                Ok(recorded)
+            }
             Err(e) => {
-                give_back_after_a_failed_record(stream, flags, pooled);
+                give_back_after_a_failed_record(stream, flags, handle);
                 Err(e)
             }
         }
     }
 
-    /// The first record with a new CUDA event, under the `creating` lock.
-    #[cold]
-    fn create_and_record(&self, d: &Driver, stream: &Stream) -> Result<()> {
-        let _creating = self.creating.lock();
-        if let Some(handle) = self.created.get() {
-            return self.record_handle(d, handle, stream, None).map(drop);
-        }
-        let flags = self.options.cuda_flags();
-        let handle = EventHandle::create(d, stream.device(), flags)?;
-        // Just made: only the stream is left to check.
-        let recorded = match self.record_handle(d, &handle, stream, handle.instance()) {
-            Ok(recorded) => recorded,
-            Err(e) => {
-                give_back_after_a_failed_record(stream, flags, handle);
-                return Err(e);
-            }
-        };
-        #[cfg(test)]
-        tests::before_publish();
-        // A first record with a pooled event takes no lock: it may have published meanwhile.
-        self.publish_recorded(d, handle, recorded, stream)
-    }
-
-    /// Publishes `handle`, just recorded on `stream` (`recorded` says how). If another thread
-    /// published first, the record is made again on the winner's, as if it came just after the
-    /// winner's, so that a record that returns `Ok` is never lost; `handle` goes back to the pool,
-    /// unless its record became a node of a graph being captured: every launch of that graph
-    /// records it again, so it is retired, as the event's own would be.
-    fn publish_recorded(
-        &self,
-        d: &Driver,
-        handle: EventHandle,
-        recorded: Recorded,
-        stream: &Stream,
-    ) -> Result<()> {
-        match self.created.set(handle) {
-            Ok(_) => Ok(()),
-            Err((ours, winner)) => {
-                match recorded {
-                    Recorded::IntoGraph => ours.retire(),
-                    // Its record belongs to a capture that may still be open: never reused.
-                    Recorded::Swallowed => ours.destroy(),
-                    Recorded::Now => pool::give_or_destroy(self.options.cuda_flags(), ours),
-                }
-                self.record_handle(d, winner, stream, None).map(drop)
-            }
-        }
-    }
-
+    /// Records on `stream`: `handle` (the published CUDA event, or the one a first record is about
+    /// to publish) outside a capture or as an external node, the captured CUDA event into a
+    /// capture. `creating`: the caller holds the `creating` lock.
     fn record_handle(
         &self,
         d: &Driver,
         handle: &EventHandle,
         stream: &Stream,
         known_alive: Option<ContextInstance>,
+        creating: Option<&MutexGuard<'_, ()>>,
     ) -> Result<Recorded> {
         if handle.device() != stream.device() {
             return Err(Error::DeviceMismatch {
@@ -373,43 +356,84 @@ impl Event {
         MadeIn::ensure_both_alive(d, handle.made_in(), stream.made_in(), known_alive)?;
         stream.in_context(d, || {
             let (raw, s) = (handle.raw, stream.as_raw());
-            // Asked at every record: what later reads may do depends on it (see `RecordGate`).
-            let into = match stream.is_capturing_with(d)? {
-                false => RecordInto::Stream,
-                true if self.options.external => RecordInto::GraphNode,
-                true => RecordInto::Capture,
-            };
-            let mut ended = Vec::new();
-            let recorded = self.gate.record(into, || {
-                if into != RecordInto::Stream {
-                    // Under the gate's hold, so that no future starts waiting unseen meanwhile.
-                    ended = self.end_waits_before_a_captured_record(d);
-                }
-                if into == RecordInto::GraphNode {
-                    d.event_record_with_flags.call(|f| {
-                        // SAFETY: a live event and stream of one device; the flag is a record flag.
-                        unsafe { f(raw, s, sys::cudaEventRecordExternal) }
-                    })?;
-                    // The graph records this handle at every launch.
-                    self.escape(Escape::ToGraph);
-                    return Ok(Recorded::IntoGraph);
-                }
+            if !capture_checks::on() || !stream.is_capturing_with(d)? {
                 // SAFETY: a live event and stream of one device (checked above).
                 d.event_record.call(|f| unsafe { f(raw, s) })?;
-                Ok(match into {
-                    RecordInto::Capture => Recorded::Swallowed,
-                    _ => Recorded::Now,
-                })
-            });
-            // Woken after the hold: a woken task may poll a new future of this event at once.
-            ended.into_iter().for_each(|waker| reactor::wake(Some(waker)));
-            recorded
+                self.last.made_on_a_stream();
+                return Ok(Recorded::Now);
+            }
+            if self.options.external {
+                d.event_record_with_flags.call(|f| {
+                    // SAFETY: a live event and stream of one device; the flag is a record flag.
+                    unsafe { f(raw, s, sys::cudaEventRecordExternal) }
+                })?;
+                // The graph records this handle at every launch.
+                self.escape(Escape::ToGraph);
+                return Ok(Recorded::IntoGraph);
+            }
+            self.record_captured(d, stream, creating)
         })
     }
 
-    /// Makes `handle` this event's unless another thread published first (a first record with a
-    /// pooled event publishes without the `creating` lock); then `handle` goes back to the pool.
-    /// Returns the event's handle, whichever it is.
+    /// A plain record into a capture of `stream`: made on the captured CUDA event (see
+    /// `last_record`), created at the first.
+    #[cold]
+    fn record_captured(
+        &self,
+        d: &Driver,
+        stream: &Stream,
+        creating: Option<&MutexGuard<'_, ()>>,
+    ) -> Result<Recorded> {
+        if self.options.interprocess {
+            return Err(Error::CapturedInterprocessEvent);
+        }
+        let captured = match self.captured.get() {
+            Some(captured) => captured,
+            None => self.create_captured(d, stream, creating)?,
+        };
+        if captured.device() != stream.device() {
+            return Err(Error::DeviceMismatch {
+                event: captured.device(),
+                stream: stream.device(),
+            });
+        }
+        captured.made_in().ensure_alive(d, None)?;
+        // SAFETY: a live event and stream of one device (checked above).
+        d.event_record
+            .call(|f| unsafe { f(captured.raw, stream.as_raw()) })?;
+        self.last.swallowed_here();
+        Ok(Recorded::Swallowed)
+    }
+
+    /// The captured CUDA event, made (or taken from this thread's pool) under the `creating` lock.
+    #[cold]
+    fn create_captured(
+        &self,
+        d: &Driver,
+        stream: &Stream,
+        creating: Option<&MutexGuard<'_, ()>>,
+    ) -> Result<&EventHandle> {
+        let _creating = creating.is_none().then(|| self.creating.lock());
+        if let Some(captured) = self.captured.get() {
+            return Ok(captured);
+        }
+        let flags = self.options.cuda_flags();
+        let handle = match pool::take(d, stream.device(), flags, None) {
+            Some(pooled) => pooled,
+            None => EventHandle::create(d, stream.device(), flags)?,
+        };
+        Ok(match self.captured.set(handle) {
+            Ok(handle) => handle,
+            // Not reached: set only here, under the lock.
+            Err((ours, winner)) => {
+                pool::give_or_destroy(flags, ours);
+                winner
+            }
+        })
+    }
+
+    /// Makes `handle` this event's. Every caller holds the `creating` lock or owns the only
+    /// reference to the event, so the publish cannot lose; should it, `handle` goes back to the pool.
     fn publish(&self, handle: EventHandle) -> &EventHandle {
         match self.created.set(handle) {
             Ok(handle) => handle,
@@ -435,17 +459,21 @@ impl Event {
             return Ok(());
         };
         let d = driver("Event::wait")?;
-        MadeIn::ensure_both_alive(d, handle.made_in(), stream.made_in(), None)?;
-        self.gate.read(Read::MayBlock, |last| match last {
-            LastRecord::Plain => self.wait_handle(d, handle, stream, true),
+        let (handle, check_exporter) = match self.last.get() {
+            LastRecord::Plain => (handle, true),
             // On the thread that recorded it into the capture, a wait forks the capture into
-            // `stream` (and asks nothing else of the event: a query would break the capture); from
-            // another thread it could overlap the capture's end (see `RecordGate`).
-            LastRecord::Swallowed { here: true } => self.wait_handle(d, handle, stream, false),
+            // `stream`, on the captured CUDA event (and asks nothing else of it: a query would
+            // break the capture); from another thread it could overlap the capture's end.
+            LastRecord::Swallowed { here: true } => match self.captured.get() {
+                Some(captured) => (captured, false),
+                None => return Err(d.stream_wait_event.error(CUresult::CUDA_ERROR_CAPTURED_EVENT)),
+            },
             LastRecord::Swallowed { here: false } => {
-                Err(d.stream_wait_event.error(CUresult::CUDA_ERROR_CAPTURED_EVENT))
+                return Err(d.stream_wait_event.error(CUresult::CUDA_ERROR_CAPTURED_EVENT));
             }
-        })
+        };
+        MadeIn::ensure_both_alive(d, handle.made_in(), stream.made_in(), None)?;
+        self.wait_handle(d, handle, stream, check_exporter)
     }
 
     /// The stream wait; `check_exporter`: first ask whether an imported event's exporter is gone.
@@ -498,25 +526,19 @@ impl Event {
             return Ok(true);
         };
         let d = driver("Event::query")?;
-        self.read_unless_swallowed(&d.event_query, Read::Short, || {
-            query_handle(d, handle.raw, handle.made_in(), self.exporter)
-        })
+        self.refuse_if_swallowed(&d.event_query)?;
+        query_handle(d, handle.raw, handle.made_in(), self.exporter)
     }
 
-    /// Runs `read`, a call that reads the CUDA event's state (`call`, or a future's first query),
-    /// never beside a record of the event; if its last record was swallowed by a graph capture,
-    /// refuses instead with the error CUDA gives `call` for such an event during the capture, with
-    /// no CUDA call (see [`RecordGate`]).
-    pub(crate) fn read_unless_swallowed<F: Copy, T>(
-        &self,
-        call: &Entry<F>,
-        kind: Read,
-        read: impl FnOnce() -> Result<T>,
-    ) -> Result<T> {
-        self.gate.read(kind, |last| match last {
+    /// Refuses a read (of `call`) when the event's last record was swallowed by a graph capture,
+    /// with the error CUDA gives `call` for such an event during the capture, and no CUDA call
+    /// (see "Recorded into a graph capture"). One load.
+    #[inline]
+    pub(crate) fn refuse_if_swallowed<F: Copy>(&self, call: &Entry<F>) -> Result<()> {
+        match self.last.get() {
+            LastRecord::Plain => Ok(()),
             LastRecord::Swallowed { .. } => Err(call.error(CUresult::CUDA_ERROR_CAPTURED_EVENT)),
-            LastRecord::Plain => read(),
-        })
+        }
     }
 
     /// What [`query`](Self::query) asks about, for a future; None before creation.
@@ -553,34 +575,8 @@ impl Event {
         watchers.push(Arc::downgrade(cell));
     }
 
-    /// Before a record into a stream that is being captured, with the record gate held: the
-    /// futures waiting on this event end first, since the reactor's query of an event recorded in
-    /// an open capture invalidates that capture (in any capture mode, from any thread), and a query
-    /// as the capture ends may crash inside the driver. They end with the error CUDA gives a query
-    /// of such an event, and no reactor query is in flight when this returns (a future that starts
-    /// waiting later finds the record swallowed at its first poll). Returns their wakers, to wake
-    /// once the gate is released. The CUDA event is not pooled after (its last record is a
-    /// capture's), but destroyed when the event drops.
-    #[cold]
-    fn end_waits_before_a_captured_record(&self, d: &Driver) -> Vec<Waker> {
-        let cells: Vec<Arc<WaitCell>> = match self.watched.load(Ordering::Relaxed) {
-            true => self
-                .watchers
-                .lock()
-                .drain(..)
-                .filter_map(|cell| cell.upgrade())
-                .collect(),
-            false => Vec::new(),
-        };
-        self.escape(Escape::ToCaller);
-        let error = || d.event_query.error(CUresult::CUDA_ERROR_CAPTURED_EVENT);
-        cells
-            .iter()
-            .filter_map(|cell| cell.end_unwoken(Err(error())))
-            .collect()
-    }
-
-    /// Its last record may have been swallowed by a graph capture: its CUDA event is never reused.
+    /// Its published CUDA event's last record may have been swallowed by a capture that another
+    /// thread began around it: never reused.
     pub(crate) fn may_be_in_a_graph(&self) {
         self.escape(Escape::ToGraph);
     }
@@ -608,17 +604,19 @@ impl Event {
         if let Some(exporter) = self.exporter {
             return self.synchronize_imported(d, handle.raw, exporter);
         }
-        self.read_unless_swallowed(&d.event_synchronize, Read::MayBlock, || {
-            // SAFETY: a live event.
-            d.event_synchronize.call(|f| unsafe { f(handle.raw) })
-        })
+        self.refuse_if_swallowed(&d.event_synchronize)?;
+        // SAFETY: a live event.
+        d.event_synchronize.call(|f| unsafe { f(handle.raw) })
     }
 
     /// Waits for an imported event by polling, so that the exporter's death is noticed: CUDA's own wait
     /// never returns if the exporter dies with the work pending (measured). Sleeps of 10 us doubling
     /// up to 1 ms: little CPU, and the wake-up comes at most about 1 ms after completion.
     fn synchronize_imported(&self, d: &Driver, raw: sys::cudaEvent_t, exporter: Exporter) -> Result<()> {
-        let query = || self.read_unless_swallowed(&d.event_query, Read::Short, || query_raw(d, raw));
+        let query = || {
+            self.refuse_if_swallowed(&d.event_query)?;
+            query_raw(d, raw)
+        };
         let mut pause = std::time::Duration::from_micros(10);
         loop {
             if query()? {
@@ -631,7 +629,7 @@ impl Event {
                     false => Err(Error::ExporterGone { pid: exporter.pid }),
                 };
             }
-            std::thread::sleep(pause);
+            crate::sync::thread::sleep(pause);
             pause = (pause * 2).min(std::time::Duration::from_millis(1));
         }
     }
@@ -656,10 +654,9 @@ impl Event {
         };
         let d = driver("Event::elapsed_time")?;
         MadeIn::ensure_both_alive(d, start_event.made_in(), end_event.made_in(), None)?;
-        self.gate.read_both(&end.gate, |start, end| match (start, end) {
-            (LastRecord::Plain, LastRecord::Plain) => elapsed_between(d, start_event, end_event),
-            _ => Err(d.event_elapsed_time.error(CUresult::CUDA_ERROR_CAPTURED_EVENT)),
-        })
+        self.refuse_if_swallowed(&d.event_elapsed_time)?;
+        end.refuse_if_swallowed(&d.event_elapsed_time)?;
+        elapsed_between(d, start_event, end_event)
     }
 
     /// The handle another process opens this event with ([`Event::from_ipc_handle`]). Creates the
@@ -761,7 +758,9 @@ impl Event {
 
     /// The raw handle, for C or other CUDA libraries; `None` before it is created. It stays owned
     /// by this `Event`: don't destroy it, and don't use it after the `Event` drops. Handing it out
-    /// keeps this event's CUDA event out of the reuse pool (see "Reuse" above).
+    /// keeps this event's CUDA event out of the reuse pool (see "Reuse" above). Don't record it
+    /// into a stream capture: the crate reads it from any thread, and CUDA can crash when such a
+    /// read overlaps a record into a capture or the capture's end (record the `Event` instead).
     pub fn as_raw(&self) -> Option<sys::cudaEvent_t> {
         let handle = self.created.get()?;
         self.escape(Escape::ToCaller);
@@ -774,7 +773,8 @@ impl Event {
     ///
     /// # Safety
     /// `raw` is a live event of `device`'s primary context, created with flags matching `options`,
-    /// that nothing else destroys or uses after the returned `Event` drops.
+    /// that nothing else destroys or uses after the returned `Event` drops, and that no other
+    /// code records into a stream capture while the `Event` may read it (see `as_raw`).
     pub unsafe fn from_raw(raw: sys::cudaEvent_t, device: i32, options: EventBuilder) -> Event {
         // The context instance it lives in, so that Drop after a device reset does not destroy it
         // again; without a driver there is no instance to read, and then nothing else either.
@@ -799,6 +799,9 @@ impl Event {
         }
         // A leaked future must not go on querying a handle its new owner may destroy.
         this.unwatch();
+        if let Some(captured) = this.captured.take() {
+            captured.retire(); // as in Drop
+        }
         let raw = this.created.take().map(EventHandle::release);
         if let Some(handle) = this.ipc.get() {
             ipc::forget_exported(handle);
@@ -860,11 +863,12 @@ fn record_stamp() -> u64 {
 }
 
 /// How a record was made.
-#[derive(Clone, Copy)]
-enum Recorded {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Recorded {
     /// On the stream, now.
     Now,
-    /// As a plain record into a stream being captured: swallowed by the capture.
+    /// As a plain record into a stream being captured: swallowed by the capture (made on the
+    /// captured CUDA event).
     Swallowed,
     /// As an external record node of a graph being captured.
     IntoGraph,
@@ -934,6 +938,11 @@ impl Drop for Event {
         if crate::fork::in_forked_child() {
             return; // the parent owns the CUDA event; the child takes no lock (see `fork`)
         }
+        if let Some(captured) = self.captured.take() {
+            // A capture that is still open may hold it; CUDA may give a destroyed event's handle
+            // to the next one created.
+            captured.retire();
+        }
         let Some(handle) = self.created.take() else {
             return;
         };
@@ -964,12 +973,10 @@ impl fmt::Debug for Event {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(cuda_event_model)))]
 mod tests {
     use super::Event;
     use crate::stream::Stream;
-    use std::cell::Cell;
-    use std::sync::mpsc::channel;
 
     /// The handles this process exported are remembered (to refuse importing them here) only
     /// while their events live; `into_raw` gives the event up and forgets its handle too.
@@ -1005,60 +1012,5 @@ mod tests {
         // SAFETY: into_raw gave the event up; destroyed once here.
         let code = unsafe { crate::sys::cudaEventDestroy(raw) };
         assert_eq!(code, crate::sys::cudaError::cudaSuccess);
-    }
-
-    thread_local! {
-        /// Run by this thread's next `create_and_record` between its record and its publish.
-        static BEFORE_PUBLISH: Cell<Option<Box<dyn FnOnce()>>> = const { Cell::new(None) };
-    }
-
-    pub(super) fn before_publish() {
-        if let Some(hook) = BEFORE_PUBLISH.take() {
-            hook();
-        }
-    }
-
-    /// Thread A finds its pool empty and creates a CUDA event; while it is between its record and
-    /// its publish, thread B first-records the same `Event` with a pooled one (no lock) and
-    /// publishes first. A's record must not be lost: it is made again on B's CUDA event, so the
-    /// event ends up capturing A's stream, which a host function holds.
-    #[test]
-    #[ignore = "needs a CUDA GPU"]
-    fn a_creating_first_record_that_loses_the_publish_race_is_recorded_on_the_winner() {
-        let event = Event::new();
-        let held = Stream::new(0).unwrap();
-        let free = Stream::new(0).unwrap();
-        let (release, hold) = channel::<()>();
-        held.launch_host_fn(move || {
-            let _ = hold.recv();
-        })
-        .unwrap();
-        let (go_b, b_goes) = channel::<()>();
-        let (b_done, b_finished) = channel::<()>();
-        let (event_ref, held_ref, free_ref) = (&event, &held, &free);
-        std::thread::scope(|s| {
-            s.spawn(move || {
-                // Primes this thread's pool with a CUDA event of the default flags on device 0.
-                drop(free_ref.record_event().unwrap());
-                b_goes.recv().unwrap();
-                event_ref.record(free_ref).unwrap();
-                b_done.send(()).unwrap();
-            });
-            s.spawn(move || {
-                // A new thread: its pool is empty, so its first record creates.
-                BEFORE_PUBLISH.set(Some(Box::new(move || {
-                    go_b.send(()).unwrap();
-                    b_finished.recv().unwrap();
-                })));
-                event_ref.record(held_ref).unwrap();
-            });
-        });
-        assert!(
-            !event.query().unwrap(),
-            "A's record came last and its stream is held: the event must be pending"
-        );
-        release.send(()).unwrap();
-        event.synchronize().unwrap();
-        assert!(event.query().unwrap());
     }
 }

@@ -18,8 +18,8 @@
 use crate::context::ContextInstance;
 use crate::driver::Driver;
 use crate::event::handle::EventHandle;
+use crate::sync::atomic::{AtomicBool, Ordering};
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 /// How many CUDA events one thread keeps per (device, flags) for reuse.
 pub const POOL_PER_THREAD: usize = 32;
@@ -52,7 +52,7 @@ struct ThreadPool {
     lists: Vec<((i32, u32), Vec<EventHandle>)>,
 }
 
-thread_local! {
+crate::sync::thread_local! {
     // A const initializer: no lazy-initialization check on each take and give (the hot path of a
     // new event).
     static POOL: RefCell<ThreadPool> = const { RefCell::new(ThreadPool { lists: Vec::new() }) };

@@ -2,9 +2,9 @@
 //! `OnceLock::set` does, with one atomic read-modify-write instead of two (an event's first record
 //! is on the hot path of a new event, and is measured against a plain record).
 
+use crate::sync::atomic::{AtomicU8, Ordering};
 use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
-use std::sync::atomic::{AtomicU8, Ordering};
 
 const EMPTY: u8 = 0;
 /// A thread won the race and is writing the value (a move: it cannot block or fail).
@@ -111,7 +111,7 @@ mod tests {
         for _ in 0..200 {
             let cell = PublishOnce::new();
             let token = Arc::new(());
-            let seen: Vec<usize> = std::thread::scope(|s| {
+            let seen: Vec<usize> = crate::sync::thread::scope(|s| {
                 let threads: Vec<_> = (0..8)
                     .map(|i| {
                         let (cell, token) = (&cell, token.clone());

@@ -9,11 +9,11 @@
 use crate::driver::{Driver, driver};
 use crate::error::{Error, Result};
 use crate::stream::Stream;
-use parking_lot::Mutex;
+use crate::sync::Mutex;
+use crate::sync::atomic::{AtomicUsize, Ordering};
 use std::collections::BTreeMap;
 use std::ffi::c_void;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 type Callback = Box<dyn FnOnce() + Send + 'static>;
 

@@ -4,13 +4,13 @@
 mod host_fn;
 
 use crate::context::{Context, ContextInstance, MadeIn};
-use crate::driver::{Driver, driver};
+use crate::driver::{Driver, driver, runtime};
 use crate::error::{Error, Result, check_runtime};
+use crate::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::thread::ThreadId;
 use cuda_event_sys as sys;
 use std::fmt;
 use std::num::NonZeroU64;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::thread::ThreadId;
 
 /// A CUDA stream and the device it belongs to: one the crate made ([`new`](Self::new),
 /// [`with_options`](Self::with_options); destroyed on drop), a device's default stream
@@ -139,7 +139,7 @@ impl Stream {
         // no other context is made and the current device is left alone.
         // SAFETY: writes the new stream through a live local, in the device's context made current above.
         check_runtime("cudaStreamCreateWithPriority", unsafe {
-            sys::cudaStreamCreateWithPriority(&mut raw, flags, options.priority)
+            runtime::cudaStreamCreateWithPriority(&mut raw, flags, options.priority)
         })?;
         Ok(Stream {
             raw,
@@ -170,7 +170,7 @@ impl Stream {
     }
 
     fn default_stream(operation: &'static str, device: i32, raw: sys::cudaStream_t) -> Result<Stream> {
-        let thread = (raw == sys::cudaStreamPerThread).then(|| std::thread::current().id());
+        let thread = (raw == sys::cudaStreamPerThread).then(|| crate::sync::thread::current().id());
         Ok(Stream {
             raw,
             device,
@@ -300,7 +300,7 @@ impl Stream {
         match &self.kind {
             Kind::Owned(_) => call(),
             Kind::Default { context, thread } => {
-                if thread.is_some_and(|thread| thread != std::thread::current().id()) {
+                if thread.is_some_and(|thread| thread != crate::sync::thread::current().id()) {
                     return Err(Error::PerThreadStreamOfAnotherThread);
                 }
                 let _current = context.enter(d)?;

@@ -307,7 +307,7 @@ mod tests {
         let gpu = GpuTime::on_device(0).unwrap();
         let gap = Duration::from_millis(5);
         let sleep = |_: &Stream| {
-            std::thread::sleep(gap);
+            crate::sync::thread::sleep(gap);
             Ok::<(), Error>(())
         };
         let batch = gpu.time_iters(4, sleep).unwrap();
@@ -316,7 +316,7 @@ mod tests {
             "{batch:?}"
         );
         let timer = gpu.start();
-        std::thread::sleep(gap);
+        crate::sync::thread::sleep(gap);
         let sample = gpu.end(timer);
         assert!(
             sample >= gap * 9 / 10 && sample < Duration::from_secs(1),

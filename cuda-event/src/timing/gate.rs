@@ -11,10 +11,10 @@
 use crate::driver::Driver;
 use crate::error::Result;
 use crate::stream::Stream;
+use crate::sync::atomic::{AtomicU32, Ordering};
+use crate::sync::{Condvar, Mutex};
 use crate::timing::scratch_memory::MappedWord;
 use cuda_event_sys as sys;
-use parking_lot::{Condvar, Mutex};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 /// A gate on a word that outlives it: the word is kept across measurements (see the
@@ -115,7 +115,7 @@ impl<'g> Watchdog<'g> {
     /// scope waiting for the watchdog's thread forever.
     pub(crate) fn run_in<'scope, 'env>(
         &'env self,
-        scope: &'scope std::thread::Scope<'scope, 'env>,
+        scope: &'scope crate::sync::thread::Scope<'scope, 'env>,
     ) -> Running<'env, 'g> {
         scope.spawn(|| self.run());
         Running(self)
@@ -175,7 +175,7 @@ impl Drop for Running<'_, '_> {
 #[cfg(test)]
 mod tests {
     use super::{Held, Watchdog};
-    use std::sync::atomic::{AtomicU32, Ordering};
+    use crate::sync::atomic::{AtomicU32, Ordering};
     use std::time::Duration;
 
     #[test]
@@ -183,7 +183,7 @@ mod tests {
         let flag = AtomicU32::new(0);
         let watchdog = Watchdog::new(&flag, Watchdog::TIMEOUT);
         let ended = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            std::thread::scope(|scope| {
+            crate::sync::thread::scope(|scope| {
                 let _running = watchdog.run_in(scope);
                 panic!("the measured work panicked");
             })
@@ -195,7 +195,7 @@ mod tests {
     fn a_hold_past_the_timeout_is_opened_and_reported_and_a_short_one_is_not() {
         let flag = AtomicU32::new(0);
         let watchdog = Watchdog::new(&flag, Duration::from_millis(20));
-        std::thread::scope(|scope| {
+        crate::sync::thread::scope(|scope| {
             let _running = watchdog.run_in(scope);
             // The host blocks while queueing: the watchdog opens the gate.
             let held = Held {
@@ -203,7 +203,7 @@ mod tests {
                 generation: 1,
             };
             watchdog.arm(&held);
-            std::thread::sleep(Duration::from_millis(200));
+            crate::sync::thread::sleep(Duration::from_millis(200));
             assert!(watchdog.opened());
             assert_eq!(
                 flag.load(Ordering::Acquire),
@@ -223,7 +223,7 @@ mod tests {
             drop(held);
             assert_eq!(flag.load(Ordering::Acquire), 2);
             // Disarmed: it never writes an old generation later.
-            std::thread::sleep(Duration::from_millis(60));
+            crate::sync::thread::sleep(Duration::from_millis(60));
             assert_eq!(flag.load(Ordering::Acquire), 2);
         });
     }

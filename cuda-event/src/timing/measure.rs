@@ -559,7 +559,7 @@ where
     };
     // From the first flush on, the GPU may use the scratch memory until the stream is drained.
     scratch.in_use(true);
-    std::thread::scope(|scope| {
+    crate::sync::thread::scope(|scope| {
         let _watchdog = watchdog.as_ref().map(|watchdog| watchdog.run_in(scope));
         let _drained = Drained {
             stream,
@@ -779,7 +779,7 @@ where
             }
             if let Some(pause) = pause {
                 // Let the GPU cool down before the next batch, within the time left.
-                std::thread::sleep(pause.min(self.options.timeout.saturating_sub(wall_time)));
+                crate::sync::thread::sleep(pause.min(self.options.timeout.saturating_sub(wall_time)));
             }
         }
     }

@@ -19,13 +19,13 @@
 use crate::context::ContextInstance;
 use crate::driver::Driver;
 use crate::error::Result;
+use crate::sync::Mutex;
+use crate::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use crate::timing::sm_clock::{ClockKernel, ClockStamps, SLOT_BYTES, instance_kernel, unload_unused_kernels};
 use cuda_event_sys as sys;
-use parking_lot::Mutex;
 use std::cell::Cell;
 use std::ffi::c_void;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// Device memory (`cuMemAlloc`). Freed only by [`release_measure_memory`], while idle (see the
 /// module's docs).

@@ -15,11 +15,11 @@ use crate::context::ContextInstance;
 use crate::driver::{CUresult, Driver};
 use crate::error::Result;
 use crate::stream::Stream;
+use crate::sync::Mutex;
+use crate::sync::atomic::{AtomicU64, Ordering};
 use cuda_event_sys as sys;
-use parking_lot::Mutex;
 use std::ffi::{CStr, c_void};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// One thread per block; the block that runs on SM 0 stores the timer and the cycle counter, read

@@ -38,11 +38,11 @@ use crate::driver::{Driver, driver};
 use crate::error::{Error, Result};
 use crate::event::handle::query_handle;
 use crate::event::ipc::Exporter;
+use crate::sync::{Condvar, Lazy, Mutex};
 use cuda_event_sys as sys;
-use parking_lot::{Condvar, Mutex};
 use std::collections::{BTreeMap, HashMap};
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::task::Waker;
 use std::time::{Duration, Instant};
 
@@ -164,6 +164,7 @@ impl WaitCell {
     /// Ends the wait with `result` on the owner's side (unless the reactor finished it first) and,
     /// as [`abandon`](Self::abandon), returns once the target is never queried again. Returns the
     /// waker, for the caller to [`wake`] once it holds nothing a woken task's poll may wait for.
+    #[cfg(test)]
     pub(crate) fn end_unwoken(&self, result: Result<()>) -> Option<Waker> {
         let waker = {
             let mut state = self.state.lock();
@@ -227,11 +228,11 @@ struct Reactor {
 }
 
 fn reactor() -> &'static Reactor {
-    static REACTOR: OnceLock<Reactor> = OnceLock::new();
-    REACTOR.get_or_init(|| Reactor {
+    static REACTOR: Lazy<Reactor> = Lazy::new(|| Reactor {
         inbox: Mutex::new(Inbox::default()),
         changed: Condvar::new(),
-    })
+    });
+    REACTOR.get()
 }
 
 /// Registers a wait on `target`, in `order`'s lane if it has one. The thread finishes `cell` with
@@ -245,7 +246,7 @@ pub(crate) fn register(target: QueryTarget, cell: Arc<WaitCell>, order: Option<O
     let mut inbox = this.inbox.lock();
     if !inbox.running {
         let d = driver("the reactor thread")?;
-        std::thread::Builder::new()
+        crate::sync::thread::Builder::new()
             .name("cuda-event-reactor".into())
             .spawn(move || reactor().run(d))
             .map_err(|e| Error::ReactorUnavailable {
@@ -420,6 +421,14 @@ impl Reactor {
                 inbox.sleeping_until = deadline;
                 match deadline {
                     Some(deadline) => drop(self.changed.wait_until(&mut inbox, deadline)),
+                    // A model execution ends only once every thread has: an idle reactor ends
+                    // there, and the next wait starts it again.
+                    #[cfg(cuda_event_model)]
+                    None => {
+                        inbox.running = false;
+                        return;
+                    }
+                    #[cfg(not(cuda_event_model))]
                     None => self.changed.wait(&mut inbox),
                 }
             }
@@ -643,7 +652,7 @@ fn thread_cpu_time() -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use crate::sync::atomic::{AtomicUsize, Ordering};
     use std::task::Wake;
 
     struct Count(AtomicUsize);
@@ -705,10 +714,10 @@ mod tests {
         let (started, query_started) = std::sync::mpsc::channel();
         let querying = {
             let cell = cell.clone();
-            std::thread::spawn(move || {
+            crate::sync::thread::spawn(move || {
                 cell.while_watched(|| {
                     started.send(()).unwrap();
-                    std::thread::sleep(Duration::from_millis(50));
+                    crate::sync::thread::sleep(Duration::from_millis(50));
                     Instant::now()
                 })
             })

@@ -1,0 +1,481 @@
+//! The crate's concurrency core against the driver model: each test runs in many schedules (see
+//! [`check`]) and fails when the crate makes a call pattern that crashes CUDA or invalidates a
+//! capture it did not make invalid itself. Run by `ci/test model`.
+
+use super::{
+    CaptureMode, begin_capture, check, end_capture, fault, fill, fork_here, hold, relaxed_here, release,
+    reset,
+};
+use crate::sync::thread;
+use crate::{Error, Event, Stream};
+use std::future::Future;
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+
+const CAPTURED: u32 = 907;
+
+fn is_captured(result: &crate::Result<impl std::fmt::Debug>) -> bool {
+    matches!(result, Err(Error::Cuda(e)) if e.code() == CAPTURED)
+}
+
+/// Ok, or CUDA's answer for an event whose last record a capture holds.
+fn ok_or_captured<T: std::fmt::Debug>(what: &str, result: crate::Result<T>) {
+    assert!(result.is_ok() || is_captured(&result), "{what}: {result:?}");
+}
+
+/// Polls `future` until it is ready, letting other threads run between polls.
+fn block_on<F: Future>(future: F) -> F::Output {
+    let mut future = pin!(future);
+    let mut cx = Context::from_waker(Waker::noop());
+    loop {
+        if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
+            return output;
+        }
+        thread::yield_now();
+    }
+}
+
+fn poll_once<F: Future + Unpin>(future: &mut F) -> Poll<F::Output> {
+    std::pin::Pin::new(future).poll(&mut Context::from_waker(Waker::noop()))
+}
+
+fn stream() -> Arc<Stream> {
+    Arc::new(Stream::new(0).expect("a model stream"))
+}
+
+/// One round of a capture on `cap`: begin, record `event` into it, end; the capture must end
+/// valid (no read of ours invalidated it).
+fn captured_round(cap: &Stream, event: &Event, mode: CaptureMode) {
+    begin_capture(cap, mode);
+    event.record(cap).expect("a record into a capture");
+    end_capture(cap).expect("the capture ends valid");
+}
+
+/// R1: two threads make an event's first record at once, one into a capture, and a third reads it.
+/// At 008bce0 the plain record's release could clear the swallowed mark the captured record set,
+/// and the read reached CUDA while the capture was open (invalidated) or as it ended (crash).
+#[test]
+fn first_records_racing_one_into_a_capture_never_let_a_read_reach_the_capture() {
+    check(400, || {
+        let event = Arc::new(Event::new());
+        let (cap, other) = (stream(), stream());
+        let a = {
+            let (event, cap) = (event.clone(), cap.clone());
+            thread::spawn(move || {
+                drop(cap.record_event().unwrap()); // this thread's pool has a CUDA event
+                captured_round(&cap, &event, CaptureMode::ThreadLocal);
+            })
+        };
+        let b = {
+            let (event, other) = (event.clone(), other.clone());
+            thread::spawn(move || {
+                drop(other.record_event().unwrap());
+                event.record(&other).unwrap();
+            })
+        };
+        ok_or_captured("query", event.query());
+        ok_or_captured("synchronize", event.synchronize());
+        a.join().unwrap();
+        b.join().unwrap();
+    });
+}
+
+/// R2: a read never waits for a record on a stream, even one that replaces a swallowed record
+/// and blocks on a full queue (a read held up behind it would deadlock here: the queue gets room
+/// only after the read returns).
+#[test]
+fn a_read_never_waits_for_a_record_blocked_on_a_full_queue() {
+    check(200, || {
+        let event = Arc::new(Event::new());
+        let (cap, full) = (stream(), stream());
+        captured_round(&cap, &event, CaptureMode::Global);
+        fill(&full);
+        let recorder = {
+            let (event, full) = (event.clone(), full.clone());
+            thread::spawn(move || event.record(&full).unwrap())
+        };
+        let reader = {
+            let event = event.clone();
+            thread::spawn(move || {
+                relaxed_here();
+                ok_or_captured("query", event.query())
+            })
+        };
+        reader.join().unwrap();
+        release(&full);
+        recorder.join().unwrap();
+    });
+}
+
+/// R4: records of one event on a stream beside its records into another thread's captures and
+/// those captures' ends (the review's "each worker records the done event" shape).
+#[test]
+fn records_on_a_stream_beside_captured_records_and_capture_ends() {
+    check(300, || {
+        let event = Arc::new(Event::new());
+        let (cap, plain) = (stream(), stream());
+        event.record(&plain).unwrap();
+        let capturer = {
+            let (event, cap) = (event.clone(), cap.clone());
+            thread::spawn(move || {
+                captured_round(&cap, &event, CaptureMode::Global);
+                captured_round(&cap, &event, CaptureMode::ThreadLocal);
+            })
+        };
+        for _ in 0..2 {
+            event.record(&plain).unwrap();
+        }
+        capturer.join().unwrap();
+    });
+}
+
+/// Reads of every kind on other threads beside captured records, forks and joins of the
+/// capture, and its end.
+#[test]
+fn reads_beside_captured_records_forks_and_capture_ends() {
+    check(300, || {
+        let timing = || Event::builder().enable_timing(true).build().unwrap();
+        let (event, start) = (Arc::new(timing()), Arc::new(timing()));
+        let (cap, side, other) = (stream(), stream(), stream());
+        start.record(&other).unwrap();
+        event.record(&other).unwrap();
+        let capturer = {
+            let (event, cap, side) = (event.clone(), cap.clone(), side.clone());
+            thread::spawn(move || {
+                for mode in [CaptureMode::Global, CaptureMode::ThreadLocal] {
+                    begin_capture(&cap, mode);
+                    event.record(&cap).unwrap();
+                    event.wait(&side).unwrap(); // fork: side joins the capture
+                    let joined = Event::new();
+                    joined.record(&side).unwrap();
+                    joined.wait(&cap).unwrap(); // join
+                    end_capture(&cap).expect("the capture ends valid");
+                }
+            })
+        };
+        let readers: Vec<_> = (0..2)
+            .map(|i| {
+                let (event, start, other) = (event.clone(), start.clone(), other.clone());
+                thread::spawn(move || {
+                    relaxed_here();
+                    if i == 0 {
+                        ok_or_captured("query", event.query());
+                        ok_or_captured("wait", event.wait(&other));
+                        ok_or_captured("completion", block_on(event.completion()));
+                    } else {
+                        ok_or_captured("synchronize", event.synchronize());
+                        ok_or_captured("elapsed_time", start.elapsed_time(&event));
+                    }
+                })
+            })
+            .collect();
+        for reader in readers {
+            reader.join().unwrap();
+        }
+        capturer.join().unwrap();
+    });
+}
+
+/// A CUDA event that a capture may still hold is never handed to another `Event` through the
+/// pool: here a new event's first record on the same thread, read by another thread while the
+/// capture ends.
+#[test]
+fn a_captured_cuda_event_is_never_pooled_under_an_open_capture() {
+    check(300, || {
+        let (cap, plain) = (stream(), stream());
+        let (send, receive) = shuttle::sync::mpsc::channel::<Arc<Event>>();
+        let reader = thread::spawn(move || {
+            let event = receive.recv().unwrap();
+            ok_or_captured("query", event.query());
+            ok_or_captured("synchronize", event.synchronize());
+        });
+        begin_capture(&cap, CaptureMode::ThreadLocal);
+        let first = Event::new();
+        first.record(&cap).unwrap(); // a first record into the capture
+        drop(first);
+        let second = Arc::new(Event::new());
+        second.record(&plain).unwrap(); // takes from this thread's pool
+        send.send(second).unwrap();
+        end_capture(&cap).expect("the capture ends valid");
+        reader.join().unwrap();
+    });
+}
+
+/// A future's first poll, and a future already waiting, beside a record of the event into a
+/// capture: neither reaches the capture, and the waiting one resolves to its work's result.
+#[test]
+fn futures_beside_a_captured_record() {
+    check(300, || {
+        let event = Arc::new(Event::new());
+        let (cap, held) = (stream(), stream());
+        hold(&held);
+        event.record(&held).unwrap();
+        let capturer = {
+            let (event, cap) = (event.clone(), cap.clone());
+            thread::spawn(move || captured_round(&cap, &event, CaptureMode::ThreadLocal))
+        };
+        let waiting = {
+            let event = event.clone();
+            thread::spawn(move || {
+                let mut future = event.completion();
+                let _ = poll_once(&mut future); // the first poll, beside the capture
+                block_on(future)
+            })
+        };
+        capturer.join().unwrap();
+        release(&held);
+        ok_or_captured("the waiting future", waiting.join().unwrap());
+    });
+}
+
+/// R6: an external event's record into a capture is a node of the graph; a future waiting on its
+/// last real record still resolves to that record's result.
+#[test]
+fn an_external_record_into_a_capture_leaves_waiting_futures_alone() {
+    check(200, || {
+        let event = Arc::new(Event::builder().external(true).build().unwrap());
+        let (cap, held) = (stream(), stream());
+        hold(&held);
+        event.record(&held).unwrap();
+        let mut future = event.completion();
+        assert!(poll_once(&mut future).is_pending());
+        let capturer = {
+            let (event, cap) = (event.clone(), cap.clone());
+            thread::spawn(move || captured_round(&cap, &event, CaptureMode::Global))
+        };
+        capturer.join().unwrap();
+        release(&held);
+        assert_eq!(block_on(future), Ok(()));
+        assert_eq!(event.query(), Ok(true));
+    });
+}
+
+/// A future dropped while the reactor is about to query its event, and the event's CUDA event
+/// destroyed right after: the reactor never queries a destroyed event.
+#[test]
+fn a_dropped_future_is_never_queried_after_its_event_is_destroyed() {
+    check(300, || {
+        let held = stream();
+        hold(&held);
+        let event = Event::new();
+        event.record(&held).unwrap();
+        let mut future = event.completion();
+        assert!(poll_once(&mut future).is_pending());
+        thread::yield_now();
+        drop(future);
+        drop(event);
+        crate::empty_event_pool(); // destroys the CUDA event now
+        thread::yield_now();
+        release(&held);
+    });
+}
+
+/// After another thread's device reset, old events and streams answer `DeviceWasReset` and their
+/// drops destroy nothing; nothing reaches the driver with a destroyed handle.
+#[test]
+fn after_a_reset_nothing_uses_a_destroyed_handle() {
+    check(200, || {
+        let (event, plain) = (Arc::new(Event::new()), stream());
+        event.record(&plain).unwrap();
+        thread::spawn(|| reset(0)).join().unwrap();
+        let user = {
+            let (event, plain) = (event.clone(), plain.clone());
+            thread::spawn(move || {
+                assert!(matches!(event.query(), Err(Error::DeviceWasReset { .. })));
+                assert!(matches!(event.record(&plain), Err(Error::DeviceWasReset { .. })));
+            })
+        };
+        assert!(matches!(event.synchronize(), Err(Error::DeviceWasReset { .. })));
+        user.join().unwrap();
+        drop(event);
+        drop(plain);
+        let fresh = Stream::new(0).unwrap();
+        Event::new().record(&fresh).unwrap();
+    });
+}
+
+/// A kernel fault's sticky error: reads answer it, and a waiting future resolves to it.
+#[test]
+fn a_sticky_error_ends_waiting_futures_with_it() {
+    check(200, || {
+        let (event, held) = (Arc::new(Event::new()), stream());
+        hold(&held);
+        event.record(&held).unwrap();
+        let (pending, is_pending) = shuttle::sync::mpsc::channel();
+        let waiting = {
+            let event = event.clone();
+            thread::spawn(move || {
+                let mut future = event.completion();
+                assert!(poll_once(&mut future).is_pending());
+                pending.send(()).unwrap();
+                block_on(future)
+            })
+        };
+        is_pending.recv().unwrap();
+        fault(0);
+        let illegal = |r: &crate::Result<()>| matches!(r, Err(Error::Cuda(e)) if e.code() == 700);
+        let answer = waiting.join().unwrap();
+        assert!(illegal(&answer), "{answer:?}");
+        assert!(matches!(event.query(), Err(Error::Cuda(e)) if e.code() == 700));
+    });
+}
+
+/// A forked child makes no driver call: its calls answer `ForkedChild`, its futures resolve to
+/// it, and its drops release nothing (the model fails any driver call the child makes).
+#[test]
+fn a_forked_child_makes_no_driver_call() {
+    check(100, || {
+        let (event, held) = (Event::new(), Stream::new(0).unwrap());
+        hold(&held);
+        event.record(&held).unwrap();
+        let mut waiting = event.completion();
+        assert!(poll_once(&mut waiting).is_pending());
+        let fresh = event.completion();
+        fork_here();
+        assert_eq!(event.query(), Err(Error::ForkedChild));
+        assert_eq!(event.record(&held), Err(Error::ForkedChild));
+        assert_eq!(block_on(waiting), Err(Error::ForkedChild));
+        assert_eq!(block_on(fresh), Err(Error::ForkedChild));
+        release(&held); // the parent's reactor then finds its wait complete and goes idle
+        drop(event);
+        drop(held);
+    });
+}
+
+/// The crate's own queries (a future's first poll, the reactor's) run in relaxed capture mode, so
+/// that another thread's global capture is never invalidated by them.
+#[test]
+fn the_crates_own_queries_never_invalidate_a_global_capture() {
+    check(200, || {
+        let (event, held, cap) = (Arc::new(Event::new()), stream(), stream());
+        hold(&held);
+        event.record(&held).unwrap();
+        let capturer = {
+            let cap = cap.clone();
+            thread::spawn(move || {
+                let inside = Event::new();
+                captured_round(&cap, &inside, CaptureMode::Global);
+            })
+        };
+        let waiting = {
+            let event = event.clone();
+            thread::spawn(move || block_on(event.completion()))
+        };
+        capturer.join().unwrap();
+        release(&held);
+        assert_eq!(waiting.join().unwrap(), Ok(()));
+    });
+}
+
+/// An interprocess event is never recorded into a capture (its importers could not see it), and
+/// exporting it beside another thread's capture is safe.
+#[test]
+fn an_interprocess_event_is_refused_a_capture_and_exports_beside_one() {
+    check(200, || {
+        let event = Arc::new(Event::builder().interprocess(true).build().unwrap());
+        let (cap, plain) = (stream(), stream());
+        event.record(&plain).unwrap();
+        let capturer = {
+            let (event, cap) = (event.clone(), cap.clone());
+            thread::spawn(move || {
+                begin_capture(&cap, CaptureMode::Global);
+                assert_eq!(event.record(&cap), Err(Error::CapturedInterprocessEvent));
+                end_capture(&cap).expect("the capture ends valid");
+            })
+        };
+        event.ipc_handle().unwrap();
+        capturer.join().unwrap();
+        assert_eq!(event.query(), Ok(true));
+    });
+}
+
+/// The driver calls each hot call makes, counted by the model (no GPU needed): a record is the
+/// reset check, the capture check and the record, each read the reset check and the call.
+#[test]
+fn driver_calls_per_hot_call() {
+    check(1, || {
+        let counted = |f: &dyn Fn()| {
+            super::reset_calls();
+            f();
+            let mut calls: Vec<_> = super::calls().into_iter().collect();
+            calls.sort();
+            calls
+        };
+        let (plain, other) = (Stream::new(0).unwrap(), Stream::new(0).unwrap());
+        let timing = || Event::builder().enable_timing(true).build().unwrap();
+        let (event, start) = (timing(), timing());
+        start.record(&plain).unwrap();
+        event.record(&plain).unwrap();
+        let record = [
+            ("cuCtxGetId", 1),
+            ("cuEventRecord", 1),
+            ("cuStreamIsCapturing", 1),
+        ];
+        assert_eq!(counted(&|| event.record(&plain).unwrap()), record);
+        assert_eq!(
+            counted(&|| {
+                event.query().unwrap();
+            }),
+            [("cuCtxGetId", 1), ("cuEventQuery", 1)]
+        );
+        assert_eq!(
+            counted(&|| event.synchronize().unwrap()),
+            [("cuCtxGetId", 1), ("cuEventSynchronize", 1)]
+        );
+        assert_eq!(
+            counted(&|| event.wait(&other).unwrap()),
+            [("cuCtxGetId", 1), ("cuStreamWaitEvent", 1)]
+        );
+        assert_eq!(
+            counted(&|| {
+                start.elapsed_time(&event).unwrap();
+            }),
+            [("cuCtxGetId", 1), ("cuEventElapsedTime", 1)]
+        );
+        // A new event's first record with a pooled CUDA event: as a record.
+        drop(plain.record_event().unwrap());
+        assert_eq!(counted(&|| drop(plain.record_event().unwrap())), record);
+        // A stream's future: the record, and one more capture check (a capture begun around it).
+        let completion = [
+            ("cuCtxGetId", 1),
+            ("cuEventRecord", 1),
+            ("cuStreamIsCapturing", 2),
+        ];
+        assert_eq!(counted(&|| drop(plain.completion())), completion);
+        // SAFETY: no stream is captured in this test.
+        unsafe { crate::set_capture_checks(false) };
+        let unchecked = counted(&|| event.record(&plain).unwrap());
+        // SAFETY: turned back on.
+        unsafe { crate::set_capture_checks(true) };
+        assert_eq!(unchecked, [("cuCtxGetId", 1), ("cuEventRecord", 1)]);
+    });
+}
+
+/// The model itself: it fails a read beside a captured record of the same CUDA event (what the
+/// crate must never do), so that the tests above would see it.
+#[test]
+#[should_panic(expected = "driver model: a read of an event beside")]
+fn the_model_fails_a_read_beside_a_captured_record() {
+    check(200, || {
+        let (event, cap) = (Arc::new(Event::new()), stream());
+        event.record(&cap).unwrap();
+        let raw = event.as_raw().unwrap() as usize;
+        let capturer = {
+            let cap = cap.clone();
+            thread::spawn(move || {
+                let raw = raw as crate::sys::cudaEvent_t;
+                let d = crate::driver::driver("model").unwrap();
+                begin_capture(&cap, CaptureMode::Relaxed);
+                // SAFETY: a live event and stream: a raw record into the capture, as C code might.
+                let _ = d.event_record.call(|f| unsafe { f(raw, cap.as_raw()) });
+                let _ = end_capture(&cap);
+            })
+        };
+        let d = crate::driver::driver("model").unwrap();
+        let raw = raw as crate::sys::cudaEvent_t;
+        // SAFETY: a live event, queried raw, beside the record.
+        let _ = d.event_query.code(|f| unsafe { f(raw) });
+        capturer.join().unwrap();
+    });
+}

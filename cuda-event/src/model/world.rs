@@ -1,0 +1,322 @@
+//! The model's state: contexts, events, streams, captures and graphs, the calls in flight, and the
+//! rules a call pattern breaks. Kept under one std lock that is never held across a scheduling
+//! point, so the model checker's threads interleave only where a call yields.
+
+use cuda_event_sys as sys;
+use shuttle::current::TaskId;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+pub(crate) type Code = sys::CUresult;
+
+/// What a call that broke a rule answers (the failure itself is reported by `model::check`).
+pub(crate) const BROKEN: Code = Code::CUDA_ERROR_UNKNOWN;
+
+/// Devices in the model.
+pub(crate) const DEVICES: i32 = 2;
+
+/// Where each rule comes from: the results folder that measured it, or CUDA's documentation.
+pub(crate) mod source {
+    /// A read of an event beside a record of it into a capture, or beside the end of a capture
+    /// that holds its record, crashed in the reading thread; a query while the capture is open
+    /// answered 907 and invalidated it; a record on a stream before the end releases the event.
+    pub(crate) const CAPPHASE: &str = "bench/results/2026-12-01-h200-captured-records (1-probes/capphase.txt, capfail-synchronize-wait.txt, capphase-rerecorded-before-the-end.txt)";
+    /// The two-event design's probes and the overlaps the first review left unprobed.
+    pub(crate) const TWO_EVENTS: &str = "bench/results/2026-12-02-h200-two-events (1-probes)";
+    /// Undefined behaviour by CUDA's documentation.
+    pub(crate) const CUDA_DOCS: &str = "CUDA driver API documentation (undefined behaviour)";
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum CaptureMode {
+    Global,
+    ThreadLocal,
+    Relaxed,
+}
+
+impl CaptureMode {
+    pub(crate) fn from_driver(mode: sys::CUstreamCaptureMode) -> CaptureMode {
+        match mode {
+            sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_GLOBAL => CaptureMode::Global,
+            sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL => CaptureMode::ThreadLocal,
+            _ => CaptureMode::Relaxed,
+        }
+    }
+
+    pub(crate) fn to_driver(self) -> sys::CUstreamCaptureMode {
+        match self {
+            CaptureMode::Global => sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_GLOBAL,
+            CaptureMode::ThreadLocal => sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+            CaptureMode::Relaxed => sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED,
+        }
+    }
+}
+
+/// An event's last record.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Last {
+    Never,
+    /// On a stream; complete once the stream's work up to it is.
+    OnStream {
+        stream: u64,
+        done: bool,
+    },
+    /// A plain record into a capture (open or ended).
+    InCapture(u64),
+}
+
+pub(crate) struct Event {
+    pub(crate) device: i32,
+    pub(crate) flags: u32,
+    pub(crate) last: Last,
+}
+
+pub(crate) struct Stream {
+    pub(crate) device: i32,
+    /// Work on it does not complete until released (a host function that waits, a spin kernel).
+    pub(crate) held: bool,
+    /// Its queue is full: a record blocks until released.
+    pub(crate) full: bool,
+    pub(crate) capture: Option<u64>,
+    /// Host functions queued behind the hold.
+    pub(crate) host_fns: Vec<(usize, usize)>,
+}
+
+pub(crate) struct Capture {
+    pub(crate) origin: u64,
+    pub(crate) mode: CaptureMode,
+    pub(crate) thread: TaskId,
+    /// Events whose last record is this capture's.
+    pub(crate) holds: HashSet<u64>,
+    pub(crate) open: bool,
+    /// Why it was invalidated, if it was.
+    pub(crate) invalidated: Option<String>,
+}
+
+pub(crate) struct Context {
+    pub(crate) id: u64,
+    pub(crate) sticky: Option<Code>,
+}
+
+/// A call in flight, for the overlap rules (the names and ids are for the failure's message).
+#[derive(Clone, Debug)]
+#[allow(dead_code)]
+pub(crate) enum Op {
+    /// Reads the event's state: query, synchronize, stream wait, elapsed time, IPC export.
+    Read(&'static str, u64),
+    /// A plain record of the event into an open capture.
+    RecordCaptured(u64),
+    /// A record of the event on a stream.
+    RecordPlain(u64),
+    /// An external record of the event into an open capture (a node of the graph).
+    RecordExternal(u64),
+    /// The end of a capture, with the events it held when it began to end.
+    EndCapture(u64, Vec<u64>),
+    Destroy(u64),
+}
+
+#[derive(Default)]
+pub(crate) struct World {
+    pub(crate) next_handle: u64,
+    pub(crate) contexts: Vec<Context>,
+    pub(crate) events: HashMap<u64, Event>,
+    pub(crate) streams: HashMap<u64, Stream>,
+    pub(crate) captures: HashMap<u64, Capture>,
+    pub(crate) graphs: HashSet<u64>,
+    /// Handles destroyed by the crate or by a reset: a later use is a use-after-free.
+    pub(crate) destroyed: HashSet<u64>,
+    pub(crate) in_flight: Vec<(TaskId, Op)>,
+    pub(crate) modes: HashMap<TaskId, CaptureMode>,
+    pub(crate) context_stack: HashMap<TaskId, Vec<i32>>,
+    pub(crate) current_device: HashMap<TaskId, i32>,
+    /// The thread that forked: every driver call it makes after is a child's.
+    pub(crate) forked: Option<TaskId>,
+    /// Driver calls per symbol, for the call-count tests.
+    pub(crate) calls: HashMap<&'static str, u64>,
+    /// The first rule broken in this execution (reported when the test's body returns: a panic
+    /// cannot cross the driver functions' C ABI).
+    pub(crate) failure: Option<String>,
+}
+
+/// Contexts persist from one execution to the next (as the crate's cache of them does); the rest
+/// is made new at the start of each execution.
+static WORLD: Mutex<Option<World>> = Mutex::new(None);
+
+pub(crate) fn world() -> MutexGuard<'static, Option<World>> {
+    WORLD.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Runs `f` on the world (made on first use).
+pub(crate) fn with<R>(f: impl FnOnce(&mut World) -> R) -> R {
+    let mut world = world();
+    let world = world.get_or_insert_with(World::new);
+    f(world)
+}
+
+impl World {
+    fn new() -> World {
+        World {
+            next_handle: 0x1000,
+            contexts: (0..DEVICES).map(|_| Context { id: 1, sticky: None }).collect(),
+            ..World::default()
+        }
+    }
+
+    /// A new execution: everything but the contexts (whose ids only grow) and the handle counter
+    /// (so that a handle of an earlier execution never names a new object) starts empty.
+    pub(crate) fn begin_execution(&mut self) {
+        let contexts = std::mem::take(&mut self.contexts);
+        let next_handle = self.next_handle;
+        *self = World {
+            contexts,
+            next_handle,
+            ..World::default()
+        };
+        for context in &mut self.contexts {
+            context.sticky = None;
+        }
+    }
+
+    pub(crate) fn new_handle(&mut self) -> u64 {
+        self.next_handle += 0x10;
+        self.next_handle
+    }
+
+    /// A model failure: the crate made a call this rule forbids. Kept, and reported when the
+    /// test's body returns (`model::check`); the call answers [`BROKEN`].
+    pub(crate) fn fail(&mut self, rule: &str, source: &str, detail: String) {
+        let message = format!("driver model: {rule} ({detail}) [measured in: {source}]");
+        eprintln!("{message}");
+        self.failure.get_or_insert(message);
+    }
+
+    pub(crate) fn count(&mut self, symbol: &'static str) {
+        *self.calls.entry(symbol).or_default() += 1;
+    }
+
+    /// Whether `me` may call the driver (not a forked child).
+    pub(crate) fn check_not_forked(&mut self, me: TaskId, symbol: &str) -> bool {
+        if self.forked == Some(me) {
+            self.fail(
+                "a driver call in a forked child",
+                source::CUDA_DOCS,
+                format!("{symbol} after fork"),
+            );
+            return false;
+        }
+        true
+    }
+
+    /// The event `raw`, or `None` (a failure) when it was destroyed or never made.
+    pub(crate) fn event(&mut self, raw: u64, symbol: &str) -> Option<&mut Event> {
+        if !self.events.contains_key(&raw) {
+            let destroyed = self.destroyed.contains(&raw);
+            self.fail(
+                "use of a destroyed or unknown event",
+                source::CUDA_DOCS,
+                format!("{symbol}({raw:#x}), destroyed: {destroyed}"),
+            );
+        }
+        self.events.get_mut(&raw)
+    }
+
+    /// The stream `raw`, or `None` (a failure) when it was destroyed or never made.
+    pub(crate) fn stream(&mut self, raw: u64, symbol: &str) -> Option<&mut Stream> {
+        if !self.streams.contains_key(&raw) {
+            let destroyed = self.destroyed.contains(&raw);
+            self.fail(
+                "use of a destroyed or unknown stream",
+                source::CUDA_DOCS,
+                format!("{symbol}({raw:#x}), destroyed: {destroyed}"),
+            );
+        }
+        self.streams.get_mut(&raw)
+    }
+
+    /// The sticky error of the context an object lives in, if any.
+    pub(crate) fn sticky(&self, device: i32) -> Option<Code> {
+        self.contexts[device as usize].sticky
+    }
+
+    /// The open capture `stream` belongs to.
+    pub(crate) fn capture_of(&self, stream: u64) -> Option<u64> {
+        self.streams
+            .get(&stream)?
+            .capture
+            .filter(|c| self.captures[c].open)
+    }
+
+    /// The overlap rules: `op`, in flight on `me`, against every other thread's call in flight.
+    pub(crate) fn check_overlaps(&mut self, me: TaskId, op: &Op) {
+        let broken: Vec<_> = self
+            .in_flight
+            .iter()
+            .filter(|(other, _)| *other != me)
+            .filter_map(|(other, theirs)| {
+                let (rule, source) = conflict(op, theirs).or_else(|| conflict(theirs, op))?;
+                Some((
+                    rule,
+                    source,
+                    format!("{op:?} on {me:?} beside {theirs:?} on {other:?}"),
+                ))
+            })
+            .collect();
+        for (rule, source, detail) in broken {
+            self.fail(rule, source, detail);
+        }
+    }
+
+    /// A potentially unsafe call (a query or synchronize) on a thread that is not in relaxed
+    /// capture mode, while a global capture is open on any thread or a capture of this thread's is
+    /// not relaxed: CUDA refuses it and invalidates those captures (CUDA's documentation of
+    /// `cuThreadExchangeStreamCaptureMode`).
+    pub(crate) fn prohibited_by_a_capture(&mut self, me: TaskId, symbol: &str) -> Option<Code> {
+        if self.modes.get(&me).copied().unwrap_or(CaptureMode::Global) == CaptureMode::Relaxed {
+            return None;
+        }
+        let mut refused = false;
+        for capture in self.captures.values_mut().filter(|c| c.open) {
+            let prohibits = capture.mode == CaptureMode::Global
+                || (capture.thread == me && capture.mode != CaptureMode::Relaxed);
+            if prohibits {
+                refused = true;
+                capture
+                    .invalidated
+                    .get_or_insert_with(|| format!("{symbol} on {me:?}, not in relaxed capture mode"));
+            }
+        }
+        refused.then_some(Code::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)
+    }
+}
+
+/// Whether `a` in flight beside `b` is a pattern that crashes (or was not probed and is treated
+/// as one), and the rule's source.
+fn conflict(a: &Op, b: &Op) -> Option<(&'static str, &'static str)> {
+    match (a, b) {
+        (Op::Read(_, e), Op::RecordCaptured(f)) if e == f => Some((
+            "a read of an event beside a record of it into a capture (SIGSEGV)",
+            source::CAPPHASE,
+        )),
+        (Op::Read(_, e), Op::EndCapture(_, held)) if held.contains(e) => Some((
+            "a read of an event beside the end of a capture that holds its record (SIGSEGV)",
+            source::CAPPHASE,
+        )),
+        (Op::RecordPlain(e), Op::RecordCaptured(f)) if e == f => Some((
+            "a record of an event on a stream beside a record of it into a capture",
+            source::TWO_EVENTS,
+        )),
+        (Op::RecordPlain(e), Op::EndCapture(_, held)) if held.contains(e) => Some((
+            "a record of an event on a stream beside the end of a capture that holds its record",
+            source::TWO_EVENTS,
+        )),
+        (Op::Destroy(e), Op::EndCapture(_, held)) if held.contains(e) => Some((
+            "a destroy of an event beside the end of a capture that holds its record",
+            source::TWO_EVENTS,
+        )),
+        (Op::Destroy(e), Op::RecordCaptured(f) | Op::RecordPlain(f) | Op::Read(_, f)) if e == f => Some((
+            "a destroy of an event beside another call on it",
+            source::CUDA_DOCS,
+        )),
+        _ => None,
+    }
+}

@@ -1,0 +1,146 @@
+//! Every atomic, lock, condition variable, thread-local and thread of the crate comes from here:
+//! std and parking_lot in a build, the model checker's types (shuttle) in a model build
+//! (`RUSTFLAGS="--cfg cuda_event_model"`, what `ci/test model` runs), so that the model checker
+//! sees, and schedules, every point where the crate's threads meet.
+//!
+//! Both sides offer parking_lot's shape (a lock returns its guard, a condition variable waits on
+//! `&mut` guard), which is what the crate is written against.
+
+#[cfg(not(cuda_event_model))]
+pub(crate) use self::build::*;
+#[cfg(cuda_event_model)]
+pub(crate) use self::model::*;
+
+#[cfg(not(cuda_event_model))]
+mod build {
+    pub(crate) use parking_lot::{Condvar, Mutex, MutexGuard};
+    pub(crate) use std::sync::atomic;
+    pub(crate) use std::thread;
+    pub(crate) use std::thread_local;
+
+    /// A static made on first use, once per process.
+    pub(crate) struct Lazy<T>(std::sync::LazyLock<T>);
+
+    impl<T> Lazy<T> {
+        pub(crate) const fn new(init: fn() -> T) -> Lazy<T> {
+            Lazy(std::sync::LazyLock::new(init))
+        }
+
+        pub(crate) fn get(&'static self) -> &'static T {
+            &self.0
+        }
+    }
+}
+
+#[cfg(cuda_event_model)]
+mod model {
+    pub(crate) use shuttle::sync::atomic;
+    pub(crate) use shuttle::thread;
+    pub(crate) use shuttle::thread_local;
+    use std::ops::{Deref, DerefMut};
+    use std::sync::PoisonError;
+    use std::time::Instant;
+
+    /// A static made on first use, once per model execution (the model's threads, the reactor's
+    /// among them, do not outlive one).
+    pub(crate) struct Lazy<T: Sync + 'static>(shuttle::lazy_static::Lazy<T>);
+
+    impl<T: Sync + 'static> Lazy<T> {
+        pub(crate) const fn new(init: fn() -> T) -> Lazy<T> {
+            Lazy(shuttle::lazy_static::Lazy::new(init))
+        }
+
+        pub(crate) fn get(&'static self) -> &'static T {
+            self.0.get()
+        }
+    }
+
+    /// parking_lot's `Mutex` shape over the model checker's.
+    #[derive(Debug, Default)]
+    pub(crate) struct Mutex<T: ?Sized>(shuttle::sync::Mutex<T>);
+
+    /// parking_lot's guard shape: a condition variable waits on `&mut` of it.
+    pub(crate) struct MutexGuard<'a, T: ?Sized> {
+        mutex: &'a shuttle::sync::Mutex<T>,
+        guard: Option<shuttle::sync::MutexGuard<'a, T>>,
+    }
+
+    impl<T> Mutex<T> {
+        pub(crate) const fn new(value: T) -> Mutex<T> {
+            Mutex(shuttle::sync::Mutex::new(value))
+        }
+    }
+
+    impl<T: ?Sized> Mutex<T> {
+        pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
+            MutexGuard {
+                mutex: &self.0,
+                guard: Some(self.0.lock().unwrap_or_else(PoisonError::into_inner)),
+            }
+        }
+
+        pub(crate) fn get_mut(&mut self) -> &mut T {
+            self.0.get_mut().unwrap_or_else(PoisonError::into_inner)
+        }
+    }
+
+    impl<T: ?Sized> Deref for MutexGuard<'_, T> {
+        type Target = T;
+        fn deref(&self) -> &T {
+            self.guard
+                .as_deref()
+                .expect("a guard holds its lock until dropped")
+        }
+    }
+
+    impl<T: ?Sized> DerefMut for MutexGuard<'_, T> {
+        fn deref_mut(&mut self) -> &mut T {
+            self.guard
+                .as_deref_mut()
+                .expect("a guard holds its lock until dropped")
+        }
+    }
+
+    /// What a timed wait says.
+    #[derive(Debug)]
+    pub(crate) struct WaitTimeoutResult(bool);
+
+    impl WaitTimeoutResult {
+        pub(crate) fn timed_out(&self) -> bool {
+            self.0
+        }
+    }
+
+    /// parking_lot's `Condvar` shape over the model checker's.
+    #[derive(Debug, Default)]
+    pub(crate) struct Condvar(shuttle::sync::Condvar);
+
+    impl Condvar {
+        pub(crate) const fn new() -> Condvar {
+            Condvar(shuttle::sync::Condvar::new())
+        }
+
+        pub(crate) fn wait<T>(&self, guard: &mut MutexGuard<'_, T>) {
+            let inner = guard.guard.take().expect("a guard holds its lock until dropped");
+            guard.guard = Some(self.0.wait(inner).unwrap_or_else(PoisonError::into_inner));
+        }
+
+        /// The model has no clock: a timed wait gives the lock up, lets any other thread run, and
+        /// reports a timeout (which every caller already takes as possibly early).
+        pub(crate) fn wait_until<T>(
+            &self,
+            guard: &mut MutexGuard<'_, T>,
+            _deadline: Instant,
+        ) -> WaitTimeoutResult {
+            drop(guard.guard.take());
+            shuttle::thread::yield_now();
+            guard.guard = Some(guard.mutex.lock().unwrap_or_else(PoisonError::into_inner));
+            WaitTimeoutResult(true)
+        }
+
+        pub(crate) fn notify_one(&self) -> bool {
+            self.0.notify_one();
+            true
+        }
+    }
+}
