@@ -7,7 +7,7 @@ ns/call by operation and implementation. No dependencies beyond Python 3.
 import json
 import sys
 
-COLORS = {"raw C": "#888888", "raw Rust FFI": "#4e79a7", "cuda-event": "#e15759", "cudarc": "#59a14f", "PyTorch": "#f28e2b"}
+COLORS = {"raw C": "#888888", "raw Rust FFI": "#4e79a7", "cuda-event": "#e15759", "cudarc": "#59a14f", "raw driver": "#b07aa1", "PyTorch": "#f28e2b"}
 
 
 def main():

@@ -104,6 +104,8 @@ enum State<'a> {
 }
 
 /// The event a future waits on.
+// The model checker's atomics make an `Event` large in a model build only.
+#[cfg_attr(cuda_event_model, allow(clippy::large_enum_variant))]
 enum Source<'a> {
     /// An event's completion borrows it.
     Borrowed(&'a Event),
@@ -326,8 +328,9 @@ impl Stream {
     ///
     /// # Errors
     /// [`Error::StreamCapturing`] while the stream is being captured into a graph (at the first
-    /// poll). A capture that another thread begins on the stream while this records is the
-    /// caller's race; when the crate sees it, it returns this error too and never reuses the event.
+    /// poll). A capture that another thread begins on the stream while this records on it is
+    /// outside the crate's guarantees (see `Event`'s "Recorded into a graph capture"); when the
+    /// crate sees it, it returns this error too and never reuses the event.
     #[doc(alias = "synchronize_async")]
     pub fn completion(&self) -> Completion<'static> {
         match self.record_for_completion() {

@@ -167,12 +167,13 @@ pub(crate) struct ContextInstance {
     id: NonZeroU32,
 }
 
-/// `cuCtxGetId`'s id folded into 32 bits, never 0. The driver's ids are unique per process and
-/// increase by one per context, so two instances of one device's primary context compare equal only
-/// if 2^32 - 1 contexts were made between them.
+/// `cuCtxGetId`'s id folded into 32 bits, never 0 (an xor of its halves: every call's reset check
+/// folds, and a division would cost more than the rest of the check). The driver's ids are unique
+/// per process and increase by one per context, so two instances of one device's primary context
+/// compare equal only after about 2^32 contexts were made between them.
+#[inline]
 fn fold(id: u64) -> NonZeroU32 {
-    let rest = id % u64::from(u32::MAX); // at most u32::MAX - 1: the sum below does not saturate
-    NonZeroU32::MIN.saturating_add(rest as u32)
+    NonZeroU32::new(id as u32 ^ (id >> 32) as u32).unwrap_or(NonZeroU32::MAX)
 }
 
 impl ContextInstance {
@@ -283,6 +284,7 @@ impl MadeIn {
 
     /// `Ok` unless a device reset destroyed either object of one call (an event and its stream, or
     /// two events), checking each instance once and none that `known_alive` already is.
+    #[inline]
     pub(crate) fn ensure_both_alive(
         d: &Driver,
         first: MadeIn,

@@ -72,6 +72,7 @@ impl<F: Copy> Entry<F> {
         Error::Cuda(CudaError::new(self.symbol, code.0, driver_strings))
     }
 
+    #[inline]
     fn checked(&self, code: CUresult) -> std::result::Result<(), CudaError> {
         check(self.symbol, code.0, driver_strings)
     }

@@ -159,6 +159,7 @@ impl CudaError {
     }
 
     /// The error `code` of `call`, named by `strings`.
+    #[cold]
     pub(crate) fn new(
         call: &'static str,
         code: u32,
@@ -213,6 +214,7 @@ fn driver_library_loads() -> bool {
 
 /// The one error-checking path: `Ok` for success (0 in both APIs), else the code as a
 /// [`CudaError`] with the name and message that `strings` (the runtime's or the driver's) give it.
+#[inline]
 pub(crate) fn check(
     call: &'static str,
     code: u32,

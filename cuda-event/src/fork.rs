@@ -4,8 +4,9 @@
 //! makes no CUDA call and takes none of its locks: calls return [`Error::ForkedChild`], futures
 //! resolve to it, and drops release nothing (the parent still owns what they would release).
 //!
-//! A fork before the crate's first CUDA call leaves the child free to use CUDA as a new process
-//! would.
+//! A fork before the crate's first CUDA call is not marked: the child may use CUDA as a new process
+//! would, provided nothing else in the parent (PyTorch, cudarc, the program's own calls) had
+//! initialized CUDA either; the crate knows only its own calls.
 
 use crate::error::{Error, Result};
 use crate::sync::atomic::{AtomicBool, Ordering};

@@ -523,6 +523,165 @@ fn reads_on_other_threads_never_overlap_a_record_into_a_capture() {
     waiter.synchronize().unwrap();
 }
 
+/// Sets the calling thread's capture mode to relaxed, as a thread that reads events while others
+/// capture in global mode must (CUDA refuses its queries and invalidates the capture otherwise).
+fn relaxed_capture_mode() {
+    let exchange: sys::PFN_cuThreadExchangeStreamCaptureMode_v10010 =
+        common::driver_fn(c"cuThreadExchangeStreamCaptureMode", 10010);
+    let mut mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED;
+    // SAFETY: sets this thread's capture mode through a live local.
+    let code = unsafe { exchange.unwrap()(&mut mode) };
+    assert_eq!(code, sys::CUresult::CUDA_SUCCESS);
+}
+
+/// The review's R1 and R4 on the GPU, without hooks: every round a new event's first records race
+/// on two threads, one into a capture (thread A) and one on a stream (thread B, which then keeps
+/// recording it on its stream while A ends the capture), and a third thread reads it throughout.
+/// Before the two CUDA events, the plain first record could clear the captured record's mark
+/// (reads then reached a CUDA event an open capture held), and the plain records overlapped the
+/// captured record and the capture's end. Every capture must end valid; nothing may crash.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn first_records_and_records_on_a_stream_race_captured_records_of_one_event() {
+    const ROUNDS: usize = 3000;
+    let _gpu = gpu();
+    let new_stream = || Stream::with_options(0, StreamOptions::default().non_blocking(true)).unwrap();
+    let (captured, plain) = (new_stream(), new_stream());
+    let current: Mutex<Option<Arc<Event>>> = Mutex::new(None);
+    let (stop, reads, records) = (AtomicBool::new(false), AtomicU64::new(0), AtomicU64::new(0));
+    let start_b = std::sync::Barrier::new(2);
+    let mut failures = Vec::new();
+    std::thread::scope(|s| {
+        let (current_ref, stop_ref, reads_ref) = (&current, &stop, &reads);
+        s.spawn(move || {
+            relaxed_capture_mode();
+            while !stop_ref.load(Ordering::Relaxed) {
+                let event = current_ref.lock().clone();
+                if let Some(event) = event {
+                    let _ = event.query();
+                    let _ = event.synchronize();
+                    reads_ref.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        });
+        let (current_ref, plain_ref, start_b_ref, stop_ref, records_ref) =
+            (&current, &plain, &start_b, &stop, &records);
+        s.spawn(move || {
+            drop(plain_ref.record_event().unwrap()); // this thread's pool holds a CUDA event
+            loop {
+                start_b_ref.wait();
+                if stop_ref.load(Ordering::Relaxed) {
+                    break;
+                }
+                let event = current_ref.lock().clone().expect("set before the barrier");
+                for _ in 0..4 {
+                    event.record(plain_ref).unwrap();
+                    records_ref.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        });
+        drop(captured.record_event().unwrap());
+        for round in 0..ROUNDS {
+            let event = Arc::new(Event::new());
+            *current.lock() = Some(event.clone());
+            let mode = match round % 2 {
+                0 => sys::cudaStreamCaptureMode::cudaStreamCaptureModeGlobal,
+                _ => sys::cudaStreamCaptureMode::cudaStreamCaptureModeThreadLocal,
+            };
+            start_b.wait();
+            common::begin_capture(&captured, mode);
+            let recorded = event.record(&captured);
+            let (code, graph) = common::end_capture(&captured);
+            if recorded.is_err() || code != sys::cudaError::cudaSuccess || graph.is_none() {
+                failures.push(format!(
+                    "round {round}: record {recorded:?}, end capture {}",
+                    code.0
+                ));
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        start_b.wait();
+    });
+    println!(
+        "{ROUNDS} rounds; {} reads and {} records on other threads; {} captures went wrong",
+        reads.load(Ordering::Relaxed),
+        records.load(Ordering::Relaxed),
+        failures.len()
+    );
+    assert!(
+        failures.is_empty(),
+        "first: {:?}",
+        &failures[..failures.len().min(5)]
+    );
+    assert!(
+        reads.load(Ordering::Relaxed) > ROUNDS as u64,
+        "the reader hardly ran"
+    );
+}
+
+/// R6: an external event's record into a capture is a node of the graph, not a record of the
+/// event now; a future waiting on its last real record resolves to that record's result (it was
+/// ended with 907 before), and queries go on reading CUDA.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn an_external_record_into_a_capture_leaves_a_waiting_future_alone() {
+    let _gpu = gpu();
+    let (held, cap) = (Stream::new(0).unwrap(), Stream::new(0).unwrap());
+    let gate = hold(&held);
+    let event = Event::builder().external(true).build().unwrap();
+    event.record(&held).unwrap();
+    let mut future = event.completion();
+    assert!(common::poll_once(&mut future).is_pending());
+    common::begin_capture(&cap, sys::cudaStreamCaptureMode::cudaStreamCaptureModeThreadLocal);
+    event.record(&cap).unwrap();
+    let (code, graph) = common::end_capture(&cap);
+    assert_eq!(code, sys::cudaError::cudaSuccess);
+    drop(graph);
+    gate.open();
+    held.synchronize().unwrap();
+    assert_eq!(common::block_on(future), Ok(()));
+    assert_eq!(event.query(), Ok(true));
+}
+
+/// An interprocess event is not recorded into a capture (its importers could not see the
+/// record); the capture stays valid, and the event keeps its last record.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn an_interprocess_event_is_refused_a_capture() {
+    let _gpu = gpu();
+    let (plain, cap) = (Stream::new(0).unwrap(), Stream::new(0).unwrap());
+    let event = Event::builder().interprocess(true).build().unwrap();
+    event.record(&plain).unwrap();
+    common::begin_capture(&cap, sys::cudaStreamCaptureMode::cudaStreamCaptureModeGlobal);
+    assert_eq!(event.record(&cap), Err(Error::CapturedInterprocessEvent));
+    let (code, _graph) = common::end_capture(&cap);
+    assert_eq!(code, sys::cudaError::cudaSuccess);
+    plain.synchronize().unwrap();
+    assert_eq!(event.query(), Ok(true));
+    event.ipc_handle().unwrap();
+}
+
+/// The second CUDA event a captured record uses is kept, not destroyed or pooled, when its event
+/// drops (a capture may still hold it), and counted in `cuda_events_alive`.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_captured_records_cuda_event_is_kept_and_counted() {
+    let _gpu = gpu();
+    let cap = Stream::new(0).unwrap();
+    drop(cap.record_event().unwrap());
+    let before = cuda_event::cuda_events_alive();
+    let event = Event::new();
+    event.record(&cap).unwrap(); // published: from the pool
+    common::begin_capture(&cap, sys::cudaStreamCaptureMode::cudaStreamCaptureModeThreadLocal);
+    event.record(&cap).unwrap(); // the captured CUDA event: made now
+    let (code, _graph) = common::end_capture(&cap);
+    assert_eq!(code, sys::cudaError::cudaSuccess);
+    assert!(matches!(event.query(), Err(Error::Cuda(e)) if e.code() == 907));
+    drop(event);
+    // The published one went back to the pool (counted), the captured one is kept (counted).
+    assert_eq!(cuda_event::cuda_events_alive(), before + 1);
+}
+
 /// On the capturing thread, plain events fork a capture into another stream and join it back
 /// (CUDA's multi-stream capture); a query of an event recorded into the capture is refused without
 /// asking CUDA, which would break the capture.

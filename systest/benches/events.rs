@@ -1,7 +1,10 @@
 //! Per-call cost of event operations, side by side: raw C (c/bench.c), raw Rust FFI
-//! (cuda-event-sys, runtime API), cuda-event's safe API, and cudarc (driver API). One process, the
+//! (cuda-event-sys, runtime API), cuda-event's safe API, cudarc (driver API), and raw driver calls
+//! (the driver functions cuda-event calls, resolved as it resolves them). One process, the
 //! implementations interleaved round by round (order rotated each round), a warm-up round first;
-//! reports the median ns/call of each and the median of per-round ratios against raw Rust FFI.
+//! reports the median ns/call of each and the medians of per-round ratios against raw Rust FFI and
+//! against the raw driver calls. The "record:" rows break a record down: the raw driver column
+//! makes the driver calls named, the cuda-event column the crate's record with its checks.
 //! Then thread scaling, and CPU time over a 200 ms wait.
 //!
 //! cargo bench -p cuda-event-systest --bench events   (writes events.md and events.json into
@@ -20,8 +23,9 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 const ROUNDS: usize = 15;
-const IMPLS: [&str; 4] = ["raw C", "raw Rust FFI", "cuda-event", "cudarc"];
+const IMPLS: [&str; 5] = ["raw C", "raw Rust FFI", "cuda-event", "cudarc", "raw driver"];
 const FFI: usize = 1;
+const DRIVER: usize = 4;
 
 /// One implementation of an operation: runs it `n` times and returns the total nanoseconds.
 type Run = Box<dyn FnMut(usize) -> f64>;
@@ -30,9 +34,9 @@ struct Op {
     name: &'static str,
     calls: usize,
     /// Indexed like IMPLS; None where an implementation has no such operation.
-    runs: [Option<Run>; 4],
+    runs: [Option<Run>; 5],
     /// Per implementation, the ns/call of each measured round.
-    samples: [Vec<f64>; 4],
+    samples: [Vec<f64>; 5],
 }
 
 fn ok(code: sys::cudaError_t) {
@@ -148,8 +152,65 @@ impl Raw {
     }
 }
 
+/// The driver functions cuda-event calls, resolved the way it resolves them.
+#[derive(Clone, Copy)]
+struct Driver {
+    ctx_get_current: sys::PFN_cuCtxGetCurrent_v4000,
+    ctx_get_id: sys::PFN_cuCtxGetId_v12000,
+    event_create: sys::PFN_cuEventCreate_v2000,
+    event_destroy: sys::PFN_cuEventDestroy_v4000,
+    event_record: sys::PFN_cuEventRecord_v2000,
+    event_query: sys::PFN_cuEventQuery_v2000,
+    event_synchronize: sys::PFN_cuEventSynchronize_v2000,
+    event_elapsed_time: sys::PFN_cuEventElapsedTime_v12080,
+    stream_wait_event: sys::PFN_cuStreamWaitEvent_v3020,
+    stream_is_capturing: sys::PFN_cuStreamIsCapturing_v10000,
+    ipc_get_event_handle: sys::PFN_cuIpcGetEventHandle_v4010,
+}
+
+impl Driver {
+    fn new() -> Driver {
+        macro_rules! entry {
+            ($pfn:ident, $symbol:literal, $version:literal) => {{
+                let pointer = cuda_event::driver_entry_point($symbol, $version).unwrap();
+                // SAFETY: the driver's function for this symbol at this ABI version, whose type the
+                // PFN_* names; an Option of a function pointer has a pointer's layout.
+                unsafe { std::mem::transmute::<*mut std::ffi::c_void, sys::$pfn>(pointer.as_ptr()) }
+            }};
+        }
+        Driver {
+            ctx_get_current: entry!(PFN_cuCtxGetCurrent_v4000, c"cuCtxGetCurrent", 4000),
+            ctx_get_id: entry!(PFN_cuCtxGetId_v12000, c"cuCtxGetId", 12000),
+            event_create: entry!(PFN_cuEventCreate_v2000, c"cuEventCreate", 2000),
+            event_destroy: entry!(PFN_cuEventDestroy_v4000, c"cuEventDestroy", 4000),
+            event_record: entry!(PFN_cuEventRecord_v2000, c"cuEventRecord", 2000),
+            event_query: entry!(PFN_cuEventQuery_v2000, c"cuEventQuery", 2000),
+            event_synchronize: entry!(PFN_cuEventSynchronize_v2000, c"cuEventSynchronize", 2000),
+            event_elapsed_time: entry!(PFN_cuEventElapsedTime_v12080, c"cuEventElapsedTime", 12080),
+            stream_wait_event: entry!(PFN_cuStreamWaitEvent_v3020, c"cuStreamWaitEvent", 3020),
+            stream_is_capturing: entry!(PFN_cuStreamIsCapturing_v10000, c"cuStreamIsCapturing", 10000),
+            ipc_get_event_handle: entry!(PFN_cuIpcGetEventHandle_v4010, c"cuIpcGetEventHandle", 4010),
+        }
+    }
+}
+
+fn drv(code: sys::CUresult) {
+    assert_eq!(
+        code,
+        sys::CUresult::CUDA_SUCCESS,
+        "driver call failed: {}",
+        code.0
+    );
+}
+
 fn ops() -> Vec<Op> {
     let raw = Raw::new();
+    let d = Driver::new();
+    let mut ctx_raw = std::ptr::null_mut();
+    // SAFETY: writes the current context (the runtime's primary context of device 0, made current
+    // by Raw::new's cudaSetDevice) through a live local.
+    drv(unsafe { d.ctx_get_current.unwrap()(&mut ctx_raw) });
+    let ctx_raw = ctx_raw as usize;
     let stream = Stream::with_options(0, StreamOptions::default().non_blocking(true)).unwrap();
     let other = Stream::with_options(0, StreamOptions::default().non_blocking(true)).unwrap();
     let (stream, other) = (Arc::new(stream), Arc::new(other));
@@ -174,7 +235,7 @@ fn ops() -> Vec<Op> {
     cu_stream.synchronize().unwrap();
 
     let no_timing = sys::cudaEventDisableTiming;
-    let op = |name, calls, runs: [Option<Run>; 4]| Op {
+    let op = |name, calls, runs: [Option<Run>; 5]| Op {
         name,
         calls,
         runs,
@@ -205,6 +266,11 @@ fn ops() -> Vec<Op> {
                 }),
                 None,
                 run!(ctx => drop(ctx.new_event(Some(CU_EVENT_DISABLE_TIMING)).unwrap())),
+                run!(=> unsafe {
+                    let mut e = std::ptr::null_mut();
+                    drv(d.event_create.unwrap()(&mut e, no_timing));
+                    drv(d.event_destroy.unwrap()(e));
+                }),
             ],
         ),
         op(
@@ -219,6 +285,11 @@ fn ops() -> Vec<Op> {
                 }),
                 None,
                 run!(ctx => drop(ctx.new_event(Some(CU_EVENT_DEFAULT)).unwrap())),
+                run!(=> unsafe {
+                    let mut e = std::ptr::null_mut();
+                    drv(d.event_create.unwrap()(&mut e, 0));
+                    drv(d.event_destroy.unwrap()(e));
+                }),
             ],
         ),
         op(
@@ -234,6 +305,12 @@ fn ops() -> Vec<Op> {
                 }),
                 run!(stream => { let e = Event::new(); e.record(&stream).unwrap(); }),
                 run!(cu_stream => drop(cu_stream.record_event(None).unwrap())),
+                run!(=> unsafe {
+                    let mut e = std::ptr::null_mut();
+                    drv(d.event_create.unwrap()(&mut e, no_timing));
+                    drv(d.event_record.unwrap()(e, raw.stream));
+                    drv(d.event_destroy.unwrap()(e));
+                }),
             ],
         ),
         op(
@@ -244,6 +321,98 @@ fn ops() -> Vec<Op> {
                 run!(=> unsafe { ok(sys::cudaEventRecord(raw.plain, raw.stream)) }),
                 run!(plain, stream => plain.record(&stream).unwrap()),
                 run!(cu_plain, cu_stream => cu_plain.record(&cu_stream).unwrap()),
+                run!(=> unsafe { drv(d.event_record.unwrap()(raw.plain, raw.stream)) }),
+            ],
+        ),
+        op(
+            "record: + capture check (driver: cuStreamIsCapturing, cuEventRecord)",
+            2000,
+            [
+                None,
+                None,
+                run!(plain, stream => plain.record(&stream).unwrap()),
+                None,
+                run!(=> unsafe {
+                    let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+                    drv(d.stream_is_capturing.unwrap()(raw.stream, &mut status));
+                    drv(d.event_record.unwrap()(raw.plain, raw.stream));
+                }),
+            ],
+        ),
+        op(
+            "record: + reset check (driver: cuCtxGetId, cuStreamIsCapturing, cuEventRecord)",
+            2000,
+            [
+                None,
+                None,
+                run!(plain, stream => plain.record(&stream).unwrap()),
+                None,
+                run!(=> unsafe {
+                    let mut id = 0;
+                    drv(d.ctx_get_id.unwrap()(ctx_raw as sys::CUcontext, &mut id));
+                    let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+                    drv(d.stream_is_capturing.unwrap()(raw.stream, &mut status));
+                    drv(d.event_record.unwrap()(raw.plain, raw.stream));
+                }),
+            ],
+        ),
+        op(
+            "record: the same driver calls on cuda-event's own event and stream",
+            2000,
+            [
+                None,
+                None,
+                run!(plain, stream => plain.record(&stream).unwrap()),
+                None,
+                {
+                    let (event, raw_stream) = (plain.as_raw().unwrap() as usize, stream.as_raw() as usize);
+                    run!(=> unsafe {
+                        let (event, raw_stream) = (event as sys::cudaEvent_t, raw_stream as sys::cudaStream_t);
+                        let mut id = 0;
+                        drv(d.ctx_get_id.unwrap()(ctx_raw as sys::CUcontext, &mut id));
+                        let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+                        drv(d.stream_is_capturing.unwrap()(raw_stream, &mut status));
+                        drv(d.event_record.unwrap()(event, raw_stream));
+                    })
+                },
+            ],
+        ),
+        op(
+            "record on the baseline's stream (cuda-event: a borrowed stream, its own event)",
+            2000,
+            [
+                c_run!(|n| bench_c_record(raw.plain, raw.stream, n)),
+                run!(=> unsafe { ok(sys::cudaEventRecord(raw.plain, raw.stream)) }),
+                {
+                    // SAFETY: the baseline's stream, alive for the whole benchmark.
+                    let borrowed = Arc::new(unsafe { Stream::from_raw_borrowed(raw.stream, 0) }.unwrap());
+                    let event = Arc::new(Event::new());
+                    event.record(&borrowed).unwrap();
+                    run!(event, borrowed => event.record(&borrowed).unwrap())
+                },
+                None,
+                run!(=> unsafe { drv(d.event_record.unwrap()(raw.plain, raw.stream)) }),
+            ],
+        ),
+        op(
+            "record, capture checks off (set_capture_checks)",
+            2000,
+            [
+                c_run!(|n| bench_c_record(raw.plain, raw.stream, n)),
+                run!(=> unsafe { ok(sys::cudaEventRecord(raw.plain, raw.stream)) }),
+                {
+                    let (plain, stream) = (plain.clone(), stream.clone());
+                    Some(Box::new(move |n: usize| {
+                        // SAFETY: no stream is captured in this benchmark; turned back on below.
+                        unsafe { cuda_event::set_capture_checks(false) };
+                        let ns = timed(|| plain.record(&stream).unwrap())(n);
+                        // SAFETY: turns the check back on.
+                        unsafe { cuda_event::set_capture_checks(true) };
+                        ns
+                    }) as Run)
+                },
+                run!(cu_plain, cu_stream => cu_plain.record(&cu_stream).unwrap()),
+                run!(=> unsafe { drv(d.event_record.unwrap()(raw.plain, raw.stream)) }),
             ],
         ),
         op(
@@ -254,6 +423,7 @@ fn ops() -> Vec<Op> {
                 run!(=> unsafe { ok(sys::cudaEventRecord(raw.timing, raw.stream)) }),
                 run!(rec_timing, stream => rec_timing.record(&stream).unwrap()),
                 run!(cu_timing, cu_stream => cu_timing.record(&cu_stream).unwrap()),
+                run!(=> unsafe { drv(d.event_record.unwrap()(raw.timing, raw.stream)) }),
             ],
         ),
         op(
@@ -264,6 +434,7 @@ fn ops() -> Vec<Op> {
                 run!(=> unsafe { ok(sys::cudaEventQuery(raw.done)) }),
                 run!(done => assert!(done.query().unwrap())),
                 run!(cu_done => assert!(cu_done.try_is_complete().unwrap())),
+                run!(=> unsafe { drv(d.event_query.unwrap()(raw.done)) }),
             ],
         ),
         op(
@@ -274,6 +445,7 @@ fn ops() -> Vec<Op> {
                 run!(=> unsafe { ok(sys::cudaStreamWaitEvent(raw.other, raw.done, 0)) }),
                 run!(done, other => done.wait(&other).unwrap()),
                 run!(cu_done, cu_other => cu_other.wait(&cu_done).unwrap()),
+                run!(=> unsafe { drv(d.stream_wait_event.unwrap()(raw.other, raw.done, 0)) }),
             ],
         ),
         op(
@@ -284,6 +456,7 @@ fn ops() -> Vec<Op> {
                 run!(=> unsafe { ok(sys::cudaEventSynchronize(raw.done)) }),
                 run!(done => done.synchronize().unwrap()),
                 run!(cu_done => cu_done.synchronize().unwrap()),
+                run!(=> unsafe { drv(d.event_synchronize.unwrap()(raw.done)) }),
             ],
         ),
         op(
@@ -297,6 +470,10 @@ fn ops() -> Vec<Op> {
                 }),
                 run!(start, end => start.elapsed_time(&end).unwrap()),
                 run!(cu_start, cu_end => cu_start.elapsed_ms(&cu_end).unwrap()),
+                run!(=> unsafe {
+                    let mut ms = 0.0;
+                    drv(d.event_elapsed_time.unwrap()(&mut ms, raw.timing_start, raw.timing_end));
+                }),
             ],
         ),
         op(
@@ -310,6 +487,10 @@ fn ops() -> Vec<Op> {
                 }),
                 run!(shared => shared.ipc_handle().unwrap()),
                 None,
+                run!(=> unsafe {
+                    let mut h = sys::CUipcEventHandle::default();
+                    drv(d.ipc_get_event_handle.unwrap()(&mut h, raw.ipc));
+                }),
             ],
         ),
     ]
@@ -701,10 +882,10 @@ fn main() {
     );
     let _ = writeln!(
         md,
-        "| operation | calls/round | {} | cuda-event / raw FFI | cudarc / raw FFI | raw C / raw FFI |",
+        "| operation | calls/round | {} | cuda-event / raw FFI | cudarc / raw FFI | raw C / raw FFI | cuda-event / raw driver |",
         IMPLS.map(|i| format!("{i} ns")).join(" | ")
     );
-    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|");
     let _ = write!(
         json,
         "{{\"runtime\":{runtime},\"driver\":{driver},\"rounds\":{ROUNDS},\"ops\":["
@@ -715,24 +896,28 @@ fn main() {
             (!op.samples[i].is_empty() && !op.samples[FFI].is_empty())
                 .then(|| median_ratio(&op.samples[i], &op.samples[FFI]))
         };
+        let vs_driver = (!op.samples[2].is_empty() && !op.samples[DRIVER].is_empty())
+            .then(|| median_ratio(&op.samples[2], &op.samples[DRIVER]));
         let cell = |v: Option<f64>, digits: usize| v.map_or("-".to_string(), |v| format!("{v:.digits$}"));
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             op.name,
             op.calls,
             cell(ns(0), 0),
             cell(ns(1), 0),
             cell(ns(2), 0),
             cell(ns(3), 0),
+            cell(ns(DRIVER), 0),
             cell(ratio(2), 2),
             cell(ratio(3), 2),
-            cell(ratio(0), 2)
+            cell(ratio(0), 2),
+            cell(vs_driver, 2)
         );
         let num = |v: Option<f64>| v.map_or("null".to_string(), |v| format!("{v:.3}"));
         let _ = write!(
             json,
-            "{}{{\"op\":\"{}\",\"calls\":{},\"ns\":{{{}}},\"ratio_vs_ffi\":{{{}}}}}",
+            "{}{{\"op\":\"{}\",\"calls\":{},\"ns\":{{{}}},\"ratio_vs_ffi\":{{{}}},\"cuda_event_vs_driver\":{}}}",
             if k > 0 { "," } else { "" },
             op.name,
             op.calls,
@@ -747,7 +932,8 @@ fn main() {
                 .enumerate()
                 .map(|(i, n)| format!("\"{n}\":{}", num(ratio(i))))
                 .collect::<Vec<_>>()
-                .join(",")
+                .join(","),
+            num(vs_driver)
         );
     }
     let _ = writeln!(

@@ -140,6 +140,11 @@ pub(crate) fn query_handle(
     exporter: Option<Exporter>,
 ) -> Result<bool> {
     made_in.ensure_alive(d, None)?;
+    query_checked(d, raw, exporter)
+}
+
+/// [`query_handle`] after its context check.
+pub(crate) fn query_checked(d: &Driver, raw: sys::cudaEvent_t, exporter: Option<Exporter>) -> Result<bool> {
     let done = query_raw(d, raw)?;
     match exporter {
         Some(exporter) if !done && exporter.is_gone() => Err(Error::ExporterGone { pid: exporter.pid }),

@@ -131,7 +131,7 @@ pub(crate) fn forget_exported(handle: &IpcEventHandle) {
 }
 
 /// How many exported handles this process remembers (it shrinks as events drop).
-#[cfg(test)]
+#[cfg(all(test, not(cuda_event_model)))]
 pub(crate) fn exported_handles_remembered() -> usize {
     EXPORTED.lock().as_ref().map_or(0, HashSet::len)
 }
@@ -148,7 +148,9 @@ pub(crate) fn exported_here(handle: &IpcEventHandle) -> bool {
 /// not documented; a GPU test in the repository's `tests/ipc.rs` checks it). The process is recognized by that id and
 /// its start time (`/proc/PID/stat`), so that a later process given the same id is not taken for
 /// it. Where the id names no process here (an exporter in another pid namespace), nothing is known
-/// and nothing is checked.
+/// and nothing is checked. Where it names an unrelated process here (an exporter in another pid
+/// namespace whose id a local process also has), that process's exit is taken for the exporter's:
+/// a pending event then answers `ExporterGone` although its exporter lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Exporter {
     pub(crate) pid: i32,

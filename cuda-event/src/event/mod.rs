@@ -183,7 +183,9 @@ impl EventBuilder {
 
     /// While the stream is being captured into a CUDA graph, `record` and `wait` become external
     /// nodes of the graph (`cudaEventRecordExternal`, `cudaEventWaitExternal`); outside capture
-    /// they behave as usual.
+    /// they behave as usual. An external record into a capture leaves the event's last record as
+    /// it was (queries, synchronizes and waiting futures go on reading it) until a launch of the
+    /// graph records it.
     pub fn external(mut self, on: bool) -> Self {
         self.external = on;
         self
@@ -362,17 +364,32 @@ impl Event {
                 self.last.made_on_a_stream();
                 return Ok(Recorded::Now);
             }
-            if self.options.external {
-                d.event_record_with_flags.call(|f| {
-                    // SAFETY: a live event and stream of one device; the flag is a record flag.
-                    unsafe { f(raw, s, sys::cudaEventRecordExternal) }
-                })?;
-                // The graph records this handle at every launch.
-                self.escape(Escape::ToGraph);
-                return Ok(Recorded::IntoGraph);
-            }
-            self.record_captured(d, stream, creating)
+            self.record_into_capture(d, handle, stream, creating)
         })
+    }
+
+    /// A record on a stream being captured: an external node of the graph for an external event,
+    /// else a plain record of the captured CUDA event.
+    #[cold]
+    #[inline(never)]
+    fn record_into_capture(
+        &self,
+        d: &Driver,
+        handle: &EventHandle,
+        stream: &Stream,
+        creating: Option<&MutexGuard<'_, ()>>,
+    ) -> Result<Recorded> {
+        if !self.options.external {
+            return self.record_captured(d, stream, creating);
+        }
+        d.event_record_with_flags.call(|f| {
+            // SAFETY: a live event and stream of one device (checked by the caller); the flag is a
+            // record flag.
+            unsafe { f(handle.raw, stream.as_raw(), sys::cudaEventRecordExternal) }
+        })?;
+        // The graph records this handle at every launch.
+        self.escape(Escape::ToGraph);
+        Ok(Recorded::IntoGraph)
     }
 
     /// A plain record into a capture of `stream`: made on the captured CUDA event (see
@@ -398,9 +415,10 @@ impl Event {
             });
         }
         captured.made_in().ensure_alive(d, None)?;
-        // SAFETY: a live event and stream of one device (checked above).
-        d.event_record
-            .call(|f| unsafe { f(captured.raw, stream.as_raw()) })?;
+        d.event_record.call(|f| {
+            // SAFETY: a live event and stream of one device (checked above).
+            unsafe { f(captured.raw, stream.as_raw()) }
+        })?;
         self.last.swallowed_here();
         Ok(Recorded::Swallowed)
     }

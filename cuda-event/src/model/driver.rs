@@ -233,13 +233,17 @@ fn record(symbol: &'static str, event: sys::CUevent, stream: sys::CUstream, exte
         let Some(event) = w.event(e, symbol) else {
             return Some(BROKEN);
         };
-        if event.device != device {
+        let (event_device, flags) = (event.device, event.flags);
+        if event_device != device {
             return Some(Code::CUDA_ERROR_INVALID_HANDLE);
         }
         if let Some(sticky) = w.sticky(device) {
             return Some(sticky);
         }
+        let interprocess = flags & sys::cudaEventInterprocess != 0;
         match w.capture_of(s) {
+            // Refused, the capture left valid (two-events, probe_destroy_ipc.txt).
+            Some(_) if interprocess && !external => return Some(Code::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED),
             Some(_) if external => {} // a node of the graph: the event itself is untouched
             Some(capture) => {
                 for other in w.captures.values_mut() {

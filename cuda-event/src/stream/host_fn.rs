@@ -49,8 +49,10 @@ impl Stream {
     ///
     /// Capture: while the stream is being captured into a graph this returns
     /// [`Error::StreamCapturing`]. A capture that another thread begins on the stream between that
-    /// check and the launch is the caller's race: the closure then becomes a node of that graph,
-    /// runs at the graph's first launch (not now), and later launches run nothing.
+    /// check and the launch is outside the crate's guarantees: CUDA may crash when
+    /// `cudaLaunchHostFunc` races a capture of its stream, and if it does not, the closure becomes a
+    /// node of that graph (run at the graph's launches, not now). Begin captures of a stream on the
+    /// thread that submits work to it, or after that work is submitted.
     ///
     /// ```no_run
     /// let stream = cuda_event::Stream::new(0)?;

@@ -267,6 +267,7 @@ impl Stream {
     }
 
     /// [`Stream::is_capturing`] for a caller that has the driver and the context already.
+    #[inline]
     pub(crate) fn is_capturing_with(&self, d: &Driver) -> Result<bool> {
         let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
         d.stream_is_capturing.call(|f| {

@@ -3,6 +3,7 @@
 //! back with no launch gap and the flush stays outside every interval.
 
 use crate::capture_mode::is_capture_interference;
+use crate::context::ContextInstance;
 use crate::driver::{Driver, Entry};
 use crate::error::{Error, Result};
 use crate::stream::Stream;
@@ -18,6 +19,9 @@ struct GraphEvent(sys::CUevent);
 /// events: the owner drains the stream first, so no launch still uses them.
 pub(crate) struct GraphBatch {
     d: &'static Driver,
+    /// The context instance its graph and events were made in: a device reset destroys them, and
+    /// the drop then leaves them alone.
+    made_in: Option<ContextInstance>,
     graph: sys::CUgraph,
     exec: sys::CUgraphExec,
     /// The intervals' events, in the order the caller recorded them.
@@ -42,8 +46,10 @@ impl GraphBatch {
         intervals: usize,
         queue: impl FnOnce(&[Interval]) -> std::result::Result<(), E>,
     ) -> std::result::Result<GraphBatch, E> {
+        let made_in = ContextInstance::of_primary(d, stream.device()).ok();
         let mut batch = GraphBatch {
             d,
+            made_in,
             graph: std::ptr::null_mut(),
             exec: std::ptr::null_mut(),
             events: Vec::with_capacity(intervals),
@@ -53,7 +59,7 @@ impl GraphBatch {
             match GraphEvent::new(d) {
                 Ok(end) => batch.events.push((start, end)),
                 Err(e) => {
-                    start.destroy(d);
+                    start.destroy(made_in);
                     return Err(e.into());
                 }
             }
@@ -74,7 +80,11 @@ impl GraphBatch {
             })
             .collect();
         // Ended whatever happens, a panic in `queue` included, so that the stream is usable again.
-        let capturing = Capturing { d, stream: raw };
+        let capturing = Capturing {
+            d,
+            made_in,
+            stream: raw,
+        };
         let queued = queue(&recorded);
         let code = capturing.end(&mut batch.graph);
         queued?;
@@ -134,20 +144,25 @@ impl GraphBatch {
 
 impl Drop for GraphBatch {
     fn drop(&mut self) {
-        // Errors here are the context's own (a reset or a fault), which the measurement reported.
-        if !self.exec.is_null() {
-            // SAFETY: the instance made in capture, destroyed once; no launch is pending (the owner
-            // drained the stream).
-            let _ = self.d.graph_exec_destroy.code(|f| unsafe { f(self.exec) });
-        }
-        if !self.graph.is_null() {
-            // SAFETY: the graph made in capture, destroyed once, after its instance.
-            let _ = self.d.graph_destroy.code(|f| unsafe { f(self.graph) });
-        }
-        for (start, end) in self.events.drain(..) {
-            start.destroy(self.d);
-            end.destroy(self.d);
-        }
+        // Errors here are the context's own (a fault), which the measurement reported; after a
+        // reset nothing is destroyed again.
+        let (exec, graph, events) = (self.exec, self.graph, std::mem::take(&mut self.events));
+        let _ = ContextInstance::destroy_unless_reset(self.made_in, |d| {
+            if !exec.is_null() {
+                // SAFETY: the instance made in capture, destroyed once; no launch is pending (the
+                // owner drained the stream).
+                let _ = d.graph_exec_destroy.code(|f| unsafe { f(exec) });
+            }
+            if !graph.is_null() {
+                // SAFETY: the graph made in capture, destroyed once, after its instance.
+                let _ = d.graph_destroy.code(|f| unsafe { f(graph) });
+            }
+            for (start, end) in events {
+                start.destroy_in(d);
+                end.destroy_in(d);
+            }
+            Ok(())
+        });
     }
 }
 
@@ -155,6 +170,7 @@ impl Drop for GraphBatch {
 /// panicked (its graph then destroyed).
 struct Capturing {
     d: &'static Driver,
+    made_in: Option<ContextInstance>,
     stream: sys::CUstream,
 }
 
@@ -171,16 +187,18 @@ impl Capturing {
 
 impl Drop for Capturing {
     fn drop(&mut self) {
-        let mut graph = std::ptr::null_mut();
-        // SAFETY: as in `end`; writes through a live local.
-        let _ = self
-            .d
-            .stream_end_capture
-            .code(|f| unsafe { f(self.stream, &mut graph) });
-        if !graph.is_null() {
-            // SAFETY: the graph just ended, never instantiated or shared; destroyed once.
-            let _ = self.d.graph_destroy.code(|f| unsafe { f(graph) });
-        }
+        let stream = self.stream;
+        // After a reset (a panic in the captured work can follow one) the stream is gone.
+        let _ = ContextInstance::destroy_unless_reset(self.made_in, |d| {
+            let mut graph = std::ptr::null_mut();
+            // SAFETY: as in `end`; writes through a live local.
+            let _ = d.stream_end_capture.code(|f| unsafe { f(stream, &mut graph) });
+            if !graph.is_null() {
+                // SAFETY: the graph just ended, never instantiated or shared; destroyed once.
+                let _ = d.graph_destroy.code(|f| unsafe { f(graph) });
+            }
+            Ok(())
+        });
     }
 }
 
@@ -193,7 +211,16 @@ impl GraphEvent {
         Ok(GraphEvent(raw))
     }
 
-    fn destroy(self, d: &Driver) {
+    /// Destroys it unless a device reset already did.
+    fn destroy(self, made_in: Option<ContextInstance>) {
+        let _ = ContextInstance::destroy_unless_reset(made_in, |d| {
+            self.destroy_in(d);
+            Ok(())
+        });
+    }
+
+    /// Destroys it; the caller checked that no reset did.
+    fn destroy_in(self, d: &Driver) {
         // SAFETY: an event made by `new`, destroyed once, after every graph that held it.
         let _ = d.event_destroy.code(|f| unsafe { f(self.0) });
     }

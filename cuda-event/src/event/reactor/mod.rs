@@ -33,13 +33,14 @@
 //! in `catch_unwind`, so a panicking waker does not stop the thread.
 
 use crate::capture_mode::{RelaxedCapture, is_capture_interference};
-use crate::context::MadeIn;
+use crate::context::{ContextInstance, MadeIn};
 use crate::driver::{Driver, driver};
 use crate::error::{Error, Result};
-use crate::event::handle::query_handle;
+use crate::event::handle::{query_checked, query_handle};
 use crate::event::ipc::Exporter;
 use crate::sync::{Condvar, Lazy, Mutex};
 use cuda_event_sys as sys;
+use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -93,6 +94,18 @@ impl QueryTarget {
     /// `cuEventQuery` as `Event::query` reads it, in relaxed capture mode.
     pub(crate) fn query(&self, d: &Driver) -> Result<bool> {
         query_handle(d, self.raw, self.made_in, self.exporter)
+    }
+
+    /// [`query`](Self::query) in a sweep: the reset check once per context instance per sweep
+    /// (`alive` holds the instances this sweep found alive).
+    fn query_in_sweep(&self, d: &Driver, alive: &RefCell<Vec<ContextInstance>>) -> Result<bool> {
+        if let Some(instance) = self.made_in.instance()
+            && !alive.borrow().contains(&instance)
+        {
+            self.made_in.ensure_alive(d, None)?;
+            alive.borrow_mut().push(instance);
+        }
+        query_checked(d, self.raw, self.exporter)
     }
 }
 
@@ -388,9 +401,11 @@ impl Reactor {
         RelaxedCapture::enter(d).forever();
         precise_sleeps();
         let waits = &mut running.waits;
-        let check = |wait: &Wait| check(d, wait);
+        let alive = RefCell::new(Vec::new());
+        let check = |wait: &Wait| check(d, wait, &alive);
         let mut next_poll = None;
         loop {
+            alive.borrow_mut().clear();
             let registered = std::mem::take(&mut self.inbox.lock().registered);
             waits.take(registered);
             let sweep_start = Instant::now();
@@ -619,8 +634,8 @@ impl Waits {
 }
 
 /// Queries `wait`'s target and decides what happens to it.
-fn check(d: &Driver, wait: &Wait) -> Outcome {
-    match wait.cell.while_watched(|| wait.target.query(d)) {
+fn check(d: &Driver, wait: &Wait, alive: &RefCell<Vec<ContextInstance>>) -> Outcome {
+    match wait.cell.while_watched(|| wait.target.query_in_sweep(d, alive)) {
         None => Outcome::Forget,
         Some(Ok(false)) => Outcome::Pending,
         Some(Err(e)) if is_capture_interference(&e) => Outcome::Pending,
