@@ -13,9 +13,9 @@
 //! symbol in the error it returns.
 
 use crate::error::{CudaError, Error, Result, check, runtime_strings, static_str};
+use crate::sync::OnceLock;
 use cuda_event_sys as sys;
 use std::ffi::{CStr, c_void};
-use std::sync::OnceLock;
 
 /// The driver's return code; its values (`CUresult::CUDA_ERROR_NOT_READY`...) are the one table of
 /// CUDA codes this crate compares against.

@@ -196,7 +196,7 @@ const NO_DRIVER: &str = "no CUDA driver found (libcuda.so.1 cannot be loaded): \
 
 /// Whether the CUDA driver library, `libcuda.so.1`, is loaded or can be; asked once.
 fn driver_library_loads() -> bool {
-    static LOADS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    static LOADS: crate::sync::OnceLock<bool> = crate::sync::OnceLock::new();
     *LOADS.get_or_init(|| {
         let name = c"libcuda.so.1";
         // SAFETY: dlopen takes a NUL-terminated name; a handle it returns is closed once, here.

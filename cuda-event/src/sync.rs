@@ -5,6 +5,12 @@
 //!
 //! Both sides offer parking_lot's shape (a lock returns its guard, a condition variable waits on
 //! `&mut` guard), which is what the crate is written against.
+//!
+//! `OnceLock` is std's in both: every initializer the crate gives one makes no call that the model
+//! checker schedules (no lock, no atomic of this facade, no driver call of the model that yields),
+//! so no other model thread can run while one initializes it, and none can block on it.
+
+pub(crate) use std::sync::OnceLock;
 
 #[cfg(not(cuda_event_model))]
 pub(crate) use self::build::*;
@@ -13,7 +19,7 @@ pub(crate) use self::model::*;
 
 #[cfg(not(cuda_event_model))]
 mod build {
-    pub(crate) use parking_lot::{Condvar, Mutex, MutexGuard};
+    pub(crate) use parking_lot::{Condvar, Mutex};
     pub(crate) use std::sync::atomic;
     pub(crate) use std::thread;
     pub(crate) use std::thread_local;

@@ -96,11 +96,16 @@ impl EventHandle {
     }
 
     /// Keeps the CUDA event alive for as long as its context lives, because a CUDA graph may use
-    /// it at any launch (see `Event`'s docs). Retired events of a context that a device reset ended
-    /// are forgotten (CUDA destroyed them) whenever another event is retired.
+    /// it at any launch, or a capture may still hold it (see `Event`'s docs). Retired events of a
+    /// context that a device reset ended are forgotten (CUDA destroyed them) when the list has
+    /// doubled since it was last pruned.
     pub(crate) fn retire(self) {
         let mut retired = RETIRED.lock();
-        if let Some(d) = crate::driver::loaded_driver() {
+        // Pruned when the list doubles, so that retiring stays cheap however many are kept.
+        if retired.len() >= 16
+            && retired.len().is_power_of_two()
+            && let Some(d) = crate::driver::loaded_driver()
+        {
             // One liveness check per context instance, not per retired event.
             let mut checked: Vec<(ContextInstance, bool)> = Vec::new();
             retired.retain(|handle| {

@@ -15,27 +15,33 @@
 //!   any thread. It is never recorded into a capture by the crate, so no read of it can overlap a
 //!   captured record of it or the end of a capture that holds it: there is nothing to exclude,
 //!   and no read waits for anything.
-//! - the **captured** CUDA event takes the plain records made on a stream being captured. Only the
-//!   thread that made such a record touches it again, with stream waits that fork the capture
-//!   into other streams (CUDA's multi-stream capture). It is never pooled; it is kept until its
-//!   context ends (`EventHandle::retire`, counted in `cuda_events_alive`), since the crate cannot
-//!   know when a capture that holds it ends.
+//! - the **captured** CUDA events take the plain records made on a stream being captured: one per
+//!   thread that makes such records (and device), which only that thread calls CUDA on again, with
+//!   further captured records and the stream waits that fork its capture into other streams
+//!   (CUDA's multi-stream capture). Two threads' captured records of one CUDA event at once crash
+//!   CUDA too. They are never pooled with the published events: when the `Event` drops, the
+//!   dropping thread's own goes back to that thread's keeping for its next captured records, and
+//!   any other thread's is kept until its context ends (`EventHandle::retire`, counted in
+//!   `cuda_events_alive`), since the crate cannot know when a capture that holds it ends, and a
+//!   destroy beside that end crashes.
 //! - this **word** says which of the two holds the event's last record: 0, or the token of the
 //!   thread whose record a capture swallowed. A read loads it once: 0, it reads the published
 //!   event; otherwise it refuses with CUDA's own answer for such an event
 //!   (`CUDA_ERROR_CAPTURED_EVENT`, 907), except a stream wait on the recording thread, which waits
-//!   on the captured event.
+//!   on that thread's captured event.
 //!
 //! | last record | word | published event | captured event | a read on any thread | a wait on the recording thread |
 //! |---|---|---|---|---|---|
 //! | none | 0 | not created | none | "never recorded" answers | nothing to wait for |
 //! | on a stream | 0 | its record | absent, or an old capture's | reads the published event | waits on the published event |
-//! | plain, into a capture | token | an older record (or none) | this record | 907, no CUDA call | forks the capture |
+//! | plain, into a capture | token | an older record (or none) | the recording thread's: this record | 907, no CUDA call | forks the capture |
 //! | external node of a capture | 0 | a node of the graph | untouched | reads the published event | waits on the published event |
 //!
-//! Records of one event on two threads at once, one into a capture, write different CUDA events
+//! Records of one event on two threads at once, into captures or not, write different CUDA events
 //! and then the word in either order: each order names a record that really was made last by one
-//! of the two, and every read is of the published event, which no capture holds, in both.
+//! of the two, and every read is of the published event, which no capture holds, in both. (A fork
+//! on a thread whose captured record is no longer the last is refused with 907: it cannot join the
+//! other thread's capture.)
 //!
 //! The first record is made under the event's creation lock, and the published event is
 //! published only after it, so the word is only ever written for the CUDA event that is the
@@ -75,9 +81,10 @@ impl LastRecordWord {
         }
     }
 
-    /// After a plain record of the captured event into a capture, on this thread.
-    pub(crate) fn swallowed_here(&self) {
-        self.0.store(thread_token(), Ordering::Release);
+    /// After a plain record into a capture, made by `thread` (a [`thread_token`], or
+    /// [`NO_THREAD`]).
+    pub(crate) fn swallowed_by(&self, thread: u64) {
+        self.0.store(thread, Ordering::Release);
     }
 
     /// What the last record was.
@@ -86,33 +93,35 @@ impl LastRecordWord {
         match self.0.load(Ordering::Acquire) {
             0 => LastRecord::Plain,
             token => LastRecord::Swallowed {
-                here: token == thread_token(),
+                here: token != NO_THREAD && Some(token) == thread_token(),
             },
         }
     }
 }
 
-/// A number for the calling thread, unique in the process and never 0 (`ThreadId` has no stable
-/// integer form); `u64::MAX` on a thread whose thread-locals are gone, which matches no record's
-/// thread.
-fn thread_token() -> u64 {
+/// The word after a captured record made by a thread whose thread-locals were gone: no thread's.
+pub(crate) const NO_THREAD: u64 = u64::MAX;
+
+/// A number for the calling thread, unique in the process, never 0 nor [`NO_THREAD`] (`ThreadId`
+/// has no stable integer form); `None` on a thread whose thread-locals are gone.
+pub(crate) fn thread_token() -> Option<u64> {
     use crate::sync::thread_local;
     static NEXT: AtomicU64 = AtomicU64::new(1);
     thread_local! {
         static TOKEN: u64 = NEXT.fetch_add(1, Ordering::Relaxed);
     }
-    TOKEN.try_with(|token| *token).unwrap_or(u64::MAX)
+    TOKEN.try_with(|token| *token).ok()
 }
 
 #[cfg(all(test, not(cuda_event_model)))]
 mod tests {
-    use super::{LastRecord, LastRecordWord};
+    use super::{LastRecord, LastRecordWord, thread_token};
 
     #[test]
     fn a_read_is_told_of_a_swallowed_record_until_a_record_on_a_stream() {
         let word = LastRecordWord::new();
         assert_eq!(word.get(), LastRecord::Plain);
-        word.swallowed_here();
+        word.swallowed_by(thread_token().unwrap());
         assert_eq!(word.get(), LastRecord::Swallowed { here: true });
         let elsewhere = std::thread::scope(|s| s.spawn(|| word.get()).join().unwrap());
         assert_eq!(elsewhere, LastRecord::Swallowed { here: false });

@@ -18,19 +18,22 @@ use crate::event::last_record::{LastRecord, LastRecordWord};
 use crate::event::publish_once::PublishOnce;
 use crate::event::reactor::{QueryTarget, WaitCell};
 use crate::stream::{Stream, StreamId};
+use crate::sync::Mutex;
+use crate::sync::OnceLock;
 use crate::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
-use crate::sync::{Mutex, MutexGuard};
 use cuda_event_sys as sys;
 use std::fmt;
 use std::mem::ManuallyDrop;
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::{Arc, Weak};
 
 /// A CUDA event, with the semantics of PyTorch's `torch.cuda.Event`.
 ///
 /// Building one makes no CUDA call: the CUDA event is created on the first [`record`](Self::record)
 /// (on the stream's device) or [`ipc_handle`](Self::ipc_handle) (on the current device), exactly
-/// once even when threads race (a first record takes a lock; later calls take none). A first
-/// record that fails leaves the event as if it had never been created.
+/// once even when threads race (a first record takes the event's lock, and another thread's first
+/// record of the same event waits for it; later calls outside captures take none). A first record
+/// that fails leaves the event uncreated (one that failed inside a capture may keep the CUDA event
+/// it tried to record there; see "Recorded into a graph capture").
 ///
 /// `Send + Sync`, every method `&self`: share it between threads by reference or in an `Arc`.
 ///
@@ -86,14 +89,18 @@ use std::sync::{Arc, OnceLock, Weak};
 /// - [`wait`](Self::wait) on the thread that made that record forks the capture into the waiting
 ///   stream (CUDA's multi-stream capture); on another thread it returns the same error.
 ///
-/// Reads and records take no lock and never wait for each other: every read is of the event that
-/// no capture holds. Knowing whether a record goes into a capture costs each record one
-/// `cuStreamIsCapturing` call (see [`set_capture_checks`](crate::set_capture_checks)). The second
-/// CUDA event is kept until its device's context ends (a capture may still hold it when the
-/// `Event` drops) and counts in [`cuda_events_alive`](crate::cuda_events_alive): one per `Event`
-/// ever recorded into a capture. An [`interprocess`](EventBuilder::interprocess) event is not
-/// recorded into a capture ([`Error::CapturedInterprocessEvent`]): its importers could never see
-/// that record.
+/// Reads, and records outside a capture, take no lock and never wait for each other: every read
+/// is of the CUDA event no capture holds. Knowing whether a record goes into a capture costs each
+/// record one `cuStreamIsCapturing` call (see [`set_capture_checks`](crate::set_capture_checks)).
+/// Each thread that records the event into a capture does so on a CUDA event of its own (two
+/// threads' captured records of one CUDA event at once crash CUDA), under a lock of the event's.
+/// When the event drops, the thread's own goes back to that thread's keeping for its next records
+/// into captures, and any other thread's is kept until its device's context ends (a capture may
+/// still hold it, and destroying it beside that capture's end crashes CUDA); both count in
+/// [`cuda_events_alive`](crate::cuda_events_alive). A wait that forks a capture needs the waiting
+/// thread's record to be the event's last. An [`interprocess`](EventBuilder::interprocess) event
+/// is not recorded into a capture ([`Error::CapturedInterprocessEvent`]): its importers could never
+/// see that record.
 ///
 /// A capture that another thread begins on a stream while this thread records on it is outside
 /// these guarantees: CUDA may crash (see `Stream::launch_host_fn`). So is a record of
@@ -102,10 +109,11 @@ pub struct Event {
     options: EventBuilder,
     /// The published CUDA event: every read and every record outside a capture.
     created: PublishOnce<EventHandle>,
-    /// The CUDA event that records into captures take (see `last_record`), made at the first.
-    captured: PublishOnce<EventHandle>,
-    /// Taken by a first record and to create either CUDA event, so that one thread creates it and
-    /// the first record is published before any other (no first record can lose a race).
+    /// The CUDA events that records into captures take (see `last_record`): one per thread and
+    /// device that made one, so that no two threads ever call CUDA on the same one.
+    captured: Mutex<Vec<Captured>>,
+    /// Taken by a first record and to create the published CUDA event, so that one thread creates
+    /// it and the first record is published before any other (no first record can lose a race).
     creating: Mutex<()>,
     recorded: AtomicBool,
     /// Who else may use the handle after this `Event` drops ([`Escape`] as a number): decides
@@ -242,7 +250,7 @@ impl Event {
         Event {
             options,
             created: PublishOnce::new(),
-            captured: PublishOnce::new(),
+            captured: Mutex::new(Vec::new()),
             creating: Mutex::new(()),
             recorded: AtomicBool::new(false),
             escaped: AtomicU8::new(Escape::No as u8),
@@ -277,16 +285,21 @@ impl Event {
     #[doc(alias = "cuEventRecord")]
     #[doc(alias = "cudaEventRecordWithFlags")]
     pub fn record(&self, stream: &Stream) -> Result<()> {
-        self.record_as(stream).map(drop)
+        self.record_as(stream, false).map(drop)
     }
 
-    /// [`record`](Self::record), telling how the record was made.
+    /// [`record`](Self::record), telling how the record was made; with `refuse_capture`, a stream
+    /// being captured gets [`Error::StreamCapturing`] and no record.
     #[inline]
-    pub(crate) fn record_as(&self, stream: &Stream) -> Result<Recorded> {
+    pub(crate) fn record_as(&self, stream: &Stream, refuse_capture: bool) -> Result<Recorded> {
         let d = driver("Event::record")?;
+        let ask = Ask {
+            refuse_capture,
+            ..Ask::default()
+        };
         let recorded = match self.created.get() {
-            Some(handle) => self.record_handle(d, handle, stream, None, None)?,
-            None => self.record_first(d, stream)?,
+            Some(handle) => self.record_handle(d, handle, stream, ask)?,
+            None => self.record_first(d, stream, ask)?,
         };
         if !self.recorded.load(Ordering::Relaxed) {
             self.recorded.store(true, Ordering::Relaxed);
@@ -305,71 +318,79 @@ impl Event {
 
     /// The first record, under the `creating` lock: takes a CUDA event from this thread's pool or
     /// creates one, records it, and only then publishes it, so that a failed first record leaves
-    /// the event as if never created (and a pooled CUDA event's old record never becomes this
-    /// event's), and no other thread's record, of either CUDA event, runs before the publish.
+    /// the event uncreated (and a pooled CUDA event's old record never becomes this event's), and
+    /// no other thread's record runs before the publish. On a stream being captured an external
+    /// event gets a new CUDA event: the graph node is its only record, and a pooled one would
+    /// answer its old owner's record until the graph runs.
     ///
     /// Not `#[cold]`: a new event's first record is a hot path (the pool makes it cost about a
     /// record), and a cold function gets little inlined into it.
     #[inline(never)]
-    fn record_first(&self, d: &Driver, stream: &Stream) -> Result<Recorded> {
-        let creating = self.creating.lock();
+    fn record_first(&self, d: &Driver, stream: &Stream, ask: Ask) -> Result<Recorded> {
+        let _creating = self.creating.lock();
         if let Some(handle) = self.created.get() {
             // Another thread's first record came first.
-            return self.record_handle(d, handle, stream, None, Some(&creating));
+            return self.record_handle(d, handle, stream, ask);
         }
         let flags = self.options.cuda_flags();
         // The stream's check first: a pooled event made in the instance the stream is alive in
         // needs no check of its own (one driver call in all, as for any record).
-        let stream_alive = stream.made_in().ensure_alive(d, None)?;
-        let handle = match pool::take(d, stream.device(), flags, stream_alive) {
+        let known_alive = stream.made_in().ensure_alive(d, None)?;
+        let capturing = capture_checks::on() && stream.in_context(d, || stream.is_capturing_with(d))?;
+        let pooled = match capturing && self.options.external {
+            true => None,
+            false => pool::take(d, stream.device(), flags, known_alive),
+        };
+        let handle = match pooled {
             Some(pooled) => pooled,
             None => EventHandle::create(d, stream.device(), flags)?,
         };
-        let known_alive = handle.instance();
-        match self.record_handle(d, &handle, stream, known_alive, Some(&creating)) {
+        let ask = Ask {
+            known_alive: handle.instance(),
+            capturing: Some(capturing),
+            ..ask
+        };
+        match self.record_handle(d, &handle, stream, ask) {
             Ok(recorded) => {
                 self.publish(handle);
                 Ok(recorded)
             }
             Err(e) => {
-                give_back_after_a_failed_record(stream, flags, handle);
+                give_back_after_a_failed_record(capturing, stream, flags, handle);
                 Err(e)
             }
         }
     }
 
     /// Records on `stream`: `handle` (the published CUDA event, or the one a first record is about
-    /// to publish) outside a capture or as an external node, the captured CUDA event into a
-    /// capture. `creating`: the caller holds the `creating` lock.
-    fn record_handle(
-        &self,
-        d: &Driver,
-        handle: &EventHandle,
-        stream: &Stream,
-        known_alive: Option<ContextInstance>,
-        creating: Option<&MutexGuard<'_, ()>>,
-    ) -> Result<Recorded> {
+    /// to publish) outside a capture or as an external node, this thread's captured CUDA event
+    /// into a capture.
+    fn record_handle(&self, d: &Driver, handle: &EventHandle, stream: &Stream, ask: Ask) -> Result<Recorded> {
         if handle.device() != stream.device() {
             return Err(Error::DeviceMismatch {
                 event: handle.device(),
                 stream: stream.device(),
             });
         }
-        MadeIn::ensure_both_alive(d, handle.made_in(), stream.made_in(), known_alive)?;
+        MadeIn::ensure_both_alive(d, handle.made_in(), stream.made_in(), ask.known_alive)?;
         stream.in_context(d, || {
             let (raw, s) = (handle.raw, stream.as_raw());
-            if !capture_checks::on() || !stream.is_capturing_with(d)? {
+            let capturing = match ask.capturing {
+                Some(capturing) => capturing,
+                None => capture_checks::on() && stream.is_capturing_with(d)?,
+            };
+            if !capturing {
                 // SAFETY: a live event and stream of one device (checked above).
                 d.event_record.call(|f| unsafe { f(raw, s) })?;
                 self.last.made_on_a_stream();
                 return Ok(Recorded::Now);
             }
-            self.record_into_capture(d, handle, stream, creating)
+            self.record_into_capture(d, handle, stream, ask.refuse_capture)
         })
     }
 
-    /// A record on a stream being captured: an external node of the graph for an external event,
-    /// else a plain record of the captured CUDA event.
+    /// A record on a stream being captured: refused, an external node of the graph for an external
+    /// event, or else a plain record of this thread's captured CUDA event.
     #[cold]
     #[inline(never)]
     fn record_into_capture(
@@ -377,10 +398,13 @@ impl Event {
         d: &Driver,
         handle: &EventHandle,
         stream: &Stream,
-        creating: Option<&MutexGuard<'_, ()>>,
+        refuse_capture: bool,
     ) -> Result<Recorded> {
+        if refuse_capture {
+            return Err(Error::StreamCapturing);
+        }
         if !self.options.external {
-            return self.record_captured(d, stream, creating);
+            return self.record_captured(d, stream);
         }
         d.event_record_with_flags.call(|f| {
             // SAFETY: a live event and stream of one device (checked by the caller); the flag is a
@@ -392,62 +416,57 @@ impl Event {
         Ok(Recorded::IntoGraph)
     }
 
-    /// A plain record into a capture of `stream`: made on the captured CUDA event (see
-    /// `last_record`), created at the first.
+    /// A plain record into a capture of `stream`, made on this thread's captured CUDA event for
+    /// the stream's device (see `last_record`), which it takes from this thread's pool of them or
+    /// creates at its first.
     #[cold]
-    fn record_captured(
-        &self,
-        d: &Driver,
-        stream: &Stream,
-        creating: Option<&MutexGuard<'_, ()>>,
-    ) -> Result<Recorded> {
+    fn record_captured(&self, d: &Driver, stream: &Stream) -> Result<Recorded> {
         if self.options.interprocess {
             return Err(Error::CapturedInterprocessEvent);
         }
-        let captured = match self.captured.get() {
-            Some(captured) => captured,
-            None => self.create_captured(d, stream, creating)?,
+        let Some(thread) = last_record::thread_token() else {
+            return self.record_captured_without_a_thread(d, stream);
         };
-        if captured.device() != stream.device() {
-            return Err(Error::DeviceMismatch {
-                event: captured.device(),
-                stream: stream.device(),
-            });
-        }
-        captured.made_in().ensure_alive(d, None)?;
+        let device = stream.device();
+        let mut captured = self.captured.lock();
+        let at = match captured
+            .iter()
+            .position(|c| c.thread == thread && c.handle.device() == device)
+        {
+            Some(at) => at,
+            None => {
+                let flags = self.options.cuda_flags();
+                let handle = match pool::take_captured(d, device, flags) {
+                    Some(pooled) => pooled,
+                    None => EventHandle::create(d, device, flags)?,
+                };
+                captured.push(Captured { thread, handle });
+                captured.len() - 1
+            }
+        };
+        let handle = &captured[at].handle;
+        handle.made_in().ensure_alive(d, None)?;
         d.event_record.call(|f| {
-            // SAFETY: a live event and stream of one device (checked above).
-            unsafe { f(captured.raw, stream.as_raw()) }
+            // SAFETY: a live event and stream of one device; only this thread calls CUDA on it.
+            unsafe { f(handle.raw, stream.as_raw()) }
         })?;
-        self.last.swallowed_here();
+        self.last.swallowed_by(thread);
         Ok(Recorded::Swallowed)
     }
 
-    /// The captured CUDA event, made (or taken from this thread's pool) under the `creating` lock.
+    /// A plain record into a capture from a thread whose thread-locals are gone (a thread-local's
+    /// destructor): on a CUDA event of its own, kept; no thread can fork through it.
     #[cold]
-    fn create_captured(
-        &self,
-        d: &Driver,
-        stream: &Stream,
-        creating: Option<&MutexGuard<'_, ()>>,
-    ) -> Result<&EventHandle> {
-        let _creating = creating.is_none().then(|| self.creating.lock());
-        if let Some(captured) = self.captured.get() {
-            return Ok(captured);
-        }
-        let flags = self.options.cuda_flags();
-        let handle = match pool::take(d, stream.device(), flags, None) {
-            Some(pooled) => pooled,
-            None => EventHandle::create(d, stream.device(), flags)?,
-        };
-        Ok(match self.captured.set(handle) {
-            Ok(handle) => handle,
-            // Not reached: set only here, under the lock.
-            Err((ours, winner)) => {
-                pool::give_or_destroy(flags, ours);
-                winner
-            }
-        })
+    fn record_captured_without_a_thread(&self, d: &Driver, stream: &Stream) -> Result<Recorded> {
+        let handle = EventHandle::create(d, stream.device(), self.options.cuda_flags())?;
+        let recorded = d.event_record.call(|f| {
+            // SAFETY: a live event (just made) and stream of one device.
+            unsafe { f(handle.raw, stream.as_raw()) }
+        });
+        handle.retire(); // a capture may hold it
+        recorded?;
+        self.last.swallowed_by(last_record::NO_THREAD);
+        Ok(Recorded::Swallowed)
     }
 
     /// Makes `handle` this event's. Every caller holds the `creating` lock or owns the only
@@ -477,21 +496,35 @@ impl Event {
             return Ok(());
         };
         let d = driver("Event::wait")?;
-        let (handle, check_exporter) = match self.last.get() {
-            LastRecord::Plain => (handle, true),
-            // On the thread that recorded it into the capture, a wait forks the capture into
-            // `stream`, on the captured CUDA event (and asks nothing else of it: a query would
-            // break the capture); from another thread it could overlap the capture's end.
-            LastRecord::Swallowed { here: true } => match self.captured.get() {
-                Some(captured) => (captured, false),
-                None => return Err(d.stream_wait_event.error(CUresult::CUDA_ERROR_CAPTURED_EVENT)),
-            },
-            LastRecord::Swallowed { here: false } => {
-                return Err(d.stream_wait_event.error(CUresult::CUDA_ERROR_CAPTURED_EVENT));
+        match self.last.get() {
+            LastRecord::Plain => {
+                MadeIn::ensure_both_alive(d, handle.made_in(), stream.made_in(), None)?;
+                self.wait_handle(d, handle, stream, true)
             }
+            // On the thread that recorded it into the capture, a wait forks the capture into
+            // `stream` (and asks nothing else of the event: a query would break the capture);
+            // from another thread it could overlap the capture's end.
+            LastRecord::Swallowed { here: true } => self.fork(d, stream),
+            LastRecord::Swallowed { here: false } => {
+                Err(d.stream_wait_event.error(CUresult::CUDA_ERROR_CAPTURED_EVENT))
+            }
+        }
+    }
+
+    /// A wait on this thread's captured CUDA event: CUDA's multi-stream capture forks the capture
+    /// into `stream`. Only this thread calls CUDA on that event.
+    #[cold]
+    fn fork(&self, d: &Driver, stream: &Stream) -> Result<()> {
+        let thread = last_record::thread_token();
+        let captured = self.captured.lock();
+        let Some(mine) = captured
+            .iter()
+            .find(|c| Some(c.thread) == thread && c.handle.device() == stream.device())
+        else {
+            return Err(d.stream_wait_event.error(CUresult::CUDA_ERROR_CAPTURED_EVENT));
         };
-        MadeIn::ensure_both_alive(d, handle.made_in(), stream.made_in(), None)?;
-        self.wait_handle(d, handle, stream, check_exporter)
+        MadeIn::ensure_both_alive(d, mine.handle.made_in(), stream.made_in(), None)?;
+        self.wait_handle(d, &mine.handle, stream, false)
     }
 
     /// The stream wait; `check_exporter`: first ask whether an imported event's exporter is gone.
@@ -597,6 +630,28 @@ impl Event {
     /// thread began around it: never reused.
     pub(crate) fn may_be_in_a_graph(&self) {
         self.escape(Escape::ToGraph);
+    }
+
+    /// Gives up the captured CUDA events: this thread's back to its pool of them (it alone ever
+    /// calls CUDA on them, so a capture that still holds one sees only its own thread's calls),
+    /// other threads' kept for good (a capture may still hold one, and destroying it beside that
+    /// capture's end crashes CUDA).
+    fn give_up_captured(&mut self) {
+        let captured = std::mem::take(self.captured.get_mut());
+        if captured.is_empty() {
+            return;
+        }
+        let (thread, flags) = (last_record::thread_token(), self.options.cuda_flags());
+        for Captured {
+            thread: owner,
+            handle,
+        } in captured
+        {
+            match Some(owner) == thread {
+                true => pool::give_captured(flags, handle),
+                false => handle.retire(),
+            }
+        }
     }
 
     /// Abandons every cell that may query the CUDA event: after this, nothing does.
@@ -817,9 +872,7 @@ impl Event {
         }
         // A leaked future must not go on querying a handle its new owner may destroy.
         this.unwatch();
-        if let Some(captured) = this.captured.take() {
-            captured.retire(); // as in Drop
-        }
+        this.give_up_captured(); // as in Drop
         let raw = this.created.take().map(EventHandle::release);
         if let Some(handle) = this.ipc.get() {
             ipc::forget_exported(handle);
@@ -875,9 +928,26 @@ fn record_stamp() -> u64 {
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        static START: std::sync::LazyLock<Instant> = std::sync::LazyLock::new(Instant::now);
-        START.elapsed().as_nanos() as u64
+        static START: crate::sync::Lazy<std::time::Instant> = crate::sync::Lazy::new(std::time::Instant::now);
+        START.get().elapsed().as_nanos() as u64
     }
+}
+
+/// How a record is asked for.
+#[derive(Clone, Copy, Default)]
+struct Ask {
+    /// A context instance the caller just found alive.
+    known_alive: Option<ContextInstance>,
+    /// Whether the stream is being captured, if the caller asked already.
+    capturing: Option<bool>,
+    /// A stream being captured gets `Error::StreamCapturing`, and nothing is recorded.
+    refuse_capture: bool,
+}
+
+/// A captured CUDA event and the thread ([`last_record::thread_token`]) that records it.
+struct Captured {
+    thread: u64,
+    handle: EventHandle,
 }
 
 /// How a record was made.
@@ -907,13 +977,14 @@ enum Escape {
 }
 
 /// A CUDA event whose first record for an `Event` failed goes back to the pool, unless the record
-/// may have reached a capture of `stream` (a failed record can still be the capture's): then it is
-/// destroyed, never handed to another `Event`.
+/// may have reached a capture of `stream` (an external node, or a capture another thread began
+/// meanwhile): then it is kept, never handed to another `Event` nor destroyed beside that
+/// capture's end.
 #[cold]
-fn give_back_after_a_failed_record(stream: &Stream, flags: u32, handle: EventHandle) {
-    match stream.is_capturing() {
-        Ok(false) => pool::give_or_destroy(flags, handle),
-        _ => handle.destroy(),
+fn give_back_after_a_failed_record(capturing: bool, stream: &Stream, flags: u32, handle: EventHandle) {
+    match capturing || stream.is_capturing() != Ok(false) {
+        false => pool::give_or_destroy(flags, handle),
+        true => handle.retire(),
     }
 }
 
@@ -956,11 +1027,7 @@ impl Drop for Event {
         if crate::fork::in_forked_child() {
             return; // the parent owns the CUDA event; the child takes no lock (see `fork`)
         }
-        if let Some(captured) = self.captured.take() {
-            // A capture that is still open may hold it; CUDA may give a destroyed event's handle
-            // to the next one created.
-            captured.retire();
-        }
+        self.give_up_captured();
         let Some(handle) = self.created.take() else {
             return;
         };

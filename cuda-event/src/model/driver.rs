@@ -246,9 +246,7 @@ fn record(symbol: &'static str, event: sys::CUevent, stream: sys::CUstream, exte
             Some(_) if interprocess && !external => return Some(Code::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED),
             Some(_) if external => {} // a node of the graph: the event itself is untouched
             Some(capture) => {
-                for other in w.captures.values_mut() {
-                    other.holds.remove(&e);
-                }
+                // An earlier capture may go on holding it (not probed): kept in its holds.
                 w.captures.get_mut(&capture).expect("open").holds.insert(e);
                 w.events.get_mut(&e).expect("checked").last = Last::InCapture(capture);
             }

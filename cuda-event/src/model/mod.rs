@@ -14,6 +14,7 @@
 //! | a query of an event whose record an open capture holds: 907, and the capture is invalidated | same (`capphase.txt`, "capture open") |
 //! | a record of the event on a stream before the end releases it from the capture | same (`capphase-rerecorded-before-the-end.txt`) |
 //! | a record of the event on a stream, or its destroy, beside the end of a capture holding its record: crash (beside the captured record itself, or while the capture is open, neither crashed) | `bench/results/2026-12-02-h200-two-events` (`probe_plain_vs_captured.txt`, `probe_destroy_ipc.txt`) |
+//! | two records of one event into captures at once: crash | same folder, README section 6 (the review's probe) |
 //! | a query or synchronize not in relaxed mode while a global capture (or this thread's own) is open: refused, the capture invalidated | CUDA's documentation of capture modes |
 //! | a call with a destroyed event, stream or graph (a reset destroys its context's), a destroy beside another call on the same event, a call in a forked child | CUDA's documentation |
 //!

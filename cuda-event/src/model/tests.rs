@@ -487,3 +487,99 @@ fn the_model_fails_a_read_beside_a_captured_record() {
         capturer.join().unwrap();
     });
 }
+
+/// Two threads record one event into their own captures and fork them through it (the review's
+/// finding 1): each thread's captured records use a CUDA event of its own, so no two captured
+/// records, and no fork beside another thread's captured record, touch one CUDA event. A fork
+/// whose thread's record is no longer the event's last is refused (907), never joined to the other
+/// thread's capture.
+#[test]
+fn two_threads_capture_one_event_and_fork_through_it() {
+    check(300, || {
+        let event = Arc::new(Event::new());
+        let plain = stream();
+        event.record(&plain).unwrap();
+        let workers: Vec<_> = [CaptureMode::ThreadLocal, CaptureMode::Global]
+            .into_iter()
+            .map(|mode| {
+                let event = event.clone();
+                let (cap, side) = (stream(), stream());
+                thread::spawn(move || {
+                    relaxed_here();
+                    begin_capture(&cap, mode);
+                    event.record(&cap).unwrap();
+                    let forked = event.wait(&side);
+                    if forked.is_ok() {
+                        let joined = Event::new();
+                        joined.record(&side).unwrap();
+                        joined.wait(&cap).unwrap();
+                    }
+                    ok_or_captured("fork", forked);
+                    end_capture(&cap).expect("the capture ends valid");
+                })
+            })
+            .collect();
+        for worker in workers {
+            worker.join().unwrap();
+        }
+    });
+}
+
+/// `Stream::completion` on a stream being captured records nothing into the capture (the review's
+/// finding 3) and keeps no CUDA event.
+#[test]
+fn a_stream_completion_on_a_capturing_stream_records_nothing() {
+    check_once(|| {
+        let cap = stream();
+        drop(cap.record_event().unwrap());
+        let alive = crate::cuda_events_alive();
+        begin_capture(&cap, CaptureMode::ThreadLocal);
+        assert_eq!(block_on(cap.completion()), Err(Error::StreamCapturing));
+        let held = super::world::with(|w| w.captures.values().map(|c| c.holds.len()).sum::<usize>());
+        assert_eq!(held, 0, "the completion's event went into the capture");
+        end_capture(&cap).expect("the capture ends valid");
+        assert_eq!(crate::cuda_events_alive(), alive);
+    });
+}
+
+/// `wait_stream` inside captures, over and over (each call a new event recorded into the capture
+/// and dropped on the capturing thread): the captured CUDA events are reused by that thread, so
+/// the number alive stays bounded (the review's finding 2).
+#[test]
+fn forks_and_joins_in_repeated_captures_keep_a_bounded_number_of_cuda_events() {
+    check_once(|| {
+        let (cap, side) = (stream(), stream());
+        let mut alive = Vec::new();
+        for _ in 0..4 {
+            begin_capture(&cap, CaptureMode::ThreadLocal);
+            for _ in 0..10 {
+                side.wait_stream(&cap).unwrap(); // fork
+                cap.wait_stream(&side).unwrap(); // join
+            }
+            end_capture(&cap).expect("the capture ends valid");
+            alive.push(crate::cuda_events_alive());
+        }
+        assert!(
+            alive.windows(2).all(|w| w[1] == w[0]),
+            "CUDA events alive after each capture: {alive:?}"
+        );
+    });
+}
+
+/// An external event's first record into a capture is a graph node only: the event answers as
+/// never recorded on a stream, not with a pooled CUDA event's old owner's record (the review's
+/// finding 4).
+#[test]
+fn an_external_events_first_record_into_a_capture_is_not_a_pooled_events_old_record() {
+    check_once(|| {
+        let (held, cap) = (stream(), stream());
+        hold(&held);
+        drop(held.record_event().unwrap()); // pooled, its record pending behind the hold
+        let external = Event::builder().external(true).build().unwrap();
+        begin_capture(&cap, CaptureMode::ThreadLocal);
+        external.record(&cap).unwrap();
+        end_capture(&cap).expect("the capture ends valid");
+        assert_eq!(external.query(), Ok(true));
+        release(&held);
+    });
+}

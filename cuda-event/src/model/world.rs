@@ -25,6 +25,10 @@ pub(crate) mod source {
     /// holds its record crashed (every run); both beside the captured record, or while the capture
     /// is open, did not; reads beside an external node's capture did not.
     pub(crate) const TWO_EVENTS: &str = "bench/results/2026-12-02-h200-two-events (1-probes/probe_plain_vs_captured.txt, probe_destroy_ipc.txt)";
+    /// Two threads' records of one event into their own captures at once crashed inside the
+    /// captured record (the session's review, probe_plain_vs_captured.c with the plain record made
+    /// a captured one; output not kept, see that folder's README).
+    pub(crate) const TWO_CAPTURES: &str = "bench/results/2026-12-02-h200-two-events (README, section 6)";
     /// Undefined behaviour by CUDA's documentation.
     pub(crate) const CUDA_DOCS: &str = "CUDA driver API documentation (undefined behaviour)";
 }
@@ -302,6 +306,10 @@ fn conflict(a: &Op, b: &Op) -> Option<(&'static str, &'static str)> {
         (Op::Read(_, e), Op::EndCapture(_, held)) if held.contains(e) => Some((
             "a read of an event beside the end of a capture that holds its record (SIGSEGV)",
             source::CAPPHASE,
+        )),
+        (Op::RecordCaptured(e), Op::RecordCaptured(f)) if e == f => Some((
+            "two records of one event into captures at once (SIGSEGV)",
+            source::TWO_CAPTURES,
         )),
         (Op::RecordPlain(e), Op::EndCapture(_, held)) if held.contains(e) => Some((
             "a record of an event on a stream beside the end of a capture that holds its record (SIGSEGV)",

@@ -96,8 +96,11 @@ impl QueryTarget {
         query_handle(d, self.raw, self.made_in, self.exporter)
     }
 
-    /// [`query`](Self::query) in a sweep: the reset check once per context instance per sweep
-    /// (`alive` holds the instances this sweep found alive).
+    /// [`query`](Self::query) in a sweep: the reset check once per context instance per phase of
+    /// a sweep (the lanes, the walk, the poll; `alive` holds the instances found alive in it). A
+    /// reset that another thread makes meanwhile is a race CUDA leaves to the caller
+    /// (`cudaDeviceReset`: no other thread may use the device then); this widens it from one call
+    /// to one phase.
     fn query_in_sweep(&self, d: &Driver, alive: &RefCell<Vec<ContextInstance>>) -> Result<bool> {
         if let Some(instance) = self.made_in.instance()
             && !alive.borrow().contains(&instance)
@@ -410,11 +413,13 @@ impl Reactor {
             waits.take(registered);
             let sweep_start = Instant::now();
             let stepping = waits.sweep_lanes(&check);
+            alive.borrow_mut().clear(); // the walk and the poll check again: a short window
             // Sweeps take at most about 1/(1 + LANE_CPU) of a core, unless that would leave a
             // lane unswept for longer than its bound (STEPPING while one is stepping).
             let longest = if stepping { STEPPING } else { SLOWEST };
             let rest = (sweep_start.elapsed() * LANE_CPU).min(longest);
             waits.walk_a_chunk(&check);
+            alive.borrow_mut().clear();
             if next_poll.is_none_or(|at| at <= Instant::now()) {
                 // Each polling step costs about 1/CPU_SHARE of a core, but a whole walk over the
                 // unordered waits takes at most BACKSTOP.
