@@ -49,9 +49,11 @@
 //!
 //! What the word cannot cover: a capture that another thread begins on a stream between the
 //! crate's capture check and its record (`cuStreamBeginCapture` racing `cuEventRecord` on one
-//! stream). CUDA documents stream capture as something the capturing code does to a stream it
-//! owns; a record or launch that another thread races into it is not safe in CUDA (crashes were
-//! measured for `cudaLaunchHostFunc`), and it is outside the crate's guarantees too.
+//! stream). In CUDA's words (`cudaStreamBeginCapture`), "when a stream is in capture mode, all
+//! operations pushed into the stream will not be executed, but will instead be captured into a
+//! graph": the record is then captured on the published CUDA event, and the crate cannot know.
+//! That is the caller's race, outside the crate's guarantees: begin a capture of a stream on the
+//! thread that submits to it, or once other threads are done submitting.
 
 use crate::sync::atomic::{AtomicU64, Ordering};
 

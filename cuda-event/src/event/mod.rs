@@ -102,9 +102,11 @@ use std::sync::{Arc, Weak};
 /// is not recorded into a capture ([`Error::CapturedInterprocessEvent`]): its importers could never
 /// see that record.
 ///
-/// A capture that another thread begins on a stream while this thread records on it is outside
-/// these guarantees: CUDA may crash (see `Stream::launch_host_fn`). So is a record of
-/// [`as_raw`](Self::as_raw)'s handle into a capture made by other code.
+/// A capture that another thread begins on a stream while this thread records on it is the
+/// caller's race, outside these guarantees: "when a stream is in capture mode, all operations
+/// pushed into the stream will not be executed, but will instead be captured into a graph"
+/// (CUDA's `cudaStreamBeginCapture`), this record included, on the CUDA event every thread reads.
+/// So is a record of [`as_raw`](Self::as_raw)'s handle into a capture made by other code.
 pub struct Event {
     options: EventBuilder,
     /// The published CUDA event: every read and every record outside a capture.

@@ -26,6 +26,7 @@ fn call(symbol: &'static str, body: impl FnOnce(&mut World, TaskId) -> Code) -> 
     };
     with(|w| {
         w.count(symbol);
+        w.note(me, format_args!("{symbol}"));
         match w.check_not_forked(me, symbol) {
             true => body(w, me),
             false => BROKEN,
@@ -45,6 +46,7 @@ fn in_flight(
     };
     let allowed = with(|w| {
         w.count(symbol);
+        w.note(me, format_args!("{symbol} begins {ops:?}"));
         w.check_not_forked(me, symbol)
     });
     if !allowed {
@@ -63,6 +65,7 @@ fn in_flight(
                 w.check_overlaps(me, op);
             }
             let code = body(w, me)?;
+            w.note(me, format_args!("{symbol} returns {}", code.0));
             for _ in ops {
                 let at = w.in_flight.iter().position(|(t, _)| *t == me).expect("announced");
                 w.in_flight.remove(at);

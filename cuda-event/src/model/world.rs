@@ -15,6 +15,9 @@ pub(crate) const BROKEN: Code = Code::CUDA_ERROR_UNKNOWN;
 /// Devices in the model.
 pub(crate) const DEVICES: i32 = 2;
 
+/// How many of the last driver calls a failure prints.
+const LOG_SHOWN: usize = 40;
+
 /// Where each rule comes from: the results folder that measured it, or CUDA's documentation.
 pub(crate) mod source {
     /// A read of an event beside a record of it into a capture, or beside the end of a capture
@@ -142,6 +145,9 @@ pub(crate) struct World {
     /// The first rule broken in this execution (reported when the test's body returns: a panic
     /// cannot cross the driver functions' C ABI).
     pub(crate) failure: Option<String>,
+    /// The driver calls of this execution so far, in the order the model checker ran them: the
+    /// interleaving a failure prints.
+    pub(crate) log: Vec<String>,
 }
 
 /// Contexts persist from one execution to the next (as the crate's cache of them does); the rest
@@ -191,9 +197,22 @@ impl World {
     /// A model failure: the crate made a call this rule forbids. Kept, and reported when the
     /// test's body returns (`model::check`); the call answers [`BROKEN`].
     pub(crate) fn fail(&mut self, rule: &str, source: &str, detail: String) {
-        let message = format!("driver model: {rule} ({detail}) [measured in: {source}]");
+        if self.failure.is_some() {
+            return;
+        }
+        let shown = self.log.len().saturating_sub(LOG_SHOWN);
+        let message = format!(
+            "driver model: {rule} ({detail}) [measured in: {source}]\nthe driver calls so far, in order (last {}):\n  {}",
+            self.log.len() - shown,
+            self.log[shown..].join("\n  ")
+        );
         eprintln!("{message}");
-        self.failure.get_or_insert(message);
+        self.failure = Some(message);
+    }
+
+    /// Notes a driver call (or a call's second half, after its yield) in the interleaving.
+    pub(crate) fn note(&mut self, me: TaskId, what: std::fmt::Arguments<'_>) {
+        self.log.push(format!("{me:?}: {what}"));
     }
 
     pub(crate) fn count(&mut self, symbol: &'static str) {
