@@ -203,6 +203,31 @@ fn drv(code: sys::CUresult) {
     );
 }
 
+impl Driver {
+    /// The driver calls of cuda-event's record, made raw: the reset check on `ctx` (unless null),
+    /// the capture check, the record.
+    ///
+    /// # Safety
+    /// Live handles of one device; `ctx` null or a live context.
+    unsafe fn record_with_checks(
+        self,
+        ctx: sys::CUcontext,
+        event: sys::cudaEvent_t,
+        stream: sys::cudaStream_t,
+    ) {
+        // SAFETY: the caller's handles; out-pointers are live locals.
+        unsafe {
+            if !ctx.is_null() {
+                let mut id = 0;
+                drv(self.ctx_get_id.unwrap()(ctx, &mut id));
+            }
+            let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+            drv(self.stream_is_capturing.unwrap()(stream, &mut status));
+            drv(self.event_record.unwrap()(event, stream));
+        }
+    }
+}
+
 fn ops() -> Vec<Op> {
     let raw = Raw::new();
     let d = Driver::new();
@@ -332,11 +357,7 @@ fn ops() -> Vec<Op> {
                 None,
                 run!(plain, stream => plain.record(&stream).unwrap()),
                 None,
-                run!(=> unsafe {
-                    let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
-                    drv(d.stream_is_capturing.unwrap()(raw.stream, &mut status));
-                    drv(d.event_record.unwrap()(raw.plain, raw.stream));
-                }),
+                run!(=> unsafe { d.record_with_checks(std::ptr::null_mut(), raw.plain, raw.stream) }),
             ],
         ),
         op(
@@ -347,13 +368,7 @@ fn ops() -> Vec<Op> {
                 None,
                 run!(plain, stream => plain.record(&stream).unwrap()),
                 None,
-                run!(=> unsafe {
-                    let mut id = 0;
-                    drv(d.ctx_get_id.unwrap()(ctx_raw as sys::CUcontext, &mut id));
-                    let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
-                    drv(d.stream_is_capturing.unwrap()(raw.stream, &mut status));
-                    drv(d.event_record.unwrap()(raw.plain, raw.stream));
-                }),
+                run!(=> unsafe { d.record_with_checks(ctx_raw as sys::CUcontext, raw.plain, raw.stream) }),
             ],
         ),
         op(
@@ -368,11 +383,7 @@ fn ops() -> Vec<Op> {
                     let (event, raw_stream) = (plain.as_raw().unwrap() as usize, stream.as_raw() as usize);
                     run!(=> unsafe {
                         let (event, raw_stream) = (event as sys::cudaEvent_t, raw_stream as sys::cudaStream_t);
-                        let mut id = 0;
-                        drv(d.ctx_get_id.unwrap()(ctx_raw as sys::CUcontext, &mut id));
-                        let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
-                        drv(d.stream_is_capturing.unwrap()(raw_stream, &mut status));
-                        drv(d.event_record.unwrap()(event, raw_stream));
+                        d.record_with_checks(ctx_raw as sys::CUcontext, event, raw_stream)
                     })
                 },
             ],
