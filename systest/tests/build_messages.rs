@@ -22,7 +22,7 @@ const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// A crate in a fresh temporary folder that depends on cuda-event-sys (with `features`).
 struct Consumer {
-    dir: PathBuf,
+    dir: Scratch,
 }
 
 impl Consumer {
@@ -100,12 +100,36 @@ impl Build {
     }
 }
 
-/// A new empty folder outside this workspace (so its `.cargo/config.toml` does not apply).
-fn scratch(name: &str) -> PathBuf {
+/// A new empty folder outside this workspace (so its `.cargo/config.toml` does not apply),
+/// removed with everything in it when the test is done with it: the suite leaves nothing in the
+/// system's temporary folder (`cpu_tests_leave_nothing_in_the_temporary_folder` checks).
+fn scratch(name: &str) -> Scratch {
     let dir = std::env::temp_dir().join(format!("cuda-event-build-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    dir
+    Scratch(dir)
+}
+
+/// A [`scratch`] folder, removed on drop.
+struct Scratch(PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 fn shared_target_dir() -> PathBuf {
@@ -211,7 +235,7 @@ fn no_libclang_is_one_message_naming_the_fix() {
     let nowhere = scratch("no-libclang-here");
     let build = Consumer::new("no-libclang", &[]).build(&[
         ("CUDA_EVENT_SYS_CUDA_DIR", real_cuda()),
-        ("LIBCLANG_PATH", nowhere.into()),
+        ("LIBCLANG_PATH", nowhere.as_os_str().into()),
     ]);
     build.failed_saying(&[
         "bindgen cannot load libclang",
@@ -225,7 +249,7 @@ fn headers_older_than_cuda_12_8_name_the_version_found_and_the_minimum() {
     let Some(_one) = under_cargo() else { return };
     let old = scratch("cuda-12.6");
     cuda_copy(&old, 12060, true);
-    let build = Consumer::new("old-cuda", &[]).build(&[("CUDA_EVENT_SYS_CUDA_DIR", old.into())]);
+    let build = Consumer::new("old-cuda", &[]).build(&[("CUDA_EVENT_SYS_CUDA_DIR", old.as_os_str().into())]);
     build.failed_saying(&[
         "its headers are CUDA 12.6 (CUDART_VERSION 12060)",
         "needs CUDA 12.8 or newer",
@@ -237,7 +261,7 @@ fn a_cuda_path_without_cuda_warns_and_the_search_goes_on() {
     let Some(_one) = under_cargo() else { return };
     let empty = scratch("empty-cuda-path");
     let build = Consumer::new("bad-cuda-path", &[])
-        .build(&[("CUDA_PATH", empty.clone().into()), ("CUDA_HOME", real_cuda())]);
+        .build(&[("CUDA_PATH", empty.as_os_str().into()), ("CUDA_HOME", real_cuda())]);
     build.succeeded_saying(&[&format!(
         "warning: cuda-event-sys@{VERSION}: cuda-event-sys: ignoring CUDA_PATH={}: no include/cuda_runtime_api.h; searching on",
         empty.display()
@@ -272,7 +296,7 @@ fn a_wheel_without_its_crt_headers_names_the_wheel_to_install_wherever_it_is_fou
     named.failed_saying(&["no crt/host_defines.h beside cuda_runtime_api.h", &install]);
     // found in the active virtualenv
     if !toolkit_folder_exists() {
-        let found = consumer.build(&[("VIRTUAL_ENV", venv.into())]);
+        let found = consumer.build(&[("VIRTUAL_ENV", venv.as_os_str().into())]);
         found.failed_saying(&["CUDA runtime wheel in $VIRTUAL_ENV", &install]);
     }
 }
@@ -280,7 +304,8 @@ fn a_wheel_without_its_crt_headers_names_the_wheel_to_install_wherever_it_is_fou
 #[test]
 fn a_colon_in_the_cuda_path_is_a_clear_error() {
     let Some(_one) = under_cargo() else { return };
-    let colon = scratch("colon").join("cuda:13");
+    let colon_dir = scratch("colon");
+    let colon = colon_dir.join("cuda:13");
     std::os::unix::fs::symlink(env!("DEP_CUDART_ROOT"), &colon).unwrap();
     let build = Consumer::new("colon", &[]).build(&[("CUDA_EVENT_SYS_CUDA_DIR", colon.into())]);
     build.failed_saying(&["its path contains ':'", "a symlink will do"]);
@@ -301,14 +326,14 @@ fn a_change_of_path_reruns_the_build_script_only_when_nvcc_found_cuda() {
         real_version(),
         true,
     );
-    let named = [("VIRTUAL_ENV", venv.into_os_string())];
+    let named = [("VIRTUAL_ENV", venv.as_os_str().to_os_string())];
     let with_path = |dirs: &[&Path], envs: &[(&str, OsString)]| {
         let mut envs = envs.to_vec();
         envs.push(("PATH", search_path(dirs)));
         consumer.build(&envs)
     };
     with_path(&[toolchain], &named).succeeded_saying(&[]);
-    let again = with_path(&[toolchain, &elsewhere], &named);
+    let again = with_path(&[toolchain, &*elsewhere], &named);
     again.succeeded_saying(&[]);
     assert!(
         !again.ran_build_script(),
@@ -328,7 +353,7 @@ fn a_change_of_path_reruns_the_build_script_only_when_nvcc_found_cuda() {
     let bin = toolkit.join("bin");
     let first = with_path(&[toolchain, &bin], &[]);
     first.succeeded_saying(&[]);
-    let moved = with_path(&[toolchain, &bin, &elsewhere], &[]);
+    let moved = with_path(&[toolchain, &bin, &*elsewhere], &[]);
     moved.succeeded_saying(&[]);
     assert!(
         moved.ran_build_script(),
@@ -390,4 +415,16 @@ fn dynamic_linking_from_a_folder_the_loader_does_not_search_warns_about_the_run_
         "CUDA_EVENT_SYS_RPATH_WARNING=0 did not silence it:\n{}",
         silenced.log
     );
+}
+
+/// The build tests' folders in the system's temporary folder go when the tests are done with
+/// them (`ci/test`'s test step also checks that the whole suite leaves nothing there).
+#[test]
+fn cpu_tests_leave_nothing_in_the_temporary_folder() {
+    let dir = scratch("cleaned-up");
+    std::fs::create_dir_all(dir.join("a/b")).unwrap();
+    std::fs::write(dir.join("a/b/file"), "x").unwrap();
+    let path = dir.to_path_buf();
+    drop(dir);
+    assert!(!path.exists(), "{} is left behind", path.display());
 }
