@@ -81,6 +81,28 @@ const VARS: &[&str] = &[
     "CUDART_VERSION",
 ];
 
+/// What bindgen's `CargoCallbacks` tells cargo (rerun when a header bindgen read or a variable it
+/// looked at changes), each line once: a header included from several others is read once per
+/// include, and the wrapper is announced by [`generate`] itself.
+#[derive(Debug, Default)]
+struct RerunOnce {
+    headers: std::sync::Mutex<Vec<String>>,
+}
+
+impl bindgen::callbacks::ParseCallbacks for RerunOnce {
+    fn include_file(&self, filename: &str) {
+        let mut headers = self.headers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !headers.iter().any(|seen| seen == filename) {
+            println!("cargo:rerun-if-changed={filename}");
+            headers.push(filename.to_string());
+        }
+    }
+
+    fn read_env_var(&self, key: &str) {
+        let _ = env::var(key);
+    }
+}
+
 pub(crate) fn generate(wrapper: &Path, include_path: &[PathBuf], out_dir: &Path) {
     println!("cargo:rerun-if-changed={}", wrapper.display());
     ensure_libclang();
@@ -107,7 +129,7 @@ pub(crate) fn generate(wrapper: &Path, include_path: &[PathBuf], out_dir: &Path)
         // An ignored return code is a bug: both APIs' codes are #[must_use].
         .must_use_type("cudaError")
         .must_use_type("cudaError_enum")
-        .parse_callbacks(Box::new(bindgen::CargoCallbacks::new()));
+        .parse_callbacks(Box::new(RerunOnce::default()));
     for function in FUNCTIONS {
         builder = builder.allowlist_function(function);
     }
