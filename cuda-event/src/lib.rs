@@ -57,6 +57,48 @@
 //! interval and a conservative verdict ([`Verdict`]: same, faster, slower or ambiguous; wrong with
 //! at most a 0.1% chance over all the looks it takes before stopping, see [`CONFIDENCE`]).
 //!
+//! ```no_run
+//! // `measure` with the work's own memory: the crate allocates nothing for the work; here the
+//! // runtime's cudaMalloc through the raw bindings (any allocator, cudarc's among them, will do).
+//! use cuda_event::{DeviceGuard, MeasureOptions, Stream, check_runtime, measure, sys};
+//! # fn main() -> Result<(), cuda_event::Error> {
+//! let stream = Stream::new(0)?;
+//! let bytes = 64 << 20;
+//! let mut buffer = std::ptr::null_mut();
+//! {
+//!     let _device = DeviceGuard::new(0)?;              // cudaMalloc allocates on the current device
+//!     // SAFETY: writes the allocation through a live local.
+//!     check_runtime("cudaMalloc", unsafe { sys::cudaMalloc(&mut buffer, bytes) })?;
+//! }
+//! let m = measure(&stream, &MeasureOptions::default(), |s| {
+//!     // SAFETY: the allocation above, on the stream measure hands over.
+//!     check_runtime("cudaMemsetAsync", unsafe { sys::cudaMemsetAsync(buffer, 0, bytes, s.as_raw()) })
+//! })?;
+//! println!("{:.1} GB/s", bytes as f64 / m.median().as_secs_f64() / 1e9);
+//! // SAFETY: measure has returned: no work uses the buffer any more.
+//! check_runtime("cudaFree", unsafe { sys::cudaFree(buffer) })?;
+//! # Ok(()) }
+//! ```
+//!
+//! With cudarc, its streams are this crate's through [`Stream::from_raw_borrowed`]; cudarc's
+//! `CUstream` is the runtime's `cudaStream_t` under another type, hence the cast:
+//! `unsafe { Stream::from_raw_borrowed(cudarc_stream.cu_stream() as _, 0)? }` (the repository's
+//! `systest/examples/cudarc_interop.rs` times and orders cudarc's work with this crate's events).
+//! With the `criterion` feature, `GpuTime` is a criterion measurement of GPU time on a stream
+//! (`Criterion::default().with_measurement(GpuTime::on_device(0)?)`; the `gpu_time` benchmark).
+//!
+//! # Examples
+//! In the package's `examples/` (`cargo run --release --example NAME`); each exits with status 1
+//! and one line naming the CUDA error on a machine without a GPU:
+//! - `quickstart`: device memory bandwidth with [`measure`] (memsets of 1 MiB to 4 GiB and a 1 GiB
+//!   copy, against the device's peak), [`compare`], a [`Timer`] and a cross-stream wait.
+//! - `async_pipeline`: a tokio service of concurrent requests, each on its own stream, awaiting the
+//!   GPU ([`Stream::completion`]) instead of blocking a thread.
+//! - `ipc`: one event shared by two processes through its hex handle.
+//! - `torch_ipc` (with `torch_ipc.py`): interprocess events shared with PyTorch, both ways.
+//! - `known_lengths`: kernels of known length timed with [`measure`], gated and in graph mode, to
+//!   see what a timing interval holds besides the kernel.
+//!
 //! # What a build needs
 //! Linux; the headers and libcudart of a CUDA runtime of 12.8 or newer (a toolkit, or PyPI's
 //! runtime wheels in a virtualenv: `pip install 'nvidia-cuda-runtime==13.0.*' 'nvidia-cuda-crt==13.0.*'`);

@@ -310,3 +310,31 @@ fn without_a_usable_gpu_every_cuda_call_is_an_err_not_a_panic() {
 fn this_test_names_the_test_it_is_written_in() {
     assert_eq!(common::this_test!(), "this_test_names_the_test_it_is_written_in");
 }
+
+/// The table from `torch.cuda.Event` calls to this crate's is written twice, on the crates.io page
+/// (README.md) and on docs.rs (the crate's docs): both copies say the same.
+#[test]
+fn the_torch_table_reads_the_same_on_crates_io_and_docs_rs() {
+    fn table(text: &str, prefix: &str) -> Vec<String> {
+        let lines: Vec<&str> = text
+            .lines()
+            .map(|line| line.strip_prefix(prefix).unwrap_or(line))
+            .collect();
+        let start = lines
+            .iter()
+            .position(|line| line.starts_with("| PyTorch |"))
+            .expect("the table's header");
+        lines[start..]
+            .iter()
+            .take_while(|line| line.starts_with('|'))
+            .map(|line| line.to_string())
+            .collect()
+    }
+    let readme = table(include_str!("../README.md"), "");
+    let docs = table(include_str!("../src/lib.rs"), "//! ");
+    assert!(readme.len() > 10, "the README's table is {} rows", readme.len());
+    assert_eq!(
+        readme, docs,
+        "the torch table differs between README.md and lib.rs"
+    );
+}

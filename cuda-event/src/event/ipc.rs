@@ -142,10 +142,10 @@ pub(crate) fn exported_here(handle: &IpcEventHandle) -> bool {
 
 /// The process that exported an imported event, to tell when it is gone: CUDA never completes an
 /// imported event whose exporter died with its work pending, and `cuEventSynchronize` on it never
-/// returns (the repository's `cuda-event/tests/ipc.rs` kills an exporter under an importer).
+/// returns.
 ///
 /// CUDA writes the exporter's process id into the first four bytes of the handle (little-endian;
-/// not documented; a GPU test in the repository's `tests/ipc.rs` checks it). The process is recognized by that id and
+/// not documented, and checked by the project's GPU tests). The process is recognized by that id and
 /// its start time (`/proc/PID/stat`), so that a later process given the same id is not taken for
 /// it. Where the id names no process here (an exporter in another pid namespace), nothing is known
 /// and nothing is checked. Where it names an unrelated process here (an exporter in another pid

@@ -710,8 +710,7 @@ impl Event {
     }
 
     /// Milliseconds between this event's record and `end`'s. The resolution is about half a
-    /// microsecond. Needs no current device or context (pinned by the GPU test
-    /// `probe_calls_on_a_thread_without_a_current_context`).
+    /// microsecond. Needs no current device or context.
     ///
     /// # Errors
     /// In torch's order: [`Error::NotTimingEvent`] unless both were built with `enable_timing`
@@ -788,9 +787,8 @@ impl Event {
     /// undefined): keep the exporter's event alive for as long as importers use theirs.
     ///
     /// If the exporting process ends (or is killed) while the event's work is pending, CUDA never
-    /// completes it, and its own wait never returns (the repository's `tests/ipc.rs` kills an exporter). So the
-    /// imported event watches its exporter: [`synchronize`](Self::synchronize) polls instead of
-    /// blocking in CUDA (sleeps from 10 us doubling to 1 ms, so it returns within about 1 ms of
+    /// completes it, and its own wait never returns. So the imported event watches its exporter:
+    /// [`synchronize`](Self::synchronize) polls instead of blocking in CUDA (sleeps from 10 us doubling to 1 ms, so it returns within about 1 ms of
     /// completion) and, like [`query`](Self::query) and [`wait`](Self::wait), returns
     /// [`Error::ExporterGone`] once the exporter has ended with the work still pending (after a
     /// SIGKILL, once the kernel has torn the process down). A stream
@@ -798,10 +796,8 @@ impl Event {
     ///
     /// The exporter may hold its stream with a host function that waits for the importer (say,
     /// until the importer has queried): the importer's open, query and synchronize do not wait for
-    /// the exporter's host-function thread (reproduced in C and in Rust, `systest/tests/ipc_hold.rs`
-    /// and `importer_synchronizes_on_the_exporters_record`; an earlier hang of that shape was not
-    /// CUDA's). What does hang is a wait on the GPU for work that waits on the host of a process that
-    /// waits for it.
+    /// the exporter's host-function thread. What does hang is a wait on the GPU for work that
+    /// waits on the host of a process that waits for it.
     ///
     /// # Errors
     /// [`Error::IpcHandleFromThisProcess`] for a handle this process exported; CUDA's errors otherwise.
