@@ -91,7 +91,10 @@ struct RerunOnce {
 
 impl bindgen::callbacks::ParseCallbacks for RerunOnce {
     fn include_file(&self, filename: &str) {
-        let mut headers = self.headers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut headers = self
+            .headers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if !headers.iter().any(|seen| seen == filename) {
             println!("cargo:rerun-if-changed={filename}");
             headers.push(filename.to_string());
@@ -103,9 +106,9 @@ impl bindgen::callbacks::ParseCallbacks for RerunOnce {
     }
 }
 
+/// Runs bindgen on `wrapper` into `out_dir/bindings.rs`; libclang was loaded ([`load_libclang`]).
 pub(crate) fn generate(wrapper: &Path, include_path: &[PathBuf], out_dir: &Path) {
     println!("cargo:rerun-if-changed={}", wrapper.display());
-    ensure_libclang();
     let resource_headers = resource_header_args();
     let mut builder = bindgen::Builder::default()
         .header(wrapper.to_string_lossy())
@@ -151,16 +154,16 @@ pub(crate) fn generate(wrapper: &Path, include_path: &[PathBuf], out_dir: &Path)
         .expect("write OUT_DIR/bindings.rs");
 }
 
-/// Loads libclang for bindgen, or ends the build with one message naming the fix. bindgen panics
+/// Loads libclang for bindgen, or says in one message why not and how to get it. bindgen panics
 /// when it finds none (`Unable to find libclang`), so its first use is made here with the panic
 /// caught and its default report (a backtrace hint) silenced. When `LIBCLANG_PATH` is unset and
 /// bindgen's own search finds nothing, PyPI's `libclang` wheel is looked for where the CUDA wheels
 /// are (virtualenv, conda env, `python3`'s site-packages) and in this workspace's provisioned
 /// folder: it is the way to libclang that needs no root.
-fn ensure_libclang() {
+pub(crate) fn load_libclang() -> Result<(), String> {
     let explicit = env::var("LIBCLANG_PATH");
     let Err(why) = try_load_libclang() else {
-        return;
+        return Ok(());
     };
     let wheel = explicit.is_none().then(libclang_wheel).flatten();
     if let Some((origin, dir)) = &wheel {
@@ -172,7 +175,7 @@ fn ensure_libclang() {
                 "cuda-event-sys: libclang from PyPI's libclang wheel in {origin}: {}",
                 dir.display()
             );
-            return;
+            return Ok(());
         }
     }
     let searched = match (&explicit, &wheel) {
@@ -180,14 +183,14 @@ fn ensure_libclang() {
         (None, Some((_, dir))) => format!("the usual folders, then {}", dir.display()),
         (None, None) => "the usual folders; no pip `libclang` wheel in any site-packages".into(),
     };
-    crate::fail(format!(
+    Err(format!(
         "{}: bindgen cannot load libclang, which it needs to read the CUDA headers (searched: {searched}).\n\
          \x20 Install it (Debian/Ubuntu: `apt-get install libclang-dev`; Fedora: `dnf install clang-devel`),\n\
          \x20 or without root: `pip install libclang` into the active virtualenv (found there by itself),\n\
          \x20 or set LIBCLANG_PATH to the folder holding libclang.so.\n\
          \x20 (bindgen said: {why})",
         crate::whoami()
-    ));
+    ))
 }
 
 /// bindgen's first use, its panic caught and returned as text.

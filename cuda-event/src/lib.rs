@@ -102,6 +102,7 @@
 //! # What a build needs
 //! Linux; the headers and libcudart of a CUDA runtime of 12.8 or newer (a toolkit, or PyPI's
 //! runtime wheels in a virtualenv: `pip install 'nvidia-cuda-runtime==13.0.*' 'nvidia-cuda-crt==13.0.*'`);
+//! for CUDA 12.8, 12.9 and 13.0 nothing else (bindings for them are committed), for other versions
 //! libclang for bindgen (`apt-get install libclang-dev`, or without root `pip install libclang`);
 //! Rust 1.88. [cuda-event-sys's README](https://crates.io/crates/cuda-event-sys) says where the
 //! build looks for each and how to make a virtualenv's CUDA stick (`[env]` in

@@ -230,11 +230,45 @@ fn no_cuda_outside_the_workspace_names_fixes_a_user_can_act_on() {
 }
 
 #[test]
-fn no_libclang_is_one_message_naming_the_fix() {
+fn no_libclang_builds_with_the_bindings_committed_for_the_cuda_found() {
     let Some(_one) = under_cargo() else { return };
     let nowhere = scratch("no-libclang-here");
+    let version = format!("{}.{}", real_version() / 1000, real_version() % 1000 / 10);
     let build = Consumer::new("no-libclang", &[]).build(&[
         ("CUDA_EVENT_SYS_CUDA_DIR", real_cuda()),
+        ("LIBCLANG_PATH", nowhere.as_os_str().into()),
+    ]);
+    build.succeeded_saying(&[&format!(
+        "cuda-event-sys: no libclang: using the bindings committed for CUDA {version}"
+    )]);
+}
+
+#[test]
+fn no_libclang_and_a_cuda_without_committed_bindings_is_one_message_naming_the_fix() {
+    let Some(_one) = under_cargo() else { return };
+    let nowhere = scratch("no-libclang-anywhere");
+    let newer = scratch("cuda-99.1");
+    cuda_copy(&newer, 99010, true);
+    let build = Consumer::new("no-libclang-newer", &[]).build(&[
+        ("CUDA_EVENT_SYS_CUDA_DIR", newer.as_os_str().into()),
+        ("LIBCLANG_PATH", nowhere.as_os_str().into()),
+    ]);
+    build.failed_saying(&[
+        "bindgen cannot load libclang",
+        "apt-get install libclang-dev",
+        "LIBCLANG_PATH",
+        "bindings committed for CUDA 12.8, 12.9 and 13.0",
+        "the headers found are CUDA 99.1 (CUDART_VERSION 99010)",
+    ]);
+}
+
+#[test]
+fn bindgen_asked_for_without_libclang_is_one_message_naming_the_fix() {
+    let Some(_one) = under_cargo() else { return };
+    let nowhere = scratch("no-libclang-for-bindgen");
+    let build = Consumer::new("bindgen-no-libclang", &[]).build(&[
+        ("CUDA_EVENT_SYS_CUDA_DIR", real_cuda()),
+        ("CUDA_EVENT_SYS_BINDINGS", "bindgen".into()),
         ("LIBCLANG_PATH", nowhere.as_os_str().into()),
     ]);
     build.failed_saying(&[
@@ -260,8 +294,10 @@ fn headers_older_than_cuda_12_8_name_the_version_found_and_the_minimum() {
 fn a_cuda_path_without_cuda_warns_and_the_search_goes_on() {
     let Some(_one) = under_cargo() else { return };
     let empty = scratch("empty-cuda-path");
-    let build = Consumer::new("bad-cuda-path", &[])
-        .build(&[("CUDA_PATH", empty.as_os_str().into()), ("CUDA_HOME", real_cuda())]);
+    let build = Consumer::new("bad-cuda-path", &[]).build(&[
+        ("CUDA_PATH", empty.as_os_str().into()),
+        ("CUDA_HOME", real_cuda()),
+    ]);
     build.succeeded_saying(&[&format!(
         "warning: cuda-event-sys@{VERSION}: cuda-event-sys: ignoring CUDA_PATH={}: no include/cuda_runtime_api.h; searching on",
         empty.display()
