@@ -100,7 +100,8 @@
 //!   see what a timing interval holds besides the kernel.
 //!
 //! # What a build needs
-//! Linux; the headers and libcudart of a CUDA runtime of 12.8 or newer (a toolkit, or PyPI's
+//! Linux (built and tested on x86_64; type-checked for aarch64, Grace Hopper's and Jetson's, by
+//! the project's CI, but not yet linked or run there); the headers and libcudart of a CUDA runtime of 12.8 or newer (a toolkit, or PyPI's
 //! runtime wheels in a virtualenv: `pip install 'nvidia-cuda-runtime==13.0.*' 'nvidia-cuda-crt==13.0.*'`);
 //! for CUDA 12.8, 12.9 and 13.0 nothing else (bindings for them are committed), for other versions
 //! libclang for bindgen (`apt-get install libclang-dev`, or without root `pip install libclang`);
