@@ -100,6 +100,11 @@ impl EventHandle {
     /// context that a device reset ended are forgotten (CUDA destroyed them) when the list has
     /// doubled since it was last pruned.
     pub(crate) fn retire(self) {
+        if crate::fork::in_forked_child() {
+            // The parent owns it, and the child takes none of the crate's locks (see `fork`): the
+            // handle is only forgotten.
+            return;
+        }
         let mut retired = RETIRED.lock();
         // Pruned when the list doubles, so that retiring stays cheap however many are kept.
         if retired.len() >= 16

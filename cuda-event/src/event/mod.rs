@@ -102,8 +102,12 @@ use std::sync::{Arc, Weak};
 /// is not recorded into a capture ([`Error::CapturedInterprocessEvent`]): its importers could never
 /// see that record.
 ///
-/// A capture that another thread begins on a stream while this thread records on it is the
-/// caller's race, outside these guarantees: "when a stream is in capture mode, all operations
+/// A thread that records the event into a capture that another thread ends must not wait on the
+/// event (a fork), on that capture or a later one of its own, until that end has returned: CUDA
+/// crashes when a wait on an event overlaps the end of a capture that holds its record, and only
+/// the thread that ends a capture knows when it does. That is the caller's race, as is this one: a
+/// capture that another thread begins on a stream while this thread records on it is outside
+/// these guarantees: "when a stream is in capture mode, all operations
 /// pushed into the stream will not be executed, but will instead be captured into a graph"
 /// (CUDA's `cudaStreamBeginCapture`), this record included, on the CUDA event every thread reads.
 /// So is a record of [`as_raw`](Self::as_raw)'s handle into a capture made by other code.
@@ -339,7 +343,16 @@ impl Event {
         // needs no check of its own (one driver call in all, as for any record).
         let known_alive = stream.made_in().ensure_alive(d, None)?;
         let capturing = capture_checks::on() && stream.in_context(d, || stream.is_capturing_with(d))?;
-        let pooled = match capturing && self.options.external {
+        if capturing && ask.refuse_capture {
+            return Err(Error::StreamCapturing); // before any CUDA event is taken
+        }
+        if capturing && self.options.interprocess && !self.options.external {
+            return Err(Error::CapturedInterprocessEvent);
+        }
+        // On a stream being captured the published event gets no record now (a captured record
+        // goes to this thread's captured event, an external one is a graph node): a new one, so
+        // that it never carries a pooled event's old record (which `as_raw` would hand out).
+        let pooled = match capturing {
             true => None,
             false => pool::take(d, stream.device(), flags, known_alive),
         };
@@ -358,7 +371,7 @@ impl Event {
                 Ok(recorded)
             }
             Err(e) => {
-                give_back_after_a_failed_record(capturing, stream, flags, handle);
+                give_back_after_a_failed_record(capturing && self.options.external, stream, flags, handle);
                 Err(e)
             }
         }
@@ -506,7 +519,7 @@ impl Event {
             // On the thread that recorded it into the capture, a wait forks the capture into
             // `stream` (and asks nothing else of the event: a query would break the capture);
             // from another thread it could overlap the capture's end.
-            LastRecord::Swallowed { here: true } => self.fork(d, stream),
+            LastRecord::Swallowed { here: true } => self.fork(d, handle.device(), stream),
             LastRecord::Swallowed { here: false } => {
                 Err(d.stream_wait_event.error(CUresult::CUDA_ERROR_CAPTURED_EVENT))
             }
@@ -516,12 +529,14 @@ impl Event {
     /// A wait on this thread's captured CUDA event: CUDA's multi-stream capture forks the capture
     /// into `stream`. Only this thread calls CUDA on that event.
     #[cold]
-    fn fork(&self, d: &Driver, stream: &Stream) -> Result<()> {
+    fn fork(&self, d: &Driver, device: i32, stream: &Stream) -> Result<()> {
         let thread = last_record::thread_token();
         let captured = self.captured.lock();
+        // The waiting stream may be on another device (CUDA allows it); the captured event is on
+        // the event's.
         let Some(mine) = captured
             .iter()
-            .find(|c| Some(c.thread) == thread && c.handle.device() == stream.device())
+            .find(|c| Some(c.thread) == thread && c.handle.device() == device)
         else {
             return Err(d.stream_wait_event.error(CUresult::CUDA_ERROR_CAPTURED_EVENT));
         };
@@ -975,12 +990,12 @@ enum Escape {
 }
 
 /// A CUDA event whose first record for an `Event` failed goes back to the pool, unless the record
-/// may have reached a capture of `stream` (an external node, or a capture another thread began
-/// meanwhile): then it is kept, never handed to another `Event` nor destroyed beside that
-/// capture's end.
+/// may have reached a capture of `stream` (`in_graph`: an external node; or a capture another
+/// thread began meanwhile): then it is kept, never handed to another `Event` nor destroyed beside
+/// that capture's end. (A plain record into a capture was made on a captured event, not on this.)
 #[cold]
-fn give_back_after_a_failed_record(capturing: bool, stream: &Stream, flags: u32, handle: EventHandle) {
-    match capturing || stream.is_capturing() != Ok(false) {
+fn give_back_after_a_failed_record(in_graph: bool, stream: &Stream, flags: u32, handle: EventHandle) {
+    match in_graph || stream.is_capturing() == Ok(true) {
         false => pool::give_or_destroy(flags, handle),
         true => handle.retire(),
     }

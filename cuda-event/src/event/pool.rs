@@ -35,16 +35,10 @@ pub fn set_event_pool(on: bool) {
 /// Destroys the CUDA events the calling thread keeps for reuse and returns how many there were
 /// (PyTorch's `EventPool::empty_cache`). Each thread's pool is its own: other threads' pools are
 /// emptied when those threads call this or end. The CUDA events this thread recorded into graph
-/// captures and keeps for its next such records are given up too, but kept alive (not counted):
-/// a capture may still hold them (see `Event`'s "Recorded into a graph capture").
+/// captures, which it keeps for its next such records, stay: a capture may still hold them, so
+/// they could not be destroyed, and kept for reuse they stay as many as the thread's events that
+/// were recorded into captures at once (see `Event`'s "Recorded into a graph capture").
 pub fn empty_event_pool() -> usize {
-    let captured = CAPTURED
-        .try_with(|pool| std::mem::take(&mut pool.borrow_mut().lists))
-        .unwrap_or_default();
-    captured
-        .into_iter()
-        .flat_map(|(_, list)| list)
-        .for_each(EventHandle::retire);
     let lists = POOL
         .try_with(|pool| std::mem::take(&mut pool.borrow_mut().lists))
         .unwrap_or_default();
@@ -98,9 +92,10 @@ pub(crate) fn take_captured(d: &Driver, device: i32, flags: u32) -> Option<Event
     }
 }
 
-/// Keeps `handle`, a captured CUDA event this thread recorded, for its next records into captures;
-/// past [`POOL_PER_THREAD`] per (device, flags), or on a thread being torn down, it is kept alive
-/// for good instead (a capture may still hold it).
+/// Keeps `handle`, a captured CUDA event this thread recorded, for its next records into captures
+/// (as many as the thread ever had in use at once: a cap would only move the overflow to
+/// [`EventHandle::retire`], for good); on a thread being torn down it is kept alive for good
+/// instead (a capture may still hold it).
 #[cold]
 pub(crate) fn give_captured(flags: u32, handle: EventHandle) {
     let mut handle = Some(handle);
@@ -114,16 +109,24 @@ pub(crate) fn give_captured(flags: u32, handle: EventHandle) {
                 pool.lists.len() - 1
             }
         };
-        let list = &mut pool.lists[index].1;
-        if list.len() < POOL_PER_THREAD
-            && let Some(handle) = handle.take()
-        {
-            list.push(handle);
-        }
+        pool.lists[index].1.extend(handle.take());
     });
     if let Some(handle) = handle {
         handle.retire();
     }
+}
+
+/// Gives up this thread's kept captured CUDA events for good (the model's executions end with it:
+/// their thread-locals' destructors run where the model checker can no longer schedule).
+#[cfg(all(cuda_event_model, test))]
+pub(crate) fn retire_captured() {
+    let lists = CAPTURED
+        .try_with(|pool| std::mem::take(&mut pool.borrow_mut().lists))
+        .unwrap_or_default();
+    lists
+        .into_iter()
+        .flat_map(|(_, list)| list)
+        .for_each(EventHandle::retire);
 }
 
 impl Drop for CapturedPool {
