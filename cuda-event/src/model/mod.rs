@@ -8,19 +8,22 @@
 //! to crash CUDA, or one CUDA documents as undefined; a query that CUDA answers by invalidating a
 //! capture invalidates the model's capture too, which the tests see when they end it:
 //!
-//! | rule | source |
-//! |---|---|
-//! | a query, synchronize, stream wait, elapsed time or IPC export of an event beside a record of it into a capture, or beside the end of a capture holding its record: crash | `bench/results/2026-12-01-h200-captured-records` (`capphase.txt`, `capfail-synchronize-wait.txt`) |
-//! | a query of an event whose record an open capture holds: 907, and the capture is invalidated | same (`capphase.txt`, "capture open") |
-//! | a record of the event on a stream before the end releases it from the capture | same (`capphase-rerecorded-before-the-end.txt`) |
-//! | a record of the event on a stream, or its destroy, beside the end of a capture holding its record: crash (beside the captured record itself, or while the capture is open, neither crashed) | `bench/results/2026-12-02-h200-two-events` (`probe_plain_vs_captured.txt`, `probe_destroy_ipc.txt`) |
-//! | two records of one event into captures at once: crash | same folder, README section 6 (the review's probe) |
-//! | a query or synchronize not in relaxed mode while a global capture (or this thread's own) is open: refused, the capture invalidated | CUDA's documentation of capture modes |
-//! | a call with a destroyed event, stream or graph (a reset destroys its context's), a destroy beside another call on the same event, a call in a forked child | CUDA's documentation |
+//! - a query, synchronize, stream wait, elapsed time or IPC export of an event beside a record of
+//!   it into a capture, or beside the end of a capture holding its record: crash;
+//! - a query of an event whose record an open capture holds: 907, and the capture is invalidated;
+//!   a record of the event on a stream before the end releases it from the capture;
+//! - a record of the event on a stream, or its destroy, beside the end of a capture holding its
+//!   record: crash (beside the captured record itself, or while the capture is open: neither);
+//! - two records of one event into captures at once: crash;
+//! - a query or synchronize not in relaxed mode while a global capture (or this thread's own) is
+//!   open: refused, the capture invalidated (CUDA's documentation of capture modes);
+//! - a call with a destroyed event, stream or graph (a reset destroys its context's), a destroy
+//!   beside another call on the same event, a call in a forked child (CUDA's documentation).
 //!
-//! Not modeled: an external node's record (reads beside its capture did not crash: `two-events`,
-//! `probe_external_node.txt`), and interprocess events in a capture (CUDA refuses their record
-//! with 900, `probe_destroy_ipc.txt`; the crate refuses it first).
+//! Each rule's source, the results folder that measured it, is in `world::source`, and every
+//! failure names it. Not modeled: an external node's record (reads beside its capture did not
+//! crash) and interprocess events in a capture (CUDA refuses their record; the crate refuses it
+//! first), both measured in the same folders.
 //!
 //! It does not stand in for the GPU: only the GPU says what CUDA does. It lets every commit walk
 //! interleavings that a GPU run meets only by luck.

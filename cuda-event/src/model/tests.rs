@@ -53,8 +53,9 @@ fn captured_round(cap: &Stream, event: &Event, mode: CaptureMode) {
 }
 
 /// R1: two threads make an event's first record at once, one into a capture, and a third reads it.
-/// At 008bce0 the plain record's release could clear the swallowed mark the captured record set,
-/// and the read reached CUDA while the capture was open (invalidated) or as it ended (crash).
+/// With the record gate, the plain record's release could clear the swallowed mark the captured
+/// record set, and the read reached CUDA while the capture was open (invalidated) or as it ended
+/// (crash).
 #[test]
 fn first_records_racing_one_into_a_capture_never_let_a_read_reach_the_capture() {
     check(400, || {
@@ -82,8 +83,8 @@ fn first_records_racing_one_into_a_capture_never_let_a_read_reach_the_capture() 
 }
 
 /// R2: a read never waits for a record on a stream, even one that replaces a swallowed record
-/// and blocks on a full queue while another thread's record on a free stream replaces it too (at
-/// 008bce0 the second record could hold the gate with nothing swallowed, and readers spun behind
+/// and blocks on a full queue while another thread's record on a free stream replaces it too (with
+/// the record gate the second record could hold it with nothing swallowed, and readers spun behind
 /// it: here the queue gets room only after the read returns, so a read held up never returns).
 #[test]
 fn a_read_never_waits_for_a_record_blocked_on_a_full_queue() {

@@ -234,28 +234,28 @@ impl World {
 
     /// The event `raw`, or `None` (a failure) when it was destroyed or never made.
     pub(crate) fn event(&mut self, raw: u64, symbol: &str) -> Option<&mut Event> {
-        if !self.events.contains_key(&raw) {
-            let destroyed = self.destroyed.contains(&raw);
-            self.fail(
-                "use of a destroyed or unknown event",
-                source::CUDA_DOCS,
-                format!("{symbol}({raw:#x}), destroyed: {destroyed}"),
-            );
-        }
+        let present = self.events.contains_key(&raw);
+        self.fail_unless_known(present, "event", raw, symbol);
         self.events.get_mut(&raw)
     }
 
     /// The stream `raw`, or `None` (a failure) when it was destroyed or never made.
     pub(crate) fn stream(&mut self, raw: u64, symbol: &str) -> Option<&mut Stream> {
-        if !self.streams.contains_key(&raw) {
+        let present = self.streams.contains_key(&raw);
+        self.fail_unless_known(present, "stream", raw, symbol);
+        self.streams.get_mut(&raw)
+    }
+
+    /// A use of a destroyed or unknown `kind` of handle fails the run.
+    fn fail_unless_known(&mut self, present: bool, kind: &str, raw: u64, symbol: &str) {
+        if !present {
             let destroyed = self.destroyed.contains(&raw);
             self.fail(
-                "use of a destroyed or unknown stream",
+                &format!("use of a destroyed or unknown {kind}"),
                 source::CUDA_DOCS,
                 format!("{symbol}({raw:#x}), destroyed: {destroyed}"),
             );
         }
-        self.streams.get_mut(&raw)
     }
 
     /// The sticky error of the context an object lives in, if any.
