@@ -100,8 +100,9 @@
 //!   see what a timing interval holds besides the kernel.
 //!
 //! # What a build needs
-//! Linux (built and tested on x86_64; type-checked for aarch64, Grace Hopper's and Jetson's, by
-//! the project's CI, but not yet linked or run there); the headers and libcudart of a CUDA runtime of 12.8 or newer (a toolkit, or PyPI's
+//! Linux: built and tested on x86_64 (on GPUs too); on aarch64, Grace Hopper's and Jetson's, the
+//! project's CI cross-links both crates against the aarch64 runtime and runs their CPU tests under
+//! qemu, but no GPU test has run there. The headers and libcudart of a CUDA runtime of 12.8 or newer (a toolkit, or PyPI's
 //! runtime wheels in a virtualenv: `pip install 'nvidia-cuda-runtime==13.0.*' 'nvidia-cuda-crt==13.0.*'`);
 //! for CUDA 12.8, 12.9 and 13.0 nothing else (bindings for them are committed), for other versions
 //! libclang for bindgen (`apt-get install libclang-dev`, or without root `pip install libclang`);
@@ -215,6 +216,7 @@ mod fork;
 mod model;
 mod sync;
 mod timing;
+mod trace;
 
 pub use completion::Completion;
 pub use context::set_device_reset_checks;
@@ -235,6 +237,8 @@ pub use timing::criterion::GpuTime;
 pub use timing::measure::{MeasureOptions, Measurement, StopReason, measure};
 pub use timing::scratch_memory::release_measure_memory;
 pub use timing::timer::{Timer, Timing};
+pub use trace::ChromeTrace;
+pub use trace::{Complete, DEFAULT_TRACE_CAPACITY, GpuRange, HostRange, Trace, TracedRange, Track};
 
 // The README is the crates.io page: its Rust blocks compile as doctests.
 #[cfg(doctest)]

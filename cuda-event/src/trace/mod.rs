@@ -1,0 +1,706 @@
+//! A GPU timeline: named ranges on streams and host spans, on the host's clock, read without
+//! blocking and written as a Chrome trace that Perfetto opens.
+//!
+//! A GPU range is two timing events, recorded where it opens and where it closes. They live in the
+//! opening thread's lane (`lanes`), and are read once complete, placed on the host's monotonic clock
+//! through anchors (`clock`), and written by [`ChromeTrace`] (`chrome`).
+
+mod chrome;
+mod clock;
+mod lanes;
+
+pub use chrome::ChromeTrace;
+
+use crate::error::{Error, Result};
+use crate::stream::Stream;
+use crate::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use crate::sync::{Mutex, thread_local};
+use clock::DeviceClock;
+use lanes::{Lane, Slot, State, What};
+use std::borrow::Cow;
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::marker::PhantomData;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+/// Ranges a [`Trace`] holds at most by default (open, or closed and not yet read).
+pub const DEFAULT_TRACE_CAPACITY: usize = 1 << 16;
+
+/// A timeline of named ranges: GPU ranges on any stream of any device, opened and closed by any
+/// thread, nested and overlapping, and host spans beside them, all on the host's monotonic clock.
+///
+/// ```no_run
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use cuda_event::{Stream, Trace};
+/// let trace = Trace::new();
+/// let stream = Stream::new(0)?;
+/// {
+///     let _step = trace.host_range("step");
+///     let copy = trace.range(&stream, "copy")?;
+///     // ... submit the copy to stream.as_raw() ...
+///     copy.end()?;
+///     trace.in_range(&stream, "kernel", || { /* ... launch it ... */ })?;
+/// }
+/// stream.synchronize()?;
+/// let summary = trace.write_chrome(std::fs::File::create("trace.json")?)?;
+/// println!("{} ranges written, {} still pending", summary.written, summary.pending);
+/// # Ok(()) }
+/// ```
+///
+/// **Cost.** Opening and closing a GPU range records one timing event each, taken from the opening
+/// thread's own spares (the events of its ranges already read), and locks only that thread's lane,
+/// which no other thread takes but the trace's reader, briefly. Nothing blocks on the GPU. Names
+/// given as `&'static str` allocate nothing; in a steady trace (ranges read as fast as they are
+/// made) nothing else allocates either.
+///
+/// **Bounds.** The trace holds at most its capacity of ranges, open or closed and not yet read.
+/// A range opened beyond it is dropped: it records nothing, its guard does nothing, and it is
+/// counted in [`dropped`](Self::dropped). Nothing ever waits for room.
+///
+/// **Reading.** [`take_complete`](Self::take_complete) (and the writers built on it) returns the
+/// ranges whose work is complete, without waiting for the others, which stay for a later read. Each
+/// read of GPU ranges makes an anchor per device (a few microseconds' spin on a private, idle
+/// stream) to place them on the host's clock; see [`TracedRange`] for what error remains.
+///
+/// **What it does with bad input:**
+/// - A range closed on another stream of its device ([`GpuRange::end_on`]) spans from its open on
+///   the first stream to its close on the second, as [`Timer::stop`](crate::Timer::stop) does: it
+///   means something only if the second stream's work was ordered after the first's. On a stream
+///   of another device it is closed on its own stream and [`Error::DeviceMismatch`] is returned.
+/// - A range cannot be closed twice: its guard is consumed. A guard that is never dropped
+///   (`std::mem::forget`) leaves its range open for good: it keeps its place in the capacity and
+///   is counted as open by every read.
+/// - On a stream being captured, [`range`](Self::range) returns [`Error::StreamCapturing`] and
+///   records nothing. A range whose stream began a capture after it opened gets the same error at
+///   its close and is read as lost.
+/// - After a device reset, or a fault of the work, the ranges whose events died are read as lost
+///   (counted, not returned), and the device's anchors are made anew.
+/// - A trace read or written while ranges are pending returns what is complete and counts the
+///   rest ([`Complete::pending`], [`Complete::open`]); they are returned by a later read.
+pub struct Trace {
+    id: u64,
+    capacity: usize,
+    started: Instant,
+    /// Ranges held: open, or closed and not yet read.
+    held: AtomicUsize,
+    dropped: AtomicU64,
+    /// Incremented after each read's anchors are made: a range notes it at its open (see `clock`).
+    epoch: AtomicU32,
+    lanes: Mutex<Vec<Arc<Lane>>>,
+    next_thread: AtomicU64,
+    /// The reader's: one read at a time.
+    clocks: Mutex<BTreeMap<i32, DeviceClock>>,
+}
+
+/// An open GPU range, closed when dropped or by [`end`](Self::end) /
+/// [`end_on`](Self::end_on), which also say whether its end was recorded.
+#[must_use = "a range closes when its guard drops: bind it to a name"]
+pub struct GpuRange<'t, 's> {
+    _trace: PhantomData<&'t Trace>,
+    stream: &'s Stream,
+    /// `None` when the range was dropped (the trace was full) or is closed.
+    open: Option<(Arc<Lane>, usize)>,
+}
+
+/// An open host span, closed when dropped or by [`end`](Self::end).
+#[must_use = "a span closes when its guard drops: bind it to a name"]
+pub struct HostRange<'t> {
+    _trace: PhantomData<&'t Trace>,
+    open: Option<(Arc<Lane>, usize)>,
+}
+
+/// A complete range, placed on the host's clock.
+///
+/// `start` is from the trace's creation. For a GPU range, `duration` is the GPU's own interval
+/// between its two events (resolution about 0.5 us) and `start` is placed through the device's
+/// anchors: off by at most half the anchor's bracket ([`Complete::max_anchor_error`], typically a
+/// few microseconds), plus the `f32` resolution of the GPU interval to the nearer anchor (about
+/// 4 us at a minute from it), plus what the GPU's and host's clocks drift apart between two reads
+/// that the pair of anchors does not capture. A GPU start placed before the trace's creation (by
+/// that error) reads as zero.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TracedRange {
+    /// The name it was opened with.
+    pub name: Cow<'static, str>,
+    /// Where it is drawn.
+    pub track: Track,
+    /// When it started, from the trace's creation.
+    pub start: Duration,
+    /// How long it lasted.
+    pub duration: Duration,
+    /// Ranges open on the opening thread when it opened, host and GPU alike.
+    pub depth: u32,
+    /// The opening thread's number in this trace.
+    pub thread: u64,
+}
+
+/// Where a range is drawn: a host thread's track or a stream's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Track {
+    /// A host span.
+    Host {
+        /// The opening thread's number in the trace.
+        thread: u64,
+    },
+    /// A GPU range.
+    Gpu {
+        /// The stream's device.
+        device: i32,
+        /// The stream's raw handle, as a number.
+        stream: u64,
+    },
+}
+
+/// What a read of a trace returned, and what it left.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Complete {
+    /// The complete ranges, in no particular order.
+    pub ranges: Vec<TracedRange>,
+    /// Ranges given up: their end could not be recorded, or their events failed (a fault, a
+    /// device reset).
+    pub lost: u64,
+    /// Closed GPU ranges whose work is not complete yet (or whose device could not be anchored
+    /// this time): a later read returns them.
+    pub pending: usize,
+    /// Ranges still open.
+    pub open: usize,
+    /// Half the widest bracket of this read's anchors: the bound on their error.
+    pub max_anchor_error: Duration,
+}
+
+static NEXT_TRACE: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// This thread's lane of each trace it opened ranges in (weak: the trace owns its lanes).
+    static LANES: RefCell<Vec<(u64, Weak<Lane>)>> = const { RefCell::new(Vec::new()) };
+}
+
+impl Default for Trace {
+    fn default() -> Trace {
+        Trace::new()
+    }
+}
+
+impl std::fmt::Debug for Trace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Trace")
+            .field("capacity", &self.capacity)
+            .field("held", &self.held())
+            .field("dropped", &self.dropped())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Trace {
+    /// A trace that holds up to [`DEFAULT_TRACE_CAPACITY`] ranges; its clock starts now.
+    pub fn new() -> Trace {
+        Trace::with_capacity(DEFAULT_TRACE_CAPACITY)
+    }
+
+    /// A trace that holds up to `ranges` ranges (open, or closed and not yet read).
+    pub fn with_capacity(ranges: usize) -> Trace {
+        Trace {
+            id: NEXT_TRACE.fetch_add(1, Ordering::Relaxed),
+            capacity: ranges,
+            started: Instant::now(),
+            held: AtomicUsize::new(0),
+            dropped: AtomicU64::new(0),
+            epoch: AtomicU32::new(0),
+            lanes: Mutex::new(Vec::new()),
+            next_thread: AtomicU64::new(1),
+            clocks: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// The instant the trace's times count from.
+    pub fn started(&self) -> Instant {
+        self.started
+    }
+
+    /// Ranges opened while the trace was full, and so not recorded.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Ranges held now: open, or closed and not yet read.
+    pub fn held(&self) -> usize {
+        self.held.load(Ordering::Relaxed)
+    }
+
+    /// Opens a GPU range named `name` on `stream`: from the work submitted to it before this call
+    /// to the work submitted before the guard's close.
+    ///
+    /// # Errors
+    /// [`Error::StreamCapturing`] on a stream being captured; CUDA's error of the record. Nothing
+    /// is held then. A full trace is not an error: see [`dropped`](Self::dropped).
+    pub fn range<'t, 's>(
+        &'t self,
+        stream: &'s Stream,
+        name: impl Into<Cow<'static, str>>,
+    ) -> Result<GpuRange<'t, 's>> {
+        if !self.take_room() {
+            return Ok(GpuRange {
+                _trace: PhantomData,
+                stream,
+                open: None,
+            });
+        }
+        let lane = self.lane();
+        let device = stream.device();
+        let mut inner = lane.inner.lock();
+        let start = inner.timing_event(device);
+        if let Err(e) = start.record_as(stream, true) {
+            inner.give_back(start);
+            drop(inner);
+            self.held.fetch_sub(1, Ordering::Relaxed);
+            return Err(e);
+        }
+        let depth = inner.depth;
+        let slot = inner.open(Slot {
+            name: name.into(),
+            depth,
+            epoch: self.epoch.load(Ordering::Acquire),
+            what: What::Gpu {
+                device,
+                stream: stream.as_raw() as usize as u64,
+                start,
+                end: None,
+            },
+            state: State::Open,
+        });
+        drop(inner);
+        Ok(GpuRange {
+            _trace: PhantomData,
+            stream,
+            open: Some((lane, slot)),
+        })
+    }
+
+    /// Runs `work` inside a GPU range named `name` on `stream` (the work that `work` submits to it).
+    ///
+    /// # Errors
+    /// Those of [`range`](Self::range), before `work` runs; those of [`GpuRange::end`], after.
+    pub fn in_range<R>(
+        &self,
+        stream: &Stream,
+        name: impl Into<Cow<'static, str>>,
+        work: impl FnOnce() -> R,
+    ) -> Result<R> {
+        let range = self.range(stream, name)?;
+        let out = work();
+        range.end()?;
+        Ok(out)
+    }
+
+    /// Opens a host span named `name` on the calling thread's track. Never fails; a full trace
+    /// drops it (see [`dropped`](Self::dropped)).
+    pub fn host_range(&self, name: impl Into<Cow<'static, str>>) -> HostRange<'_> {
+        if !self.take_room() {
+            return HostRange {
+                _trace: PhantomData,
+                open: None,
+            };
+        }
+        let lane = self.lane();
+        let mut inner = lane.inner.lock();
+        let depth = inner.depth;
+        let slot = inner.open(Slot {
+            name: name.into(),
+            depth,
+            epoch: 0,
+            what: What::Host {
+                start: Instant::now(),
+                end: None,
+            },
+            state: State::Open,
+        });
+        drop(inner);
+        HostRange {
+            _trace: PhantomData,
+            open: Some((lane, slot)),
+        }
+    }
+
+    /// Runs `work` inside a host span named `name`.
+    pub fn in_host_range<R>(&self, name: impl Into<Cow<'static, str>>, work: impl FnOnce() -> R) -> R {
+        let _span = self.host_range(name);
+        work()
+    }
+
+    /// Takes the complete ranges out of the trace without waiting for the others, and counts
+    /// what it left and what was lost. See [`Trace`] and [`TracedRange`].
+    pub fn take_complete(&self) -> Complete {
+        let mut clocks = self.clocks.lock();
+        let lanes: Vec<Arc<Lane>> = self.lanes.lock().clone();
+        let mut out = Complete::default();
+        // First see which GPU ranges are complete; the anchors are made after, so each is later on
+        // the GPU than every range it places.
+        let mut ready: Vec<(usize, usize, i32)> = Vec::new();
+        for (l, lane) in lanes.iter().enumerate() {
+            let mut inner = lane.inner.lock();
+            for i in 0..inner.slots.len() {
+                let Some(slot) = &inner.slots[i] else { continue };
+                match (slot.state, &slot.what) {
+                    (State::Open, _) => out.open += 1,
+                    (State::Failed, _) => {
+                        self.release(&mut inner, i);
+                        out.lost += 1;
+                    }
+                    (State::Closed, What::Host { start, end }) => {
+                        let end = end.unwrap_or(*start);
+                        out.ranges.push(TracedRange {
+                            name: slot.name.clone(),
+                            track: Track::Host { thread: lane.thread },
+                            start: start.saturating_duration_since(self.started),
+                            duration: end.saturating_duration_since(*start),
+                            depth: slot.depth,
+                            thread: lane.thread,
+                        });
+                        self.release(&mut inner, i);
+                    }
+                    (
+                        State::Closed,
+                        What::Gpu {
+                            device, start, end, ..
+                        },
+                    ) => {
+                        let complete = match end {
+                            Some(end) => end.query().and_then(|e| Ok(e && start.query()?)),
+                            None => Err(Error::NotRecorded),
+                        };
+                        match complete {
+                            Ok(true) => ready.push((l, i, *device)),
+                            Ok(false) => out.pending += 1,
+                            Err(_) => {
+                                self.release(&mut inner, i);
+                                out.lost += 1;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        // One anchor per device with ranges to place, then the epoch that ranges opened from now
+        // on note (the anchors are complete: they are before any such range).
+        let epoch = self.epoch.load(Ordering::Relaxed).wrapping_add(1);
+        let mut anchored: BTreeMap<i32, bool> = BTreeMap::new();
+        for &(_, _, device) in &ready {
+            anchored.entry(device).or_insert_with(|| {
+                let made = anchor(&mut clocks, device, epoch);
+                if let Some(error) = made {
+                    out.max_anchor_error = out.max_anchor_error.max(error);
+                }
+                made.is_some()
+            });
+        }
+        self.epoch.store(epoch, Ordering::Release);
+        for (l, i, device) in ready {
+            let lane = &lanes[l];
+            let mut inner = lane.inner.lock();
+            let clock = clocks.get(&device).filter(|_| anchored[&device]);
+            let Some(clock) = clock else {
+                out.pending += 1;
+                continue;
+            };
+            let Some(Some(slot)) = inner.slots.get(i) else {
+                continue;
+            };
+            let What::Gpu {
+                start,
+                end: Some(end),
+                stream,
+                ..
+            } = &slot.what
+            else {
+                continue;
+            };
+            let after = clock.anchors.last().expect("anchored");
+            let placed = clock::place(start, clock.before(slot.epoch), after)
+                .and_then(|at| Ok((at, start.elapsed_time(end)?)));
+            match placed {
+                Ok((at, ms)) => out.ranges.push(TracedRange {
+                    name: slot.name.clone(),
+                    track: Track::Gpu {
+                        device,
+                        stream: *stream,
+                    },
+                    start: at.saturating_duration_since(self.started),
+                    duration: crate::timing::timer::from_ms(ms),
+                    depth: slot.depth,
+                    thread: lane.thread,
+                }),
+                Err(_) => out.lost += 1,
+            }
+            self.release(&mut inner, i);
+        }
+        // Anchors no held range needs any more.
+        let mut oldest: BTreeMap<i32, u32> = BTreeMap::new();
+        for lane in &lanes {
+            for slot in lane.inner.lock().slots.iter().flatten() {
+                if let What::Gpu { device, .. } = slot.what {
+                    let e = oldest.entry(device).or_insert(slot.epoch);
+                    *e = (*e).min(slot.epoch);
+                }
+            }
+        }
+        for (device, clock) in clocks.iter_mut() {
+            clock.prune(oldest.get(device).copied());
+        }
+        out
+    }
+
+    /// Writes the complete ranges as a Chrome trace (JSON) to `out`, leaving the pending ones in
+    /// the trace; see [`ChromeTrace`] for the format and for writing a long trace in parts.
+    ///
+    /// # Errors
+    /// Those of `out`.
+    pub fn write_chrome<W: std::io::Write>(&self, out: W) -> std::io::Result<chrome::Summary> {
+        let mut writer = ChromeTrace::new(self, out)?;
+        writer.write_complete()?;
+        writer.finish()
+    }
+
+    fn take_room(&self) -> bool {
+        if self.held.fetch_add(1, Ordering::Relaxed) < self.capacity {
+            return true;
+        }
+        self.held.fetch_sub(1, Ordering::Relaxed);
+        self.dropped.fetch_add(1, Ordering::Relaxed);
+        false
+    }
+
+    /// Frees a read (or given up) range's slot and its place in the capacity.
+    fn release(&self, inner: &mut lanes::LaneInner, slot: usize) {
+        if let Some(slot) = inner.free(slot) {
+            inner.keep_events(slot.what);
+            self.held.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The calling thread's lane of this trace, made at its first range.
+    fn lane(&self) -> Arc<Lane> {
+        let found = LANES.try_with(|lanes| {
+            let mut lanes = lanes.borrow_mut();
+            if let Some(lane) = lanes
+                .iter()
+                .find(|(id, _)| *id == self.id)
+                .and_then(|(_, w)| w.upgrade())
+            {
+                return lane;
+            }
+            lanes.retain(|(_, lane)| lane.strong_count() > 0);
+            let lane = self.new_lane();
+            lanes.push((self.id, Arc::downgrade(&lane)));
+            lane
+        });
+        // A thread whose thread-locals are being destroyed gets a lane of its own each time.
+        found.unwrap_or_else(|_| self.new_lane())
+    }
+
+    fn new_lane(&self) -> Arc<Lane> {
+        let thread = self.next_thread.fetch_add(1, Ordering::Relaxed);
+        let name = crate::sync::thread::current().name().map(str::to_owned);
+        let lane = Arc::new(Lane::new(thread, name));
+        self.lanes.lock().push(lane.clone());
+        lane
+    }
+
+    /// The names of the threads that opened ranges, by their number in the trace.
+    fn thread_names(&self) -> BTreeMap<u64, Option<String>> {
+        self.lanes
+            .lock()
+            .iter()
+            .map(|l| (l.thread, l.name.clone()))
+            .collect()
+    }
+}
+
+/// Makes `device`'s anchor for `epoch` (its clock made at the first, and made anew once if the
+/// old one's stream died, as after a device reset). Half its bracket, or `None` if it could not be
+/// made this time.
+fn anchor(clocks: &mut BTreeMap<i32, DeviceClock>, device: i32, epoch: u32) -> Option<Duration> {
+    for _ in 0..2 {
+        if let std::collections::btree_map::Entry::Vacant(v) = clocks.entry(device) {
+            v.insert(DeviceClock::new(device).ok()?);
+        }
+        match clocks.get_mut(&device)?.anchor(epoch) {
+            Ok(a) => return Some(a.bracket / 2),
+            Err(Error::NotComplete) => return None,
+            Err(_) => {
+                clocks.remove(&device);
+            }
+        }
+    }
+    None
+}
+
+impl GpuRange<'_, '_> {
+    /// Whether the range was dropped because the trace was full (its guard then does nothing).
+    pub fn is_dropped(&self) -> bool {
+        self.open.is_none()
+    }
+
+    /// Closes the range on the stream it opened on.
+    ///
+    /// # Errors
+    /// [`Error::StreamCapturing`] if that stream is being captured now, or CUDA's error of the
+    /// record: the range is then read as lost.
+    pub fn end(mut self) -> Result<()> {
+        self.close(None)
+    }
+
+    /// Closes the range on `stream`, another stream of its device whose work is ordered after the
+    /// opening stream's (see [`Trace`]).
+    ///
+    /// # Errors
+    /// [`Error::DeviceMismatch`] for a stream of another device (the range is closed on its own
+    /// stream instead); otherwise those of [`end`](Self::end).
+    pub fn end_on(mut self, stream: &Stream) -> Result<()> {
+        self.close(Some(stream))
+    }
+
+    fn close(&mut self, on: Option<&Stream>) -> Result<()> {
+        let Some((lane, slot)) = self.open.take() else {
+            return Ok(());
+        };
+        let mismatch = on.filter(|s| s.device() != self.stream.device());
+        let stream = match on {
+            Some(s) if mismatch.is_none() => s,
+            _ => self.stream,
+        };
+        let mut inner = lane.inner.lock();
+        let end = inner.timing_event(stream.device());
+        let recorded = end.record_as(stream, true);
+        match recorded {
+            Ok(_) => inner.close(slot, Ok(Some(end))),
+            Err(_) => {
+                inner.give_back(end);
+                inner.close(slot, Err(()));
+            }
+        }
+        drop(inner);
+        recorded?;
+        match mismatch {
+            Some(other) => Err(Error::DeviceMismatch {
+                event: self.stream.device(),
+                stream: other.device(),
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for GpuRange<'_, '_> {
+    fn drop(&mut self) {
+        let _ = self.close(None);
+    }
+}
+
+impl std::fmt::Debug for GpuRange<'_, '_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GpuRange")
+            .field("device", &self.stream.device())
+            .field("dropped", &self.is_dropped())
+            .finish_non_exhaustive()
+    }
+}
+
+impl HostRange<'_> {
+    /// Whether the span was dropped because the trace was full.
+    pub fn is_dropped(&self) -> bool {
+        self.open.is_none()
+    }
+
+    /// Closes the span now.
+    pub fn end(mut self) {
+        self.close();
+    }
+
+    fn close(&mut self) {
+        let Some((lane, slot)) = self.open.take() else {
+            return;
+        };
+        lane.inner.lock().close(slot, Ok(None));
+    }
+}
+
+impl Drop for HostRange<'_> {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+impl std::fmt::Debug for HostRange<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostRange")
+            .field("dropped", &self.is_dropped())
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(all(test, not(cuda_event_model)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_spans_nest_and_are_read_once_closed() {
+        let trace = Trace::new();
+        let outer = trace.host_range("outer");
+        trace.in_host_range("inner", || std::thread::sleep(Duration::from_millis(2)));
+        let read = trace.take_complete();
+        assert_eq!((read.ranges.len(), read.open), (1, 1), "{read:?}");
+        assert_eq!((read.ranges[0].name.as_ref(), read.ranges[0].depth), ("inner", 1));
+        assert!(read.ranges[0].duration >= Duration::from_millis(2));
+        outer.end();
+        let read = trace.take_complete();
+        assert_eq!((read.ranges.len(), read.open), (1, 0));
+        assert_eq!((read.ranges[0].name.as_ref(), read.ranges[0].depth), ("outer", 0));
+        assert!(read.ranges[0].duration >= Duration::from_millis(2));
+        assert_eq!(trace.held(), 0);
+        assert!(trace.take_complete().ranges.is_empty(), "each range is read once");
+    }
+
+    #[test]
+    fn a_full_trace_drops_and_counts_ranges_and_never_blocks() {
+        let trace = Trace::with_capacity(3);
+        let spans: Vec<_> = (0..5).map(|i| trace.host_range(format!("s{i}"))).collect();
+        assert_eq!(spans.iter().filter(|s| s.is_dropped()).count(), 2);
+        assert_eq!((trace.dropped(), trace.held()), (2, 3));
+        drop(spans);
+        assert_eq!(trace.take_complete().ranges.len(), 3);
+        // Room again once read.
+        assert!(!trace.host_range("again").is_dropped());
+        assert_eq!(trace.dropped(), 2);
+    }
+
+    #[test]
+    fn each_thread_has_its_own_track_and_a_forgotten_guard_stays_open() {
+        let trace = Trace::new();
+        std::thread::scope(|s| {
+            for t in 0..4 {
+                let trace = &trace;
+                std::thread::Builder::new()
+                    .name(format!("worker {t}"))
+                    .spawn_scoped(s, move || {
+                        for _ in 0..100 {
+                            trace.in_host_range("work", || ());
+                        }
+                    })
+                    .unwrap();
+            }
+        });
+        std::mem::forget(trace.host_range("never closed"));
+        let read = trace.take_complete();
+        assert_eq!((read.ranges.len(), read.open, read.lost), (400, 1, 0));
+        let threads: std::collections::BTreeSet<u64> = read.ranges.iter().map(|r| r.thread).collect();
+        assert_eq!(threads.len(), 4);
+        let names = trace.thread_names();
+        assert!(
+            threads
+                .iter()
+                .all(|t| names[t].as_deref().is_some_and(|n| n.starts_with("worker ")))
+        );
+        assert_eq!(trace.held(), 1, "the forgotten span keeps its place");
+    }
+}

@@ -1,0 +1,187 @@
+//! The GPU timeline on a GPU: ranges on four streams from two threads, nested, placed on the host's
+//! clock beside host spans, written as a Chrome trace and read back; pending ranges left for a later
+//! read; a capturing stream refused.
+
+use cuda_event_testkit as common;
+
+use common::{gpu, gpu_spin};
+use cuda_event::{Error, Stream, Trace, TracedRange, Track};
+use std::time::{Duration, Instant};
+
+const LOCAL: cuda_event::sys::cudaStreamCaptureMode =
+    cuda_event::sys::cudaStreamCaptureMode::cudaStreamCaptureModeThreadLocal;
+
+fn close(a: Duration, b: Duration, within: Duration) -> bool {
+    a.max(b) - a.min(b) <= within
+}
+
+fn end(r: &TracedRange) -> Duration {
+    r.start + r.duration
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn ranges_on_four_streams_from_two_threads_nest_and_are_written_back() {
+    let _gpu = gpu();
+    let trace = Trace::new();
+    std::thread::scope(|s| {
+        for t in 0..2 {
+            let trace = &trace;
+            s.spawn(move || {
+                let (a, b) = (Stream::new(0).unwrap(), Stream::new(0).unwrap());
+                for _ in 0..3 {
+                    let _step = trace.host_range(format!("step of thread {t}"));
+                    let outer = trace.range(&a, "outer").unwrap();
+                    gpu_spin(&a, Duration::from_micros(100));
+                    trace
+                        .in_range(&a, "inner", || gpu_spin(&a, Duration::from_micros(300)))
+                        .unwrap();
+                    gpu_spin(&a, Duration::from_micros(100));
+                    outer.end().unwrap();
+                    trace
+                        .in_range(&b, "beside", || gpu_spin(&b, Duration::from_micros(400)))
+                        .unwrap();
+                }
+                a.synchronize().unwrap();
+                b.synchronize().unwrap();
+            });
+        }
+    });
+    let read = trace.take_complete();
+    assert_eq!((read.lost, read.pending, read.open), (0, 0, 0), "{read:?}");
+    assert_eq!(read.ranges.len(), 2 * 3 * 4);
+    assert!(read.max_anchor_error < Duration::from_millis(1), "{read:?}");
+    let streams: std::collections::BTreeSet<Track> = read
+        .ranges
+        .iter()
+        .filter(|r| matches!(r.track, Track::Gpu { .. }))
+        .map(|r| r.track)
+        .collect();
+    assert_eq!(streams.len(), 4);
+    let slack = read.max_anchor_error + Duration::from_micros(5);
+    for r in read.ranges.iter().filter(|r| r.name == "inner") {
+        let outer = read
+            .ranges
+            .iter()
+            .filter(|o| o.name == "outer" && o.track == r.track && o.start <= r.start + slack)
+            .max_by_key(|o| o.start)
+            .expect("an outer range before each inner one");
+        assert!(
+            r.start >= outer.start && end(r) <= end(outer),
+            "{r:?} not inside {outer:?}"
+        );
+        assert_eq!((outer.depth, r.depth), (1, 2));
+        assert!(
+            r.duration >= Duration::from_micros(300) && r.duration < Duration::from_micros(400),
+            "{r:?}"
+        );
+        assert!(outer.duration >= Duration::from_micros(500), "{outer:?}");
+        // Its thread's host span holds it, within the clock's error.
+        let step = read
+            .ranges
+            .iter()
+            .filter(|h| {
+                matches!(h.track, Track::Host { .. }) && h.thread == r.thread && h.start <= r.start + slack
+            })
+            .max_by_key(|h| h.start)
+            .expect("a host span");
+        assert!(step.start <= outer.start + slack, "{step:?} {outer:?}");
+    }
+    let mut file = Vec::new();
+    // A write after a read writes only what completed since.
+    trace.in_host_range("after", || ());
+    let summary = trace.write_chrome(&mut file).unwrap();
+    assert_eq!(summary.written, 1);
+    // Written back, from the start: one X event per range.
+    let trace = Trace::new();
+    let stream = Stream::new(0).unwrap();
+    for i in 0..10 {
+        trace
+            .in_range(&stream, format!("range {i}"), || {
+                gpu_spin(&stream, Duration::from_micros(50))
+            })
+            .unwrap();
+    }
+    stream.synchronize().unwrap();
+    let mut file = Vec::new();
+    let summary = trace.write_chrome(&mut file).unwrap();
+    let text = String::from_utf8(file).unwrap();
+    assert_eq!(summary.written, 10);
+    assert_eq!(text.matches("\"ph\":\"X\"").count(), 10);
+    assert!(text.contains("\"name\":\"GPU 0\""), "{text}");
+    assert!(text.contains("\"cat\":\"gpu\""));
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_range_around_a_kernel_of_known_length_starts_at_its_launch_on_the_hosts_clock() {
+    let _gpu = gpu();
+    let trace = Trace::new();
+    let stream = Stream::new(0).unwrap();
+    // Warm: the kernel loaded, the device's first anchor made.
+    trace
+        .in_range(&stream, "warm", || gpu_spin(&stream, Duration::from_micros(10)))
+        .unwrap();
+    stream.synchronize().unwrap();
+    trace.take_complete();
+    let mut worst = Duration::ZERO;
+    for _ in 0..20 {
+        let launched = Instant::now();
+        trace
+            .in_range(&stream, "1 ms", || gpu_spin(&stream, Duration::from_millis(1)))
+            .unwrap();
+        stream.synchronize().unwrap();
+        let read = trace.take_complete();
+        let r = &read.ranges[0];
+        assert!(
+            close(r.duration, Duration::from_millis(1), Duration::from_micros(20)),
+            "{r:?}"
+        );
+        // The GPU starts the range after the host asked for it, and soon on an idle stream.
+        let at = launched.saturating_duration_since(trace.started());
+        let slack = read.max_anchor_error + Duration::from_micros(2);
+        assert!(
+            r.start + slack >= at,
+            "placed {:?} before its launch",
+            at - r.start
+        );
+        worst = worst.max(r.start.saturating_sub(at));
+    }
+    println!("range start after the host's launch: worst {worst:?}");
+    assert!(worst < Duration::from_micros(200), "{worst:?}");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn pending_ranges_stay_for_a_later_read_and_a_capturing_stream_is_refused() {
+    let _gpu = gpu();
+    let trace = Trace::new();
+    let stream = Stream::new(0).unwrap();
+    trace
+        .in_range(&stream, "long", || gpu_spin(&stream, Duration::from_millis(50)))
+        .unwrap();
+    let read = trace.take_complete();
+    assert_eq!((read.ranges.len(), read.pending), (0, 1), "{read:?}");
+    stream.synchronize().unwrap();
+    let read = trace.take_complete();
+    assert_eq!((read.ranges.len(), read.pending), (1, 0), "{read:?}");
+    assert_eq!(trace.held(), 0);
+
+    let capturing = Stream::new(0).unwrap();
+    common::begin_capture(&capturing, LOCAL);
+    let refused = trace.range(&capturing, "in a capture");
+    assert!(matches!(refused, Err(Error::StreamCapturing)), "{refused:?}");
+    // Opened before a capture began, closed inside it: refused at the close, read as lost.
+    let other = Stream::new(0).unwrap();
+    let open = trace.range(&other, "before the capture").unwrap();
+    drop(common::end_capture(&capturing));
+    common::begin_capture(&other, LOCAL);
+    assert!(matches!(open.end(), Err(Error::StreamCapturing)));
+    drop(common::end_capture(&other));
+    let read = trace.take_complete();
+    assert_eq!(
+        (read.ranges.len(), read.lost, trace.held()),
+        (0, 1, 0),
+        "{read:?}"
+    );
+}
