@@ -16,7 +16,7 @@
 
 use cuda_event_testkit as common;
 
-use cuda_event::{Event, Stream, StreamOptions, sys};
+use cuda_event::{Event, Stream, StreamOptions, Trace, sys};
 use cuda_event_systest::bench_c::*;
 use std::fmt::Write as _;
 use std::sync::{Arc, Barrier};
@@ -244,6 +244,7 @@ fn ops() -> Vec<Op> {
     let (start, end, rec_timing) = (Arc::new(timing()), Arc::new(timing()), Arc::new(timing()));
     let done = Arc::new(Event::new());
     let shared = Arc::new(Event::builder().interprocess(true).build().unwrap());
+    let trace = Arc::new(Trace::new());
     for event in [&plain, &done, &start, &end, &rec_timing, &shared] {
         event.record(&stream).unwrap();
     }
@@ -435,6 +436,66 @@ fn ops() -> Vec<Op> {
                 run!(rec_timing, stream => rec_timing.record(&stream).unwrap()),
                 run!(cu_timing, cu_stream => cu_timing.record(&cu_stream).unwrap()),
                 run!(=> unsafe { drv(d.event_record.unwrap()(raw.timing, raw.stream)) }),
+            ],
+        ),
+        op(
+            // A GPU range of a Trace: its open and its close, each a timing event's record; the
+            // baselines are two records of timing events. The trace is read after each round,
+            // outside the timed loop (the next row times that read).
+            "trace range: open + close (baselines: two timing records)",
+            2000,
+            [
+                None,
+                run!(=> unsafe {
+                    ok(sys::cudaEventRecord(raw.timing_start, raw.stream));
+                    ok(sys::cudaEventRecord(raw.timing_end, raw.stream));
+                }),
+                Some(Box::new({
+                    let (trace, stream) = (trace.clone(), stream.clone());
+                    move |n: usize| {
+                        let start = Instant::now();
+                        for _ in 0..n {
+                            trace.range(&stream, "range").unwrap().end().unwrap();
+                        }
+                        let ns = start.elapsed().as_nanos() as f64;
+                        stream.synchronize().unwrap();
+                        assert_eq!(trace.take_complete().ranges.len(), n);
+                        ns
+                    }
+                }) as Run),
+                run!(cu_start, cu_end, cu_stream => {
+                    cu_start.record(&cu_stream).unwrap();
+                    cu_end.record(&cu_stream).unwrap();
+                }),
+                run!(=> unsafe {
+                    drv(d.event_record.unwrap()(raw.timing_start, raw.stream));
+                    drv(d.event_record.unwrap()(raw.timing_end, raw.stream));
+                }),
+            ],
+        ),
+        op(
+            // Reading a trace of that many complete ranges, per range (an anchor included).
+            "trace read, per range (cuda-event column only)",
+            2000,
+            [
+                None,
+                None,
+                Some(Box::new({
+                    let (trace, stream) = (trace.clone(), stream.clone());
+                    move |n: usize| {
+                        for _ in 0..n {
+                            trace.range(&stream, "range").unwrap().end().unwrap();
+                        }
+                        stream.synchronize().unwrap();
+                        let start = Instant::now();
+                        let read = trace.take_complete();
+                        let ns = start.elapsed().as_nanos() as f64;
+                        assert_eq!(read.ranges.len(), n);
+                        ns
+                    }
+                }) as Run),
+                None,
+                None,
             ],
         ),
         op(
