@@ -3,7 +3,8 @@
 
 use crate::error::{Error, Result};
 use crate::stream::Stream;
-use crate::timing::measure::{Measurement, StopReason, median_of_sorted, sample};
+use crate::timing::measure::sample;
+use crate::timing::measurement::{Measurement, StopReason, median_of_sorted};
 use crate::timing::options::MeasureOptions;
 use std::fmt;
 use std::time::Duration;

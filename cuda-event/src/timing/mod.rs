@@ -7,6 +7,7 @@ pub(crate) mod criterion;
 mod gate;
 mod graph;
 pub(crate) mod measure;
+pub(crate) mod measurement;
 pub(crate) mod options;
 pub(crate) mod scratch_memory;
 mod sm_clock;
