@@ -9,6 +9,7 @@ mod graph;
 pub(crate) mod measure;
 pub(crate) mod measurement;
 pub(crate) mod options;
+mod sampler;
 pub(crate) mod scratch_memory;
 mod sm_clock;
 pub(crate) mod timer;
