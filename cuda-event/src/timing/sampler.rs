@@ -79,21 +79,30 @@ pub(crate) struct Sampler<'r, 'w, E> {
     stream: &'r Stream,
     options: &'r MeasureOptions,
     flush: Option<&'r L2Flush<'r>>,
-    gate: Option<&'r Gate<'r>>,
-    watchdog: Option<&'r Watchdog<'r>>,
+    mode: Mode<'r>,
     /// The SM clock's stamps, when read.
     clock: Option<ClockStamps<'r>>,
     throttle: Throttle,
     arms: usize,
     work: &'r mut ArmWork<'w, E>,
     stop: &'r mut StopRule<'w>,
-    /// Whether repetitions are queued behind the gate: while there is one, until a repetition
-    /// could not be.
-    gated: bool,
-    /// Graph mode's captured batch, once made; dropped with the run, after the stream is drained.
-    graph: Option<GraphBatch>,
     /// Timed repetitions queued so far, for the alternation of arms across batches.
     reps: usize,
+}
+
+/// How a sampler queues its timed repetitions.
+enum Mode<'r> {
+    /// Behind the gate, whose watchdog opens it if the host blocks while queueing a batch: while
+    /// there is a gate, until a repetition could not be queued behind it.
+    Gated {
+        gate: &'r Gate<'r>,
+        watchdog: &'r Watchdog<'r>,
+    },
+    /// Straight onto the stream.
+    Ungated,
+    /// Replays of a batch captured into a graph, once captured; dropped with the sampler, after
+    /// the stream is drained.
+    Graph(Option<GraphBatch>),
 }
 
 impl<E> Sampler<'_, '_, E>
@@ -144,20 +153,22 @@ where
         let floor_mhz = clock
             .as_ref()
             .map_or(0.0, |clock| options.throttle_threshold * clock.max_mhz());
+        let mode = match (&gate, &watchdog) {
+            (Some(gate), Some(watchdog)) => Mode::Gated { gate, watchdog },
+            _ if options.graph => Mode::Graph(None),
+            _ => Mode::Ungated,
+        };
         let mut sampler = Sampler {
             d,
             stream,
             options,
             flush: flush.as_ref(),
-            gate: gate.as_ref(),
-            watchdog: watchdog.as_ref(),
+            mode,
             clock,
             throttle: Throttle::new(floor_mhz),
             arms,
             work,
             stop,
-            gated: gate.is_some(),
-            graph: None,
             reps: 0,
         };
         // From the first flush on, the GPU may use the scratch memory until the stream is drained.
@@ -308,7 +319,7 @@ where
             // arm's. A graph of two arms holds an even number of repetitions, so that each arm
             // runs first equally often in every replay.
             let mut n = count(BATCH_TIME).clamp(1, (max_batch / self.arms).max(1));
-            let even = self.options.graph && self.arms > 1;
+            let even = matches!(self.mode, Mode::Graph(_)) && self.arms > 1;
             if let Some(clock) = &self.clock {
                 let slots = clock.slots().min(MOST_CLOCKED_INTERVALS + 1);
                 n = n.min(most_clocked(slots, self.arms, even));
@@ -316,9 +327,9 @@ where
             if even {
                 n += n % 2;
             }
-            let taken = match self.options.graph {
-                true => Some(self.graph_batch(n)?),
-                false => {
+            let taken = match self.mode {
+                Mode::Graph(_) => Some(self.graph_batch(n)?),
+                Mode::Gated { .. } | Mode::Ungated => {
                     while events.len() < n * self.arms {
                         events.push((timing_event(), timing_event()));
                     }
@@ -330,7 +341,7 @@ where
                                 AfterOpened::Smaller(batch) => max_batch = batch,
                                 AfterOpened::Ungated => {
                                     // Every sample is taken one way: the gated ones so far go.
-                                    self.gated = false;
+                                    self.mode = Mode::Ungated;
                                     arms.iter_mut().for_each(Vec::clear);
                                     clocks.iter_mut().for_each(Vec::clear);
                                 }
@@ -350,9 +361,9 @@ where
                     max_sm_clock_mhz: self.clock.as_ref().map(ClockStamps::max_mhz),
                     throttled: self.throttle.discarded(),
                     l2_flushed: self.flush.is_some(),
-                    gated: self.gated,
+                    gated: matches!(self.mode, Mode::Gated { .. }),
                     gate_timeouts,
-                    graph: self.options.graph,
+                    graph: matches!(self.mode, Mode::Graph(_)),
                     wall_time,
                 });
             }
@@ -461,15 +472,14 @@ where
     /// on first use).
     fn graph_batch(&mut self, n: usize) -> Result<Intervals, E> {
         let intervals = n * self.arms;
-        if self
-            .graph
-            .as_ref()
-            .is_some_and(|batch| batch.intervals() != intervals)
-        {
+        let Mode::Graph(graph) = &mut self.mode else {
+            unreachable!("graph batches are graph mode's");
+        };
+        if graph.as_ref().is_some_and(|batch| batch.intervals() != intervals) {
             // Another batch size: a new graph (the stream has run the old one to its end).
-            self.graph = None;
+            *graph = None;
         }
-        if self.graph.is_none() {
+        if graph.is_none() {
             let (d, stream, arms) = (self.d, self.stream, self.arms);
             let batch = GraphBatch::capture(d, stream, intervals, |recorded| {
                 for i in 0..n {
@@ -484,10 +494,12 @@ where
             })?;
             batch.launch(stream)?;
             self.stream.synchronize()?;
-            self.graph = Some(batch);
+            self.mode = Mode::Graph(Some(batch));
         }
         self.clear_stamps(intervals);
-        let batch = self.graph.as_ref().expect("captured above");
+        let Mode::Graph(Some(batch)) = &self.mode else {
+            unreachable!("captured above");
+        };
         batch.launch(self.stream)?;
         self.stream.synchronize()?;
         let times = (0..intervals).map(|i| batch.elapsed(i)).collect::<Result<_>>()?;
@@ -560,12 +572,14 @@ where
     fn timed_batch(&mut self, events: &[(Event, Event)]) -> Result<Batch, E> {
         let n = events.len() / self.arms;
         self.clear_stamps(n * self.arms);
-        let gate = self.gate.filter(|_| self.gated);
-        let held = gate.map(|gate| gate.hold(self.d, self.stream)).transpose()?;
-        let watchdog = self.watchdog.filter(|_| held.is_some());
-        if let (Some(watchdog), Some(held)) = (watchdog, &held) {
-            watchdog.arm(held);
-        }
+        let (held, watchdog) = match self.mode {
+            Mode::Gated { gate, watchdog } => {
+                let held = gate.hold(self.d, self.stream)?;
+                watchdog.arm(&held);
+                (Some(held), Some(watchdog))
+            }
+            Mode::Ungated | Mode::Graph(_) => (None, None),
+        };
         let mut first_blocked = false;
         let first = self.reps;
         let queued = (0..n)
