@@ -88,6 +88,13 @@ pub(crate) struct Sampler<'r, 'w, E> {
     stop: &'r mut StopRule<'w>,
     /// Timed repetitions queued so far, for the alternation of arms across batches.
     reps: usize,
+    /// Most repetitions of a batch: the option's, cut when a batch did not fit behind the gate.
+    max_batch: usize,
+    /// Batches whose gate the watchdog opened.
+    gate_timeouts: usize,
+    /// Each arm's samples kept so far, and the SM clock during each.
+    samples: Vec<Vec<Duration>>,
+    clocks: Vec<Vec<Option<f64>>>,
 }
 
 /// How a sampler queues its timed repetitions.
@@ -170,6 +177,10 @@ where
             work,
             stop,
             reps: 0,
+            max_batch: options.max_batch,
+            gate_timeouts: 0,
+            samples: vec![Vec::new(); arms],
+            clocks: vec![Vec::new(); arms],
         };
         // From the first flush on, the GPU may use the scratch memory until the stream is drained.
         scratch.in_use(true);
@@ -308,67 +319,19 @@ where
         let count = |budget: Duration| (budget.as_secs_f64() / per_rep.as_secs_f64()).ceil() as usize;
         self.warm_up(count(self.options.warmup).max(1))?;
 
-        let mut max_batch = self.options.max_batch;
+        let wanted = count(BATCH_TIME);
         let mut events: Vec<(Event, Event)> = Vec::new();
-        let mut arms: Vec<Vec<Duration>> = vec![Vec::new(); self.arms];
-        let mut clocks: Vec<Vec<Option<f64>>> = vec![Vec::new(); self.arms];
-        let mut gate_timeouts = 0;
         let started = Instant::now();
         loop {
-            // max_batch bounds the stream operations behind one hold: each repetition has every
-            // arm's. A graph of two arms holds an even number of repetitions, so that each arm
-            // runs first equally often in every replay.
-            let mut n = count(BATCH_TIME).clamp(1, (max_batch / self.arms).max(1));
-            let even = matches!(self.mode, Mode::Graph(_)) && self.arms > 1;
-            if let Some(clock) = &self.clock {
-                let slots = clock.slots().min(MOST_CLOCKED_INTERVALS + 1);
-                n = n.min(most_clocked(slots, self.arms, even));
-            }
-            if even {
-                n += n % 2;
-            }
-            let taken = match self.mode {
-                Mode::Graph(_) => Some(self.graph_batch(n)?),
-                Mode::Gated { .. } | Mode::Ungated => {
-                    while events.len() < n * self.arms {
-                        events.push((timing_event(), timing_event()));
-                    }
-                    match self.timed_batch(&events[..n * self.arms])? {
-                        Batch::Timed => Some(self.intervals(&events[..n * self.arms])?),
-                        Batch::Opened { first_blocked } => {
-                            gate_timeouts += 1;
-                            match after_opened(n, first_blocked) {
-                                AfterOpened::Smaller(batch) => max_batch = batch,
-                                AfterOpened::Ungated => {
-                                    // Every sample is taken one way: the gated ones so far go.
-                                    self.mode = Mode::Ungated;
-                                    arms.iter_mut().for_each(Vec::clear);
-                                    clocks.iter_mut().for_each(Vec::clear);
-                                }
-                            }
-                            None
-                        }
-                    }
-                }
-            };
-            let pause = taken.and_then(|taken| self.keep_unthrottled(taken, &mut arms, &mut clocks));
+            let n = self.batch_size(wanted);
+            let taken = self.next_batch(n, &mut events)?;
+            let pause = taken.and_then(|taken| self.keep_unthrottled(taken));
             let wall_time = started.elapsed();
-            if let Some(stop) = (self.stop)(&arms, wall_time) {
-                return Ok(Sampled {
-                    arms,
-                    stop,
-                    clocks,
-                    max_sm_clock_mhz: self.clock.as_ref().map(ClockStamps::max_mhz),
-                    throttled: self.throttle.discarded(),
-                    l2_flushed: self.flush.is_some(),
-                    gated: matches!(self.mode, Mode::Gated { .. }),
-                    gate_timeouts,
-                    graph: matches!(self.mode, Mode::Graph(_)),
-                    wall_time,
-                });
+            if let Some(stop) = (self.stop)(&self.samples, wall_time) {
+                return Ok(self.sampled(stop, wall_time));
             }
-            if wall_time >= self.options.timeout && arms[0].len() < 2 && self.throttle.discarded() > 0 {
-                return Err(self.throttled_throughout().into());
+            if let Some(throttled) = self.throttled_throughout(wall_time) {
+                return Err(throttled.into());
             }
             if let Some(pause) = pause {
                 // Let the GPU cool down before the next batch, within the time left.
@@ -377,21 +340,79 @@ where
         }
     }
 
-    /// Adds the repetitions of `taken` whose clock was not throttled to each arm's samples and
-    /// clocks; returns the pause before the next batch, if some were throttled.
-    fn keep_unthrottled(
-        &mut self,
-        taken: Intervals,
-        arms: &mut [Vec<Duration>],
-        clocks: &mut [Vec<Option<f64>>],
-    ) -> Option<Duration> {
+    /// The repetitions of the next batch, of the `wanted` that fill [`BATCH_TIME`]: at most
+    /// `max_batch` stream operations behind one hold (each repetition has every arm's), and as
+    /// many as the clock's stamp slots hold. A graph of two arms holds an even number of
+    /// repetitions, so that each arm runs first equally often in every replay.
+    fn batch_size(&self, wanted: usize) -> usize {
+        let mut n = wanted.clamp(1, (self.max_batch / self.arms).max(1));
+        let even = matches!(self.mode, Mode::Graph(_)) && self.arms > 1;
+        if let Some(clock) = &self.clock {
+            let slots = clock.slots().min(MOST_CLOCKED_INTERVALS + 1);
+            n = n.min(most_clocked(slots, self.arms, even));
+        }
+        if even {
+            n += n % 2;
+        }
+        n
+    }
+
+    /// Takes a batch of `n` repetitions, timed between `events` (grown to fit) or replayed from a
+    /// graph; none when the gate's watchdog opened the gate (the batch may hold host time): later
+    /// batches are smaller, or, if not even one repetition could be queued behind the gate,
+    /// ungated.
+    fn next_batch(&mut self, n: usize, events: &mut Vec<(Event, Event)>) -> Result<Option<Intervals>, E> {
+        if let Mode::Graph(_) = self.mode {
+            return Ok(Some(self.graph_batch(n)?));
+        }
+        while events.len() < n * self.arms {
+            events.push((timing_event(), timing_event()));
+        }
+        let events = &events[..n * self.arms];
+        match self.timed_batch(events)? {
+            Batch::Timed => Ok(Some(self.intervals(events)?)),
+            Batch::Opened { first_blocked } => {
+                self.gate_timeouts += 1;
+                match after_opened(n, first_blocked) {
+                    AfterOpened::Smaller(batch) => self.max_batch = batch,
+                    AfterOpened::Ungated => {
+                        // Every sample is taken one way: the gated ones so far go.
+                        self.mode = Mode::Ungated;
+                        self.samples.iter_mut().for_each(Vec::clear);
+                        self.clocks.iter_mut().for_each(Vec::clear);
+                    }
+                }
+                Ok(None)
+            }
+        }
+    }
+
+    /// What was taken, once the stop rule said `stop` after `wall_time`.
+    fn sampled(&mut self, stop: StopReason, wall_time: Duration) -> Sampled {
+        Sampled {
+            arms: std::mem::take(&mut self.samples),
+            stop,
+            clocks: std::mem::take(&mut self.clocks),
+            max_sm_clock_mhz: self.clock.as_ref().map(ClockStamps::max_mhz),
+            throttled: self.throttle.discarded(),
+            l2_flushed: self.flush.is_some(),
+            gated: matches!(self.mode, Mode::Gated { .. }),
+            gate_timeouts: self.gate_timeouts,
+            graph: matches!(self.mode, Mode::Graph(_)),
+            wall_time,
+        }
+    }
+
+    /// Keeps the repetitions of `taken` whose clock was not throttled; returns the pause before the
+    /// next batch, if some were throttled.
+    fn keep_unthrottled(&mut self, taken: Intervals) -> Option<Duration> {
         let mut discarded = Vec::new();
         let repetitions = taken.times.chunks(self.arms).zip(taken.clocks.chunks(self.arms));
         for (times, mhz) in repetitions {
             if mhz.iter().all(|&mhz| self.throttle.keeps(mhz)) {
                 for (arm, (&time, &mhz)) in times.iter().zip(mhz).enumerate() {
-                    arms[arm].push(time);
-                    clocks[arm].push(mhz);
+                    self.samples[arm].push(time);
+                    self.clocks[arm].push(mhz);
                 }
             } else {
                 let lowest = mhz.iter().flatten().copied().fold(f64::INFINITY, f64::min);
@@ -401,14 +422,19 @@ where
         self.throttle.after_batch(&discarded)
     }
 
-    /// The error when every repetition until the timeout was throttled.
-    fn throttled_throughout(&self) -> Error {
-        Error::ClockThrottled {
+    /// The error once the timeout has passed (`wall_time`) with fewer than two samples kept, the
+    /// other repetitions throttled: nothing to stop on.
+    fn throttled_throughout(&self, wall_time: Duration) -> Option<Error> {
+        let timeout = wall_time >= self.options.timeout;
+        if !(timeout && self.samples[0].len() < 2 && self.throttle.discarded() > 0) {
+            return None;
+        }
+        Some(Error::ClockThrottled {
             sm_clock_mhz: median(&self.throttle.discarded_mhz).unwrap_or(0.0),
             max_sm_clock_mhz: self.clock.as_ref().map_or(0.0, ClockStamps::max_mhz),
             threshold: self.options.throttle_threshold,
             discarded: self.throttle.discarded(),
-        }
+        })
     }
 
     /// The arms of repetition `i` in the order they run: alternating, so that no arm always runs
