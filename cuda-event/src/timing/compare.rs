@@ -200,7 +200,7 @@ where
     let alpha = |look: u32| (1.0 - CONFIDENCE) / 2f64.powi(look as i32);
     // The looks so far, the pairs that make the next one, and the last look's ratio.
     let (mut looks, mut next_look, mut last) = (0, measure.min_samples, None);
-    let sampled = Sampler::run(
+    let mut sides = Sampler::run(
         stream,
         measure,
         2,
@@ -224,7 +224,6 @@ where
         },
     )?;
     let (ratio, looks) = last.expect("the sampler stops only after a look");
-    let mut sides = sampled.into_measurements();
     let (b, a) = (sides.pop().expect("two arms"), sides.pop().expect("two arms"));
     Ok(Comparison {
         a,

@@ -23,17 +23,25 @@ pub enum StopReason {
 /// The samples [`measure`](crate::measure) took, one per repetition, and their statistics.
 #[derive(Clone, Debug)]
 pub struct Measurement {
-    pub(crate) samples: Vec<Duration>,
-    pub(crate) sorted: Vec<Duration>,
-    pub(crate) mean: Duration,
-    pub(crate) noise: f64,
+    samples: Vec<Duration>,
+    sorted: Vec<Duration>,
+    mean: Duration,
+    noise: f64,
+    sm_clocks_mhz: Vec<Option<f64>>,
+    conditions: Conditions,
+}
+
+/// How the samples of a [`Measurement`] were taken and why the measurement stopped: the same for
+/// every arm of a [`compare`](crate::compare). Each field is read (and documented) by the
+/// `Measurement` method of its name.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Conditions {
     pub(crate) stop: StopReason,
     pub(crate) l2_flushed: bool,
     pub(crate) gated: bool,
     pub(crate) gate_timeouts: usize,
     pub(crate) graph: bool,
     pub(crate) wall_time: Duration,
-    pub(crate) sm_clocks_mhz: Vec<Option<f64>>,
     pub(crate) max_sm_clock_mhz: Option<f64>,
     pub(crate) throttled: usize,
 }
@@ -74,11 +82,11 @@ impl Measurement {
     }
     /// Why the measurement stopped.
     pub fn stop_reason(&self) -> StopReason {
-        self.stop
+        self.conditions.stop
     }
     /// Whether L2 was flushed before each repetition.
     pub fn l2_flushed(&self) -> bool {
-        self.l2_flushed
+        self.conditions.l2_flushed
     }
     /// Whether the samples were taken behind the host-held gate, so that no interval contains time
     /// the GPU waited for the host.
@@ -96,22 +104,22 @@ impl Measurement {
     /// the host to submit the repetition's work. [`gate_timeouts`](Self::gate_timeouts) is then
     /// at least 1 (in that last case only).
     pub fn gated(&self) -> bool {
-        self.gated
+        self.conditions.gated
     }
     /// Batches dropped because the host blocked while queueing them (the gate was opened by its
     /// watchdog, so their intervals could contain host time); each cuts the batch by 16, and one
     /// that blocked in its first repetition ends the gating (see [`gated`](Self::gated)).
     pub fn gate_timeouts(&self) -> usize {
-        self.gate_timeouts
+        self.conditions.gate_timeouts
     }
     /// Whether the samples came from replays of a captured CUDA graph
     /// ([`MeasureOptions::graph`](crate::MeasureOptions::graph)).
     pub fn graph(&self) -> bool {
-        self.graph
+        self.conditions.graph
     }
     /// Wall time spent in timed repetitions (cool-down pauses included).
     pub fn wall_time(&self) -> Duration {
-        self.wall_time
+        self.conditions.wall_time
     }
     /// The median SM clock of the samples, in MHz
     /// ([`MeasureOptions::sm_clock`](crate::MeasureOptions::sm_clock)); `None` when no clock was
@@ -131,13 +139,13 @@ impl Measurement {
     /// [`sm_clock_mhz`](Self::sm_clock_mhz) reads; `None` when the clock's kernel was not used
     /// (the option off, or the kernel not loaded).
     pub fn max_sm_clock_mhz(&self) -> Option<f64> {
-        self.max_sm_clock_mhz
+        self.conditions.max_sm_clock_mhz
     }
     /// Repetitions discarded because the SM clock was below
     /// [`MeasureOptions::throttle_threshold`](crate::MeasureOptions::throttle_threshold) of its
     /// maximum during them (their samples are not in [`samples`](Self::samples)).
     pub fn throttled_samples(&self) -> usize {
-        self.throttled
+        self.conditions.throttled
     }
     /// `bytes` per median sample, in GB/s (10^9 bytes per second); 0.0 when the median is 0 (the
     /// work took less than the timing events' resolution, about half a microsecond: its bandwidth
@@ -150,31 +158,24 @@ impl Measurement {
         bytes as f64 / seconds / 1e9
     }
 
-    /// The statistics of `samples` (at least one), measured neither flushed nor gated.
+    /// The statistics of `samples` (at least one), each taken at the SM clock of the same place
+    /// in `sm_clocks_mhz`, under `conditions`.
     pub(crate) fn new(
         samples: Vec<Duration>,
-        noise: f64,
-        stop: StopReason,
-        wall_time: Duration,
+        sm_clocks_mhz: Vec<Option<f64>>,
+        conditions: Conditions,
     ) -> Measurement {
-        let samples_len = samples.len();
         let mut sorted = samples.clone();
         sorted.sort_unstable();
         let mean = samples.iter().sum::<Duration>() / samples.len() as u32;
+        let noise = relative_deviation(&samples);
         Measurement {
             samples,
             sorted,
             mean,
             noise,
-            stop,
-            l2_flushed: false,
-            gated: false,
-            gate_timeouts: 0,
-            graph: false,
-            wall_time,
-            sm_clocks_mhz: vec![None; samples_len],
-            max_sm_clock_mhz: None,
-            throttled: 0,
+            sm_clocks_mhz,
+            conditions,
         }
     }
 }
@@ -222,6 +223,22 @@ mod tests {
         samples.iter().map(|&s| Duration::from_secs_f64(s)).collect()
     }
 
+    /// A measurement of `samples`, neither flushed nor gated, without clocks.
+    fn plain(samples: Vec<Duration>, stop: StopReason) -> Measurement {
+        let conditions = Conditions {
+            stop,
+            l2_flushed: false,
+            gated: false,
+            gate_timeouts: 0,
+            graph: false,
+            wall_time: Duration::from_secs(1),
+            max_sm_clock_mhz: None,
+            throttled: 0,
+        };
+        let clocks = vec![None; samples.len()];
+        Measurement::new(samples, clocks, conditions)
+    }
+
     #[test]
     fn median_of_clocks() {
         assert_eq!(median(&[]), None);
@@ -238,13 +255,20 @@ mod tests {
 
     #[test]
     fn bandwidth_is_bytes_per_median_second() {
-        let m = Measurement::new(
-            secs(&[2e-3, 1e-3, 3e-3]),
-            0.5,
-            StopReason::Timeout,
-            Duration::from_secs(1),
-        );
+        let m = plain(secs(&[2e-3, 1e-3, 3e-3]), StopReason::Timeout);
         assert_eq!(m.median(), Duration::from_millis(2));
         assert!((m.bandwidth_gb_per_s(4_000_000_000) - 2000.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn all_zero_samples_have_noise_zero_and_bandwidth_zero() {
+        let zeros = vec![Duration::ZERO; 20];
+        assert_eq!(relative_deviation(&zeros), 0.0);
+        let m = plain(zeros, StopReason::NoiseBelowMax);
+        assert_eq!(
+            (m.noise(), m.median(), m.mean()),
+            (0.0, Duration::ZERO, Duration::ZERO)
+        );
+        assert_eq!(m.bandwidth_gb_per_s(1 << 20), 0.0);
     }
 }

@@ -11,62 +11,13 @@ use crate::event::Event;
 use crate::stream::Stream;
 use crate::timing::gate::{Gate, Watchdog};
 use crate::timing::graph::{self, GraphBatch};
-use crate::timing::measurement::{Measurement, StopReason, median, relative_deviation};
+use crate::timing::measurement::{Conditions, Measurement, StopReason, median};
 use crate::timing::options::MeasureOptions;
 use crate::timing::scratch_memory::{DeviceBuffer, ScratchLease};
 use crate::timing::sm_clock::{ClockStamps, Throttle};
 use crate::timing::timer::{Timer, from_ms, timing_event};
 use cuda_event_sys as sys;
 use std::time::{Duration, Instant};
-
-/// What [`Sampler::run`] took: per arm, each repetition's GPU time in order and the SM clock during it,
-/// and how.
-pub(crate) struct Sampled {
-    pub(crate) arms: Vec<Vec<Duration>>,
-    pub(crate) stop: StopReason,
-    clocks: Vec<Vec<Option<f64>>>,
-    max_sm_clock_mhz: Option<f64>,
-    throttled: usize,
-    l2_flushed: bool,
-    gated: bool,
-    gate_timeouts: usize,
-    graph: bool,
-    wall_time: Duration,
-}
-
-impl Sampled {
-    /// One [`Measurement`] per arm.
-    pub(crate) fn into_measurements(self) -> Vec<Measurement> {
-        let Sampled {
-            arms,
-            stop,
-            clocks,
-            max_sm_clock_mhz,
-            throttled,
-            l2_flushed,
-            gated,
-            gate_timeouts,
-            graph,
-            wall_time,
-        } = self;
-        arms.into_iter()
-            .zip(clocks)
-            .map(|(samples, sm_clocks_mhz)| {
-                let noise = relative_deviation(&samples);
-                Measurement {
-                    l2_flushed,
-                    gated,
-                    gate_timeouts,
-                    graph,
-                    sm_clocks_mhz,
-                    max_sm_clock_mhz,
-                    throttled,
-                    ..Measurement::new(samples, noise, stop, wall_time)
-                }
-            })
-            .collect()
-    }
-}
 
 /// The work of one arm (`0..arms`) of a repetition, submitted to the stream.
 pub(crate) type ArmWork<'w, E> = dyn FnMut(&Stream, usize) -> Result<(), E> + 'w;
@@ -119,14 +70,14 @@ where
     /// Times `arms` pieces of work repeatedly: each repetition runs every arm once, each arm timed
     /// alone (L2 flushed before it, if asked), in alternating order (0, 1, ... then ..., 1, 0) so that
     /// no arm always runs first; until `stop` says so (after at least one batch with two samples per
-    /// arm, unless the timeout ended it).
+    /// arm, unless the timeout ended it). Returns one [`Measurement`] per arm.
     pub(crate) fn run(
         stream: &Stream,
         options: &MeasureOptions,
         arms: usize,
         work: &mut ArmWork<'_, E>,
         stop: &mut StopRule<'_>,
-    ) -> Result<Sampled, E> {
+    ) -> Result<Vec<Measurement>, E> {
         options.check()?;
         let d = driver("measure")?;
         if stream.is_capturing()? {
@@ -306,7 +257,7 @@ where
     E: From<Error>,
 {
     /// The warm-up, then timed batches until the stop rule (or the throttle) ends them.
-    fn time_until_stopped(&mut self) -> Result<Sampled, E> {
+    fn time_until_stopped(&mut self) -> Result<Vec<Measurement>, E> {
         // One call: its errors and first-call costs (module loads, lazy allocations) come first.
         self.repeat_untimed(1)?;
         // The cost of one repetition, on the GPU and on the host, from five.
@@ -328,7 +279,7 @@ where
             let pause = taken.and_then(|taken| self.keep_unthrottled(taken));
             let wall_time = started.elapsed();
             if let Some(stop) = (self.stop)(&self.samples, wall_time) {
-                return Ok(self.sampled(stop, wall_time));
+                return Ok(self.measurements(stop, wall_time));
             }
             if let Some(throttled) = self.throttled_throughout(wall_time) {
                 return Err(throttled.into());
@@ -387,20 +338,25 @@ where
         }
     }
 
-    /// What was taken, once the stop rule said `stop` after `wall_time`.
-    fn sampled(&mut self, stop: StopReason, wall_time: Duration) -> Sampled {
-        Sampled {
-            arms: std::mem::take(&mut self.samples),
+    /// One [`Measurement`] per arm, once the stop rule said `stop` after `wall_time`.
+    fn measurements(&mut self, stop: StopReason, wall_time: Duration) -> Vec<Measurement> {
+        let conditions = Conditions {
             stop,
-            clocks: std::mem::take(&mut self.clocks),
-            max_sm_clock_mhz: self.clock.as_ref().map(ClockStamps::max_mhz),
-            throttled: self.throttle.discarded(),
             l2_flushed: self.flush.is_some(),
             gated: matches!(self.mode, Mode::Gated { .. }),
             gate_timeouts: self.gate_timeouts,
             graph: matches!(self.mode, Mode::Graph(_)),
             wall_time,
-        }
+            max_sm_clock_mhz: self.clock.as_ref().map(ClockStamps::max_mhz),
+            throttled: self.throttle.discarded(),
+        };
+        let samples = std::mem::take(&mut self.samples);
+        let clocks = std::mem::take(&mut self.clocks);
+        samples
+            .into_iter()
+            .zip(clocks)
+            .map(|(samples, clocks)| Measurement::new(samples, clocks, conditions))
+            .collect()
     }
 
     /// Keeps the repetitions of `taken` whose clock was not throttled; returns the pause before the
