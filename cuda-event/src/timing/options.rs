@@ -51,11 +51,11 @@ pub struct MeasureOptions {
     /// joined back to it). A call inside the work that the capture refuses returns CUDA's error
     /// to the work, which `measure` returns if the work does; if the work goes on, or CUDA
     /// refuses the capture itself (the legacy default stream cannot be captured), the result is
-    /// [`Error::NotCapturable`], which names the step and CUDA's answer. Replays of a graph cost the GPU less than the same launches from the host,
-    /// so very short work reads shorter than it does in a program that launches it one call at a
-    /// time; and CUDA may run a captured operation differently from the same call on a stream (a
-    /// device-to-device copy captured as a memcpy node can take longer): graph mode times the
-    /// work as a graph runs it.
+    /// [`Error::NotCapturable`], which names the step and CUDA's answer. Replays of a graph cost
+    /// the GPU less than the same launches from the host, so very short work reads shorter than
+    /// it does in a program that launches it one call at a time; and CUDA may run a captured
+    /// operation differently from the same call on a stream (a device-to-device copy captured as
+    /// a memcpy node can take longer): graph mode times the work as a graph runs it.
     pub graph: bool,
     /// Read the SM clock around every repetition, as nvbench does: a kernel of one thread per SM
     /// before each repetition's flush and start event (outside the interval; and one after a

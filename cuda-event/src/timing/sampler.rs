@@ -39,12 +39,14 @@ pub(crate) struct Sampler<'r, 'w, E> {
     stop: &'r mut StopRule<'w>,
     /// Timed repetitions queued so far, for the alternation of arms across batches.
     reps: usize,
-    /// Most repetitions of a batch: the option's, cut when a batch did not fit behind the gate.
+    /// The bound on a batch, as [`MeasureOptions::max_batch`]: the option's, cut when a batch did
+    /// not fit behind the gate.
     max_batch: usize,
     /// Batches whose gate the watchdog opened.
     gate_timeouts: usize,
-    /// Each arm's samples kept so far, and the SM clock during each.
+    /// Each arm's samples kept so far.
     samples: Vec<Vec<Duration>>,
+    /// The SM clock during each of `samples`.
     clocks: Vec<Vec<Option<f64>>>,
 }
 
@@ -90,7 +92,7 @@ where
         };
         let gated = options.gate && !options.graph;
         // A stamp before each interval of the largest batch (a two-arm graph may add a repetition)
-        // and one after the last; larger batches are cut to fit (see `Sampler::time_until_stopped`).
+        // and one after the last; larger batches are cut to fit (see `Sampler::batch_size`).
         let stamp_slots = match options.sm_clock {
             true => {
                 ((options.max_batch / arms).max(1).saturating_add(1))
