@@ -234,7 +234,9 @@ pub use stream::{Stream, StreamOptions};
 pub use timing::compare::{CONFIDENCE, CompareOptions, Comparison, Verdict, compare};
 #[cfg(feature = "criterion")]
 pub use timing::criterion::GpuTime;
-pub use timing::measure::{MeasureOptions, Measurement, StopReason, measure};
+pub use timing::measure::measure;
+pub use timing::measurement::{Measurement, StopReason};
+pub use timing::options::MeasureOptions;
 pub use timing::scratch_memory::release_measure_memory;
 pub use timing::timer::{Timer, Timing};
 pub use trace::ChromeTrace;

@@ -3,7 +3,9 @@
 
 use crate::error::{Error, Result};
 use crate::stream::Stream;
-use crate::timing::measure::{MeasureOptions, Measurement, StopReason, median_of_sorted, sample};
+use crate::timing::measurement::{Measurement, StopReason, median_of_sorted};
+use crate::timing::options::MeasureOptions;
+use crate::timing::sampler::Sampler;
 use std::fmt;
 use std::time::Duration;
 
@@ -198,7 +200,7 @@ where
     let alpha = |look: u32| (1.0 - CONFIDENCE) / 2f64.powi(look as i32);
     // The looks so far, the pairs that make the next one, and the last look's ratio.
     let (mut looks, mut next_look, mut last) = (0, measure.min_samples, None);
-    let sampled = sample(
+    let mut sides = Sampler::run(
         stream,
         measure,
         2,
@@ -221,8 +223,7 @@ where
             }
         },
     )?;
-    let (ratio, looks) = last.expect("sample stops only after a look");
-    let mut sides = sampled.into_measurements();
+    let (ratio, looks) = last.expect("the sampler stops only after a look");
     let (b, a) = (sides.pop().expect("two arms"), sides.pop().expect("two arms"));
     Ok(Comparison {
         a,

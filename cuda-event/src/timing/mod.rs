@@ -1,5 +1,5 @@
-//! Timing: `Timer`, `measure` and `compare`, with the gate, the SM clock probe and the scratch
-//! memory that they use.
+//! Timing: `Timer`, `measure` (its options and its results) and `compare`, the sampler that both
+//! run on, and the gate, the SM clock probe and the scratch memory that the sampler uses.
 
 pub(crate) mod compare;
 #[cfg(feature = "criterion")]
@@ -7,6 +7,9 @@ pub(crate) mod criterion;
 mod gate;
 mod graph;
 pub(crate) mod measure;
+pub(crate) mod measurement;
+pub(crate) mod options;
+mod sampler;
 pub(crate) mod scratch_memory;
 mod sm_clock;
 pub(crate) mod timer;

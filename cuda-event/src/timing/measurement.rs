@@ -1,0 +1,274 @@
+//! [`Measurement`]: the samples that [`measure`](crate::measure) took and their statistics, and
+//! why it stopped ([`StopReason`]).
+
+use std::time::Duration;
+
+/// Why [`measure`](crate::measure) stopped. New reasons may be added, so a `match` needs a
+/// wildcard arm.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StopReason {
+    /// The noise fell to [`MeasureOptions::max_noise`](crate::MeasureOptions::max_noise) (after
+    /// the minimum samples and time).
+    NoiseBelowMax,
+    /// The noise stayed above the maximum but stopped changing (within 1% over the last four
+    /// batches, after the minimum samples and time): more samples would not lower it.
+    NoiseSettled,
+    /// [`MeasureOptions::timeout`](crate::MeasureOptions::timeout) passed.
+    Timeout,
+    /// [`compare`](crate::compare)'s verdict was decided (after the minimum samples and time).
+    VerdictReached,
+}
+
+/// The samples [`measure`](crate::measure) took, one per repetition, and their statistics.
+#[derive(Clone, Debug)]
+pub struct Measurement {
+    samples: Vec<Duration>,
+    sorted: Vec<Duration>,
+    mean: Duration,
+    noise: f64,
+    sm_clocks_mhz: Vec<Option<f64>>,
+    conditions: Conditions,
+}
+
+/// How the samples of a [`Measurement`] were taken and why the measurement stopped: the same for
+/// every arm of a [`compare`](crate::compare). Each field is read (and documented) by the
+/// `Measurement` method of its name.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Conditions {
+    pub(crate) stop: StopReason,
+    pub(crate) l2_flushed: bool,
+    pub(crate) gated: bool,
+    pub(crate) gate_timeouts: usize,
+    pub(crate) graph: bool,
+    pub(crate) wall_time: Duration,
+    pub(crate) max_sm_clock_mhz: Option<f64>,
+    pub(crate) throttled: usize,
+}
+
+impl Measurement {
+    /// Each repetition's GPU time, in the order they ran.
+    pub fn samples(&self) -> &[Duration] {
+        &self.samples
+    }
+    /// The median sample.
+    pub fn median(&self) -> Duration {
+        self.percentile(50.0)
+    }
+    /// The mean sample.
+    pub fn mean(&self) -> Duration {
+        self.mean
+    }
+    /// The fastest sample.
+    pub fn min(&self) -> Duration {
+        self.sorted[0]
+    }
+    /// The slowest sample.
+    pub fn max(&self) -> Duration {
+        self.sorted[self.sorted.len() - 1]
+    }
+    /// The `p`-th percentile (0 to 100), interpolated linearly between samples (numpy's and
+    /// torch's default).
+    pub fn percentile(&self, p: f64) -> Duration {
+        let rank = p.clamp(0.0, 100.0) / 100.0 * (self.sorted.len() - 1) as f64;
+        let (low, high) = (rank.floor() as usize, rank.ceil() as usize);
+        let (a, b) = (self.sorted[low].as_secs_f64(), self.sorted[high].as_secs_f64());
+        Duration::from_secs_f64(a + (b - a) * (rank - low as f64))
+    }
+    /// The samples' relative standard deviation (standard deviation / mean); 0 when every sample
+    /// is 0 (work shorter than the timing events' resolution, such as an empty closure).
+    pub fn noise(&self) -> f64 {
+        self.noise
+    }
+    /// Why the measurement stopped.
+    pub fn stop_reason(&self) -> StopReason {
+        self.conditions.stop
+    }
+    /// Whether L2 was flushed before each repetition.
+    pub fn l2_flushed(&self) -> bool {
+        self.conditions.l2_flushed
+    }
+    /// Whether the samples were taken behind the host-held gate, so that no interval contains time
+    /// the GPU waited for the host.
+    ///
+    /// `false` when [`MeasureOptions::gate`](crate::MeasureOptions::gate) is off, in graph mode
+    /// (no hold is needed: see [`graph`](Self::graph)), and when not even one repetition could be
+    /// queued behind the gate: the host was still queueing the first repetition of a batch (or the
+    /// only one) when the gate's watchdog had to open the gate, after about a second. That happens
+    /// when a repetition has more stream operations (kernels, copies, memsets) than CUDA queues on
+    /// a held stream, as a model's forward pass can; when it waits on the host for its own GPU
+    /// work (a synchronize, a blocking copy: the hold never lets that complete); or when
+    /// submitting it takes the host that long. `measure` cannot tell these apart. It then drops
+    /// the samples taken so far and times every repetition without the gate, as
+    /// `triton.testing.do_bench` does: each interval includes the gaps in which the GPU waited for
+    /// the host to submit the repetition's work. [`gate_timeouts`](Self::gate_timeouts) is then
+    /// at least 1 (in that last case only).
+    pub fn gated(&self) -> bool {
+        self.conditions.gated
+    }
+    /// Batches dropped because the host blocked while queueing them (the gate was opened by its
+    /// watchdog, so their intervals could contain host time); each cuts the batch by 16, and one
+    /// that blocked in its first repetition ends the gating (see [`gated`](Self::gated)).
+    pub fn gate_timeouts(&self) -> usize {
+        self.conditions.gate_timeouts
+    }
+    /// Whether the samples came from replays of a captured CUDA graph
+    /// ([`MeasureOptions::graph`](crate::MeasureOptions::graph)).
+    pub fn graph(&self) -> bool {
+        self.conditions.graph
+    }
+    /// Wall time spent in timed repetitions (cool-down pauses included).
+    pub fn wall_time(&self) -> Duration {
+        self.conditions.wall_time
+    }
+    /// The median SM clock of the samples, in MHz
+    /// ([`MeasureOptions::sm_clock`](crate::MeasureOptions::sm_clock)); `None` when no clock was
+    /// read: the option is off, or the clock's kernel could not be loaded (PTX
+    /// compilation disabled with `CUDA_DISABLE_PTX_JIT`, a device the driver's PTX cannot target),
+    /// or no block of it ran on SM 0 (all of SM 0 taken by other streams' work).
+    pub fn sm_clock_mhz(&self) -> Option<f64> {
+        let known: Vec<f64> = self.sm_clocks_mhz.iter().flatten().copied().collect();
+        median(&known)
+    }
+    /// Each sample's SM clock in MHz, in the order of [`samples`](Self::samples); `None` where it
+    /// was not read (see [`sm_clock_mhz`](Self::sm_clock_mhz)).
+    pub fn sm_clocks_mhz(&self) -> &[Option<f64>] {
+        &self.sm_clocks_mhz
+    }
+    /// The device's maximum SM clock in MHz (`CU_DEVICE_ATTRIBUTE_CLOCK_RATE`), beside which
+    /// [`sm_clock_mhz`](Self::sm_clock_mhz) reads; `None` when the clock's kernel was not used
+    /// (the option off, or the kernel not loaded).
+    pub fn max_sm_clock_mhz(&self) -> Option<f64> {
+        self.conditions.max_sm_clock_mhz
+    }
+    /// Repetitions discarded because the SM clock was below
+    /// [`MeasureOptions::throttle_threshold`](crate::MeasureOptions::throttle_threshold) of its
+    /// maximum during them (their samples are not in [`samples`](Self::samples)).
+    pub fn throttled_samples(&self) -> usize {
+        self.conditions.throttled
+    }
+    /// `bytes` per median sample, in GB/s (10^9 bytes per second); 0.0 when the median is 0 (the
+    /// work took less than the timing events' resolution, about half a microsecond: its bandwidth
+    /// cannot be read from these samples).
+    pub fn bandwidth_gb_per_s(&self, bytes: u64) -> f64 {
+        let seconds = self.median().as_secs_f64();
+        if seconds == 0.0 {
+            return 0.0;
+        }
+        bytes as f64 / seconds / 1e9
+    }
+
+    /// The statistics of `samples` (at least one), each taken at the SM clock of the same place
+    /// in `sm_clocks_mhz`, under `conditions`.
+    pub(crate) fn new(
+        samples: Vec<Duration>,
+        sm_clocks_mhz: Vec<Option<f64>>,
+        conditions: Conditions,
+    ) -> Measurement {
+        let mut sorted = samples.clone();
+        sorted.sort_unstable();
+        let mean = samples.iter().sum::<Duration>() / samples.len() as u32;
+        let noise = relative_deviation(&samples);
+        Measurement {
+            samples,
+            sorted,
+            mean,
+            noise,
+            sm_clocks_mhz,
+            conditions,
+        }
+    }
+}
+
+/// The median of `values` (none when there are none).
+pub(crate) fn median(values: &[f64]) -> Option<f64> {
+    let mut sorted = values.to_vec();
+    sorted.sort_unstable_by(f64::total_cmp);
+    median_of_sorted(&sorted)
+}
+
+/// The median of `sorted` (in ascending order; none when empty).
+pub(crate) fn median_of_sorted(sorted: &[f64]) -> Option<f64> {
+    match sorted.len() {
+        0 => None,
+        n if n % 2 == 1 => Some(sorted[n / 2]),
+        n => Some((sorted[n / 2 - 1] + sorted[n / 2]) / 2.0),
+    }
+}
+
+/// Standard deviation (of a sample, n - 1) over mean; infinite for fewer than two samples, 0 when
+/// every sample is 0 (they do not deviate; the ratio would be 0/0).
+pub(crate) fn relative_deviation(samples: &[Duration]) -> f64 {
+    if samples.len() < 2 {
+        return f64::INFINITY;
+    }
+    let n = samples.len() as f64;
+    let mean = samples.iter().map(Duration::as_secs_f64).sum::<f64>() / n;
+    if mean == 0.0 {
+        return 0.0;
+    }
+    let variance = samples
+        .iter()
+        .map(|s| (s.as_secs_f64() - mean).powi(2))
+        .sum::<f64>()
+        / (n - 1.0);
+    variance.sqrt() / mean
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secs(samples: &[f64]) -> Vec<Duration> {
+        samples.iter().map(|&s| Duration::from_secs_f64(s)).collect()
+    }
+
+    /// A measurement of `samples`, neither flushed nor gated, without clocks.
+    fn plain(samples: Vec<Duration>, stop: StopReason) -> Measurement {
+        let conditions = Conditions {
+            stop,
+            l2_flushed: false,
+            gated: false,
+            gate_timeouts: 0,
+            graph: false,
+            wall_time: Duration::from_secs(1),
+            max_sm_clock_mhz: None,
+            throttled: 0,
+        };
+        let clocks = vec![None; samples.len()];
+        Measurement::new(samples, clocks, conditions)
+    }
+
+    #[test]
+    fn median_of_clocks() {
+        assert_eq!(median(&[]), None);
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), Some(2.5));
+    }
+
+    #[test]
+    fn relative_deviation_of_known_samples() {
+        let samples = secs(&[1.0, 2.0, 3.0]);
+        assert!((relative_deviation(&samples) - 0.5).abs() < 1e-12);
+        assert!(relative_deviation(&samples[..1]).is_infinite());
+    }
+
+    #[test]
+    fn bandwidth_is_bytes_per_median_second() {
+        let m = plain(secs(&[2e-3, 1e-3, 3e-3]), StopReason::Timeout);
+        assert_eq!(m.median(), Duration::from_millis(2));
+        assert!((m.bandwidth_gb_per_s(4_000_000_000) - 2000.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn all_zero_samples_have_noise_zero_and_bandwidth_zero() {
+        let zeros = vec![Duration::ZERO; 20];
+        assert_eq!(relative_deviation(&zeros), 0.0);
+        let m = plain(zeros, StopReason::NoiseBelowMax);
+        assert_eq!(
+            (m.noise(), m.median(), m.mean()),
+            (0.0, Duration::ZERO, Duration::ZERO)
+        );
+        assert_eq!(m.bandwidth_gb_per_s(1 << 20), 0.0);
+    }
+}

@@ -1,0 +1,168 @@
+//! [`MeasureOptions`]: how [`measure`](crate::measure) and [`compare`](crate::compare) repeat and
+//! when they stop, and the check that refuses options they cannot honour.
+
+use crate::error::{Error, Result};
+use std::time::Duration;
+
+/// How [`measure`](crate::measure) repeats and when it stops. The defaults are nvbench's (noise
+/// under 0.5%, at least 10 samples and 0.5 s, at most 15 s) with triton's 25 ms of warm-up.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct MeasureOptions {
+    /// GPU time spent running the work untimed first (after one call and a 5-call estimate). With
+    /// [`sm_clock`](Self::sm_clock), while the SM clock read over it is still rising and below 95%
+    /// of the maximum, the warm-up goes on, as long again each time, until a second has passed (the
+    /// pass under way then is finished).
+    pub warmup: Duration,
+    /// Fewest samples before stopping.
+    pub min_samples: usize,
+    /// Least wall time spent in timed repetitions before stopping.
+    pub min_time: Duration,
+    /// Stop once the samples' relative standard deviation is at most this (0.005 = 0.5%).
+    pub max_noise: f64,
+    /// Stop after this much wall time in timed repetitions, whatever the noise.
+    pub timeout: Duration,
+    /// Before each repetition, overwrite a buffer twice the device's L2 size (untimed), so that
+    /// every repetition starts with a cold L2 as a single call in a program would.
+    pub flush_l2: bool,
+    /// Hold the stream while a batch of repetitions is queued, so that they run back to back and
+    /// no interval contains time the GPU waited for the host.
+    ///
+    /// The hold is a `cuStreamWaitValue32` at the head of the stream. While it holds, work of
+    /// other streams that CUDA put on the same hardware queue waits too (a device has a few such
+    /// queues, `CUDA_DEVICE_MAX_CONNECTIONS`, shared by all its streams), and on the legacy
+    /// default stream ([`Stream::legacy`](crate::Stream::legacy)) every blocking stream of the
+    /// device waits for it. A hold lasts as long as the host takes to queue one batch (at most
+    /// about a second: see [`Measurement::gated`](crate::Measurement::gated) for what happens
+    /// when a repetition does not fit).
+    pub gate: bool,
+    /// Most repetitions queued behind one hold. CUDA's queue of a stream is finite and the held
+    /// GPU does not drain it: a batch of more stream operations than it holds blocks the host until
+    /// the gate's watchdog opens the gate (the batch is dropped, and the next is 16 times smaller).
+    /// The default leaves room for a few stream operations per repetition, the flush and the two
+    /// timing events included. In graph mode, the most repetitions captured into one graph.
+    pub max_batch: usize,
+    /// Graph mode: capture a batch of repetitions (each its flush, a timing event, the work, a
+    /// timing event) into a CUDA graph once and replay it, so that they run back to back whatever
+    /// the work's number of launches (no launch gap inside or between intervals, and no hold: the
+    /// gate is not used) and the flush stays outside every interval. The work is captured once
+    /// per measurement, not called again for each sample: it must be work that a CUDA graph can
+    /// hold (no wait on the host, no call that capture refuses, all on the stream it is given or
+    /// joined back to it). A call inside the work that the capture refuses returns CUDA's error
+    /// to the work, which `measure` returns if the work does; if the work goes on, or CUDA
+    /// refuses the capture itself (the legacy default stream cannot be captured), the result is
+    /// [`Error::NotCapturable`], which names the step and CUDA's answer. Replays of a graph cost
+    /// the GPU less than the same launches from the host, so very short work reads shorter than
+    /// it does in a program that launches it one call at a time; and CUDA may run a captured
+    /// operation differently from the same call on a stream (a device-to-device copy captured as
+    /// a memcpy node can take longer): graph mode times the work as a graph runs it.
+    pub graph: bool,
+    /// Read the SM clock around every repetition, as nvbench does: a kernel of one thread per SM
+    /// before each repetition's flush and start event (outside the interval; and one after a
+    /// batch's last end event), whose block on SM 0 writes the GPU's timer and SM 0's cycle counter
+    /// into mapped host memory; cycles over time between two such stamps is the clock. A clock is
+    /// read over at least 200 us of GPU time where the batch has that much: a repetition shorter
+    /// than that reads the clock of the stamps around it that span that long (or of its whole
+    /// batch). In gated mode the stamps lengthen each sample by a fixed fraction of a microsecond
+    /// (a kernel then runs shortly before the start event); in graph mode by no measurable amount.
+    /// See [`Measurement::sm_clock_mhz`](crate::Measurement::sm_clock_mhz) and
+    /// [`throttle_threshold`](Self::throttle_threshold).
+    ///
+    /// Off by default, because of what it takes the first time: the stamp kernel is loaded into
+    /// the stream's context (once per context instance, by the first measurement with this
+    /// option), and loading a kernel into a context waits for all the work queued in it, on every
+    /// stream of the device, and holds the context's other CUDA calls meanwhile (as the first
+    /// launch of any lazily loaded kernel can). Otherwise `measure` never waits for other streams:
+    /// a measurement beside a stream that waits on the host would wait until it is released.
+    /// Turn it on where the device is otherwise idle at the first such measurement (a benchmark
+    /// program), or once a measurement with it has run in the context; later measurements in that
+    /// context reuse the kernel and do not wait (until
+    /// [`release_measure_memory`](crate::release_measure_memory) unloads it).
+    pub sm_clock: bool,
+    /// With [`sm_clock`](Self::sm_clock), discard every repetition during which the SM clock was
+    /// below this fraction of the device's maximum (nvbench's `--throttle-threshold`), count it
+    /// ([`Measurement::throttled_samples`](crate::Measurement::throttled_samples)) and pause so
+    /// that the GPU can cool down (50 ms, longer if it keeps throttling) before the next batch; 0.0
+    /// keeps every repetition. A GPU that has
+    /// not ramped up its clock, or that throttles for power or heat, runs the work slower than it
+    /// can; so does one whose clocks are locked low (`nvidia-smi -lgc`): lower the threshold to
+    /// time it there.
+    pub throttle_threshold: f64,
+}
+
+impl Default for MeasureOptions {
+    fn default() -> Self {
+        MeasureOptions {
+            warmup: Duration::from_millis(25),
+            min_samples: 10,
+            min_time: Duration::from_millis(500),
+            max_noise: 0.005,
+            timeout: Duration::from_secs(15),
+            flush_l2: true,
+            gate: true,
+            max_batch: 64,
+            graph: false,
+            sm_clock: false,
+            throttle_threshold: 0.75,
+        }
+    }
+}
+
+macro_rules! setters {
+    ($($(#[$doc:meta])* $field:ident: $ty:ty;)*) => {
+        impl MeasureOptions {
+            $($(#[$doc])* pub fn $field(mut self, $field: $ty) -> Self {
+                self.$field = $field;
+                self
+            })*
+        }
+    };
+}
+
+setters! {
+    /// Sets [`warmup`](Self::warmup).
+    warmup: Duration;
+    /// Sets [`min_samples`](Self::min_samples).
+    min_samples: usize;
+    /// Sets [`min_time`](Self::min_time).
+    min_time: Duration;
+    /// Sets [`max_noise`](Self::max_noise).
+    max_noise: f64;
+    /// Sets [`timeout`](Self::timeout).
+    timeout: Duration;
+    /// Sets [`flush_l2`](Self::flush_l2).
+    flush_l2: bool;
+    /// Sets [`gate`](Self::gate).
+    gate: bool;
+    /// Sets [`max_batch`](Self::max_batch).
+    max_batch: usize;
+    /// Sets [`graph`](Self::graph).
+    graph: bool;
+    /// Sets [`sm_clock`](Self::sm_clock).
+    sm_clock: bool;
+    /// Sets [`throttle_threshold`](Self::throttle_threshold).
+    throttle_threshold: f64;
+}
+
+impl MeasureOptions {
+    /// Refuses options that `measure` cannot honour.
+    pub(crate) fn check(&self) -> Result<()> {
+        let invalid = |reason| Err(Error::InvalidMeasureOptions { reason });
+        if self.min_samples < 2 {
+            return invalid("min_samples must be at least 2 (the noise needs two samples)");
+        }
+        if !(self.max_noise >= 0.0 && self.max_noise.is_finite()) {
+            return invalid("max_noise must be a finite number at least 0");
+        }
+        if self.timeout < self.min_time {
+            return invalid("timeout must be at least min_time");
+        }
+        if self.max_batch == 0 {
+            return invalid("max_batch must be at least 1");
+        }
+        if !(0.0..=1.0).contains(&self.throttle_threshold) {
+            return invalid("throttle_threshold must be a number from 0 to 1");
+        }
+        Ok(())
+    }
+}

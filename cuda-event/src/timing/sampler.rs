@@ -1,0 +1,647 @@
+//! The engine that [`measure`](crate::measure) and [`compare`](crate::compare) share: one or more
+//! arms of work timed in repetitions, after a warm-up that waits for the SM clock's ramp; batched
+//! behind a host-held gate (or, once a repetition could not be queued behind it, without), or
+//! replayed from a captured graph; an optional L2 flush before each arm; repetitions at a throttled
+//! clock discarded; until the caller's stop rule says so.
+
+use crate::context::ContextInstance;
+use crate::driver::{Driver, driver};
+use crate::error::{Error, Result};
+use crate::event::Event;
+use crate::stream::Stream;
+use crate::timing::gate::{Gate, Watchdog};
+use crate::timing::graph::{self, GraphBatch};
+use crate::timing::measurement::{Conditions, Measurement, StopReason, median};
+use crate::timing::options::MeasureOptions;
+use crate::timing::scratch_memory::{DeviceBuffer, ScratchLease};
+use crate::timing::sm_clock::{ClockStamps, Throttle};
+use crate::timing::timer::{Timer, from_ms, timing_event};
+use cuda_event_sys as sys;
+use std::time::{Duration, Instant};
+
+/// The work of one arm (`0..arms`) of a repetition, submitted to the stream.
+pub(crate) type ArmWork<'w, E> = dyn FnMut(&Stream, usize) -> Result<(), E> + 'w;
+/// Whether to stop, given each arm's samples so far and the wall time spent in timed repetitions.
+pub(crate) type StopRule<'s> = dyn FnMut(&[Vec<Duration>], Duration) -> Option<StopReason> + 's;
+
+/// One call of [`Sampler::run`]: what it times, how, and what it has kept so far.
+pub(crate) struct Sampler<'r, 'w, E> {
+    d: &'static Driver,
+    stream: &'r Stream,
+    options: &'r MeasureOptions,
+    flush: Option<&'r L2Flush<'r>>,
+    mode: Mode<'r>,
+    /// The SM clock's stamps, when read.
+    clock: Option<ClockStamps<'r>>,
+    throttle: Throttle,
+    arms: usize,
+    work: &'r mut ArmWork<'w, E>,
+    stop: &'r mut StopRule<'w>,
+    /// Timed repetitions queued so far, for the alternation of arms across batches.
+    reps: usize,
+    /// The bound on a batch, as [`MeasureOptions::max_batch`]: the option's, cut when a batch did
+    /// not fit behind the gate.
+    max_batch: usize,
+    /// Batches whose gate the watchdog opened.
+    gate_timeouts: usize,
+    /// Each arm's samples kept so far.
+    samples: Vec<Vec<Duration>>,
+    /// The SM clock during each of `samples`.
+    clocks: Vec<Vec<Option<f64>>>,
+}
+
+/// How a sampler queues its timed repetitions.
+enum Mode<'r> {
+    /// Behind the gate, whose watchdog opens it if the host blocks while queueing a batch: while
+    /// there is a gate, until a repetition could not be queued behind it.
+    Gated {
+        gate: &'r Gate<'r>,
+        watchdog: &'r Watchdog<'r>,
+    },
+    /// Straight onto the stream.
+    Ungated,
+    /// Replays of a batch captured into a graph, once captured; dropped with the sampler, after
+    /// the stream is drained.
+    Graph(Option<GraphBatch>),
+}
+
+impl<E> Sampler<'_, '_, E>
+where
+    E: From<Error>,
+{
+    /// Times `arms` pieces of work repeatedly: each repetition runs every arm once, each arm timed
+    /// alone (L2 flushed before it, if asked), in alternating order (0, 1, ... then ..., 1, 0) so that
+    /// no arm always runs first; until `stop` says so (after at least one batch with two samples per
+    /// arm, unless the timeout ended it). Returns one [`Measurement`] per arm.
+    pub(crate) fn run(
+        stream: &Stream,
+        options: &MeasureOptions,
+        arms: usize,
+        work: &mut ArmWork<'_, E>,
+        stop: &mut StopRule<'_>,
+    ) -> Result<Vec<Measurement>, E> {
+        options.check()?;
+        let d = driver("measure")?;
+        if stream.is_capturing()? {
+            return Err(Error::StreamCapturing.into());
+        }
+        let (instance, _current) = ContextInstance::enter_primary(d, stream.device())?;
+        let flush_bytes = match options.flush_l2 {
+            true => Some(L2Flush::bytes(d, instance)?),
+            false => None,
+        };
+        let gated = options.gate && !options.graph;
+        // A stamp before each interval of the largest batch (a two-arm graph may add a repetition)
+        // and one after the last; larger batches are cut to fit (see `Sampler::batch_size`).
+        let stamp_slots = match options.sm_clock {
+            true => {
+                ((options.max_batch / arms).max(1).saturating_add(1))
+                    .saturating_mul(arms)
+                    .min(MOST_CLOCKED_INTERVALS)
+                    + 1
+            }
+            false => 0,
+        };
+        let mut scratch = ScratchLease::take(stream.device(), instance);
+        scratch.prepare(d, flush_bytes, gated, stamp_slots)?;
+        let flush = flush_bytes.and(scratch.flush()).map(|buffer| L2Flush { buffer });
+        let gate = scratch.word().filter(|_| gated).map(Gate::new);
+        let watchdog = gate
+            .as_ref()
+            .map(|gate| Watchdog::new(gate.flag(), Watchdog::TIMEOUT));
+        let clock = scratch.clock_stamps().filter(|_| options.sm_clock);
+        let floor_mhz = clock
+            .as_ref()
+            .map_or(0.0, |clock| options.throttle_threshold * clock.max_mhz());
+        let mode = match (&gate, &watchdog) {
+            (Some(gate), Some(watchdog)) => Mode::Gated { gate, watchdog },
+            _ if options.graph => Mode::Graph(None),
+            _ => Mode::Ungated,
+        };
+        let mut sampler = Sampler {
+            d,
+            stream,
+            options,
+            flush: flush.as_ref(),
+            mode,
+            clock,
+            throttle: Throttle::new(floor_mhz),
+            arms,
+            work,
+            stop,
+            reps: 0,
+            max_batch: options.max_batch,
+            gate_timeouts: 0,
+            samples: vec![Vec::new(); arms],
+            clocks: vec![Vec::new(); arms],
+        };
+        // From the first flush on, the GPU may use the scratch memory until the stream is drained.
+        scratch.in_use(true);
+        crate::sync::thread::scope(|scope| {
+            let _watchdog = watchdog.as_ref().map(|watchdog| watchdog.run_in(scope));
+            let _drained = Drained {
+                stream,
+                scratch: &scratch,
+            };
+            sampler.time_until_stopped()
+        })
+    }
+}
+
+/// Waits for the stream on drop, however the measurement ends (done, an error, a panic in the work),
+/// so that nothing still waits on the gate's word or writes the flush buffer when another
+/// measurement takes them; if the wait fails, the scratch memory is not used again. After a
+/// complete measurement nothing is left to wait for.
+struct Drained<'s> {
+    stream: &'s Stream,
+    scratch: &'s ScratchLease,
+}
+
+impl Drop for Drained<'_> {
+    fn drop(&mut self) {
+        // Its error, if any, is the one the measurement already returned (or the panic's cause).
+        if self.stream.synchronize().is_ok() {
+            self.scratch.in_use(false);
+        }
+    }
+}
+
+/// A buffer twice the size of the device's L2, overwritten to evict what the work left there.
+struct L2Flush<'b> {
+    buffer: &'b DeviceBuffer,
+}
+
+impl L2Flush<'_> {
+    /// The size of the buffer for the device of `instance`.
+    fn bytes(d: &Driver, instance: ContextInstance) -> Result<usize> {
+        let mut l2 = 0;
+        let attribute = sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE;
+        let device = instance.context()?.cu_device();
+        d.device_get_attribute.call(|f| {
+            // SAFETY: a device the driver handed out; writes through a live local.
+            unsafe { f(&mut l2, attribute, device) }
+        })?;
+        Ok(2 * usize::try_from(l2).unwrap_or(0).max(1 << 20))
+    }
+
+    fn queue(&self, d: &Driver, stream: &Stream) -> Result<()> {
+        let (ptr, words, raw) = (self.buffer.ptr, self.buffer.bytes / 4, stream.as_raw());
+        // 32-bit words, the widest cuMemset writes (the buffer's size is a multiple of 4).
+        // SAFETY: writes `words` 32-bit words of a live allocation of that size on a live stream of
+        // its device, whose context is current (`Sampler::run` entered it).
+        d.memset_d32_async.call(|f| unsafe { f(ptr, 0, words, raw) })
+    }
+}
+
+/// GPU time a batch aims at: long enough that the host's queueing of the next one is hidden, short
+/// enough that the stop criterion is checked often.
+const BATCH_TIME: Duration = Duration::from_millis(20);
+
+/// The most intervals of a batch with the SM clock's stamps (each needs a slot of mapped host
+/// memory): enough for a batch of [`BATCH_TIME`] of repetitions a few microseconds long.
+const MOST_CLOCKED_INTERVALS: usize = 8192;
+
+/// The most wall time the warm-up goes on while the SM clock is still ramping up.
+const RAMP_AT_MOST: Duration = Duration::from_secs(1);
+
+/// A clock at least this fraction of the maximum has ramped up: it cannot rise much more.
+const RAMPED: f64 = 0.95;
+
+/// How a batch of timed repetitions went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Batch {
+    /// Its samples are good.
+    Timed,
+    /// The host blocked while queueing it behind the gate, and the gate's watchdog opened the gate:
+    /// its samples may contain host time. `first_blocked`: the first repetition was not queued yet
+    /// when the watchdog opened the gate.
+    Opened { first_blocked: bool },
+}
+
+/// What follows a batch of `n` repetitions that the gate's watchdog opened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum AfterOpened {
+    /// Batches of at most this many: the batch did not fit in CUDA's queue of a held stream.
+    Smaller(usize),
+    /// No more gate: not even one repetition could be queued behind it.
+    Ungated,
+}
+
+/// The most repetitions of `arms` arms a batch can stamp with `slots` stamp slots (one more stamp
+/// than intervals), an even number if `even` (a graph of two arms): at least one (two if even).
+fn most_clocked(slots: usize, arms: usize, even: bool) -> usize {
+    let most = (slots.saturating_sub(1) / arms).max(1);
+    match even {
+        true => (most - most % 2).max(2),
+        false => most,
+    }
+}
+
+fn after_opened(n: usize, first_blocked: bool) -> AfterOpened {
+    // A batch of one that the watchdog opened took about the whole timeout to queue, even if its
+    // last call returned just before the watchdog fired: no smaller batch exists to try.
+    if first_blocked || n == 1 {
+        AfterOpened::Ungated
+    } else {
+        AfterOpened::Smaller((n / 16).max(1))
+    }
+}
+
+/// A batch's intervals, repetition `i`'s arm `a` at `i * arms + a`: each one's GPU time and the SM
+/// clock during it.
+struct Intervals {
+    times: Vec<Duration>,
+    clocks: Vec<Option<f64>>,
+}
+
+impl<E> Sampler<'_, '_, E>
+where
+    E: From<Error>,
+{
+    /// The warm-up, then timed batches until the stop rule (or the throttle) ends them.
+    fn time_until_stopped(&mut self) -> Result<Vec<Measurement>, E> {
+        // One call: its errors and first-call costs (module loads, lazy allocations) come first.
+        self.repeat_untimed(1)?;
+        // The cost of one repetition, on the GPU and on the host, from five.
+        let queued = Instant::now();
+        let timer = Timer::start(self.stream)?;
+        self.repeat_untimed(5)?;
+        let host = queued.elapsed() / 5;
+        let gpu = timer.stop(self.stream)?.wait()? / 5;
+        let per_rep = gpu.max(host).max(Duration::from_micros(1));
+        let count = |budget: Duration| (budget.as_secs_f64() / per_rep.as_secs_f64()).ceil() as usize;
+        self.warm_up(count(self.options.warmup).max(1))?;
+
+        let wanted = count(BATCH_TIME);
+        let mut events: Vec<(Event, Event)> = Vec::new();
+        let started = Instant::now();
+        loop {
+            let n = self.batch_size(wanted);
+            let taken = self.next_batch(n, &mut events)?;
+            let pause = taken.and_then(|taken| self.keep_unthrottled(taken));
+            let wall_time = started.elapsed();
+            if let Some(stop) = (self.stop)(&self.samples, wall_time) {
+                return Ok(self.measurements(stop, wall_time));
+            }
+            if let Some(throttled) = self.throttled_throughout(wall_time) {
+                return Err(throttled.into());
+            }
+            if let Some(pause) = pause {
+                // Let the GPU cool down before the next batch, within the time left.
+                crate::sync::thread::sleep(pause.min(self.options.timeout.saturating_sub(wall_time)));
+            }
+        }
+    }
+
+    /// The repetitions of the next batch, of the `wanted` that fill [`BATCH_TIME`]: at most
+    /// `max_batch` stream operations behind one hold (each repetition has every arm's), and as
+    /// many as the clock's stamp slots hold. A graph of two arms holds an even number of
+    /// repetitions, so that each arm runs first equally often in every replay.
+    fn batch_size(&self, wanted: usize) -> usize {
+        let mut n = wanted.clamp(1, (self.max_batch / self.arms).max(1));
+        let even = matches!(self.mode, Mode::Graph(_)) && self.arms > 1;
+        if let Some(clock) = &self.clock {
+            let slots = clock.slots().min(MOST_CLOCKED_INTERVALS + 1);
+            n = n.min(most_clocked(slots, self.arms, even));
+        }
+        if even {
+            n += n % 2;
+        }
+        n
+    }
+
+    /// Takes a batch of `n` repetitions, timed between `events` (grown to fit) or replayed from a
+    /// graph; none when the gate's watchdog opened the gate (the batch may hold host time): later
+    /// batches are smaller, or, if not even one repetition could be queued behind the gate,
+    /// ungated.
+    fn next_batch(&mut self, n: usize, events: &mut Vec<(Event, Event)>) -> Result<Option<Intervals>, E> {
+        if let Mode::Graph(_) = self.mode {
+            return Ok(Some(self.graph_batch(n)?));
+        }
+        while events.len() < n * self.arms {
+            events.push((timing_event(), timing_event()));
+        }
+        let events = &events[..n * self.arms];
+        match self.timed_batch(events)? {
+            Batch::Timed => Ok(Some(self.intervals(events)?)),
+            Batch::Opened { first_blocked } => {
+                self.gate_timeouts += 1;
+                match after_opened(n, first_blocked) {
+                    AfterOpened::Smaller(batch) => self.max_batch = batch,
+                    AfterOpened::Ungated => {
+                        // Every sample is taken one way: the gated ones so far go.
+                        self.mode = Mode::Ungated;
+                        self.samples.iter_mut().for_each(Vec::clear);
+                        self.clocks.iter_mut().for_each(Vec::clear);
+                    }
+                }
+                Ok(None)
+            }
+        }
+    }
+
+    /// One [`Measurement`] per arm, once the stop rule said `stop` after `wall_time`.
+    fn measurements(&mut self, stop: StopReason, wall_time: Duration) -> Vec<Measurement> {
+        let conditions = Conditions {
+            stop,
+            l2_flushed: self.flush.is_some(),
+            gated: matches!(self.mode, Mode::Gated { .. }),
+            gate_timeouts: self.gate_timeouts,
+            graph: matches!(self.mode, Mode::Graph(_)),
+            wall_time,
+            max_sm_clock_mhz: self.clock.as_ref().map(ClockStamps::max_mhz),
+            throttled: self.throttle.discarded(),
+        };
+        let samples = std::mem::take(&mut self.samples);
+        let clocks = std::mem::take(&mut self.clocks);
+        samples
+            .into_iter()
+            .zip(clocks)
+            .map(|(samples, clocks)| Measurement::new(samples, clocks, conditions))
+            .collect()
+    }
+
+    /// Keeps the repetitions of `taken` whose clock was not throttled; returns the pause before the
+    /// next batch, if some were throttled.
+    fn keep_unthrottled(&mut self, taken: Intervals) -> Option<Duration> {
+        let mut discarded = Vec::new();
+        let repetitions = taken.times.chunks(self.arms).zip(taken.clocks.chunks(self.arms));
+        for (times, mhz) in repetitions {
+            if mhz.iter().all(|&mhz| self.throttle.keeps(mhz)) {
+                for (arm, (&time, &mhz)) in times.iter().zip(mhz).enumerate() {
+                    self.samples[arm].push(time);
+                    self.clocks[arm].push(mhz);
+                }
+            } else {
+                let lowest = mhz.iter().flatten().copied().fold(f64::INFINITY, f64::min);
+                discarded.push(lowest);
+            }
+        }
+        self.throttle.after_batch(&discarded)
+    }
+
+    /// The error once the timeout has passed (`wall_time`) with fewer than two samples kept, the
+    /// other repetitions throttled: nothing to stop on.
+    fn throttled_throughout(&self, wall_time: Duration) -> Option<Error> {
+        let timeout = wall_time >= self.options.timeout;
+        if !(timeout && self.samples[0].len() < 2 && self.throttle.discarded() > 0) {
+            return None;
+        }
+        Some(Error::ClockThrottled {
+            sm_clock_mhz: median(&self.throttle.discarded_mhz).unwrap_or(0.0),
+            max_sm_clock_mhz: self.clock.as_ref().map_or(0.0, ClockStamps::max_mhz),
+            threshold: self.options.throttle_threshold,
+            discarded: self.throttle.discarded(),
+        })
+    }
+
+    /// The arms of repetition `i` in the order they run: alternating, so that no arm always runs
+    /// right after the flush or right after another given arm. `i` counts across batches (a
+    /// batch may hold an odd number of repetitions, or one).
+    fn order(&self, i: usize) -> impl Iterator<Item = usize> + use<E> {
+        let arms = self.arms;
+        (0..arms).map(move |k| if i.is_multiple_of(2) { k } else { arms - 1 - k })
+    }
+
+    /// Queues one interval, the `at`-th of its batch: a stamp of the clock into slot `at`, the flush
+    /// (untimed), the start event, the arm's work, the end event. The next interval's stamp (or the
+    /// batch's last, [`end_stamp`](Self::end_stamp)) ends this one's clock; the stamp comes
+    /// before the flush, so that what precedes the start event is what precedes it without stamps.
+    /// `record(stream, end)` records an event. In a capture, an error of the crate's own steps
+    /// that the capture caused is [`Error::NotCapturable`].
+    fn queue_interval(
+        &mut self,
+        arm: usize,
+        at: usize,
+        capturing: bool,
+        mut record: impl FnMut(&Stream, bool) -> Result<()>,
+    ) -> Result<(), E> {
+        our_step(capturing, self.stamp(at), "a stamp of the SM clock")?;
+        our_step(capturing, self.flush(), "the L2 flush")?;
+        record(self.stream, false)?;
+        (self.work)(self.stream, arm)?;
+        Ok(record(self.stream, true)?)
+    }
+
+    /// The stamp after a batch's `intervals` intervals.
+    fn end_stamp(&self, intervals: usize, capturing: bool) -> Result<()> {
+        our_step(capturing, self.stamp(intervals), "a stamp of the SM clock")
+    }
+
+    fn stamp(&self, slot: usize) -> Result<()> {
+        match &self.clock {
+            Some(clock) => clock.queue(self.d, self.stream, slot),
+            None => Ok(()),
+        }
+    }
+
+    /// The SM clock during each of a batch's intervals (repetition `i`'s arm `a` at
+    /// `i * arms + a`), its repetitions numbered from `first` for their order; all unknown
+    /// without the clock.
+    fn clocks(&self, first: usize, n: usize) -> Vec<Option<f64>> {
+        let Some(clock) = &self.clock else {
+            return vec![None; n * self.arms];
+        };
+        let by_queue = clock.intervals_mhz(n * self.arms);
+        let mut clocks = vec![None; n * self.arms];
+        for i in 0..n {
+            for (k, arm) in self.order(first + i).enumerate() {
+                clocks[i * self.arms + arm] = by_queue[i * self.arms + k];
+            }
+        }
+        clocks
+    }
+
+    /// One replay of `n` repetitions captured into a graph (captured, and replayed once untimed,
+    /// on first use).
+    fn graph_batch(&mut self, n: usize) -> Result<Intervals, E> {
+        let intervals = n * self.arms;
+        let Mode::Graph(graph) = &mut self.mode else {
+            unreachable!("graph batches are graph mode's");
+        };
+        if graph.as_ref().is_some_and(|batch| batch.intervals() != intervals) {
+            // Another batch size: a new graph (the stream has run the old one to its end).
+            *graph = None;
+        }
+        if graph.is_none() {
+            let (d, stream, arms) = (self.d, self.stream, self.arms);
+            let batch = GraphBatch::capture(d, stream, intervals, |recorded| {
+                for i in 0..n {
+                    for (k, arm) in self.order(i).enumerate() {
+                        let interval = &recorded[i * arms + arm];
+                        self.queue_interval(arm, i * arms + k, true, |stream, end| {
+                            GraphBatch::record(d, interval, end, stream)
+                        })?;
+                    }
+                }
+                Ok::<(), E>(self.end_stamp(intervals, true)?)
+            })?;
+            batch.launch(stream)?;
+            self.stream.synchronize()?;
+            self.mode = Mode::Graph(Some(batch));
+        }
+        self.clear_stamps(intervals);
+        let Mode::Graph(Some(batch)) = &self.mode else {
+            unreachable!("captured above");
+        };
+        batch.launch(self.stream)?;
+        self.stream.synchronize()?;
+        let times = (0..intervals).map(|i| batch.elapsed(i)).collect::<Result<_>>()?;
+        Ok(Intervals {
+            times,
+            clocks: self.clocks(0, n),
+        })
+    }
+
+    /// Empties the stamp slots of a batch of `intervals` intervals.
+    fn clear_stamps(&self, intervals: usize) {
+        if let Some(clock) = &self.clock {
+            clock.clear(intervals + 1);
+        }
+    }
+
+    /// The warm-up: `reps` repetitions untimed, then as many again while the SM clock over them
+    /// rises and is below [`RAMPED`] of its maximum, for at most [`RAMP_AT_MOST`].
+    fn warm_up(&mut self, reps: usize) -> Result<(), E> {
+        let started = Instant::now();
+        let mut last: Option<f64> = None;
+        loop {
+            self.clear_stamps(1);
+            self.stamp(0)?;
+            self.queue_untimed(reps)?;
+            self.stamp(1)?;
+            self.stream.synchronize()?;
+            let Some(clock) = &self.clock else {
+                return Ok(());
+            };
+            let mhz = clock.intervals_mhz(1)[0];
+            let ramped = match (mhz, last) {
+                (None, _) => true,
+                (Some(mhz), _) if mhz >= RAMPED * clock.max_mhz() => true,
+                (Some(mhz), Some(last)) => mhz <= last * 1.01,
+                (Some(_), None) => false,
+            };
+            if ramped || started.elapsed() >= RAMP_AT_MOST {
+                return Ok(());
+            }
+            last = mhz;
+        }
+    }
+
+    /// Queues `n` repetitions (each arm after a flush, if any), and waits for them.
+    fn repeat_untimed(&mut self, n: usize) -> Result<(), E> {
+        self.queue_untimed(n)?;
+        Ok(self.stream.synchronize()?)
+    }
+
+    fn queue_untimed(&mut self, n: usize) -> Result<(), E> {
+        for i in 0..n {
+            for arm in self.order(i) {
+                self.flush()?;
+                (self.work)(self.stream, arm)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn flush(&self) -> Result<()> {
+        match self.flush {
+            Some(flush) => flush.queue(self.d, self.stream),
+            None => Ok(()),
+        }
+    }
+
+    /// One batch of timed repetitions, queued behind the gate (while gated) and waited for: the
+    /// interval of repetition `i`'s arm `a` is between the events `events[i * arms + a]`.
+    fn timed_batch(&mut self, events: &[(Event, Event)]) -> Result<Batch, E> {
+        let n = events.len() / self.arms;
+        self.clear_stamps(n * self.arms);
+        let (held, watchdog) = match self.mode {
+            Mode::Gated { gate, watchdog } => {
+                let held = gate.hold(self.d, self.stream)?;
+                watchdog.arm(&held);
+                (Some(held), Some(watchdog))
+            }
+            Mode::Ungated | Mode::Graph(_) => (None, None),
+        };
+        let mut first_blocked = false;
+        let first = self.reps;
+        let queued = (0..n)
+            .try_for_each(|i| {
+                for (k, arm) in self.order(first + i).enumerate() {
+                    let (start, end) = &events[i * self.arms + arm];
+                    let at = i * self.arms + k;
+                    self.queue_interval(arm, at, false, |stream, end_of_it| match end_of_it {
+                        false => start.record(stream),
+                        true => end.record(stream),
+                    })?;
+                }
+                if i == 0 {
+                    first_blocked = watchdog.is_some_and(Watchdog::opened);
+                }
+                Ok::<(), E>(())
+            })
+            .and_then(|()| Ok(self.end_stamp(n * self.arms, false)?));
+        let opened = watchdog.is_some_and(Watchdog::disarm);
+        drop(held);
+        queued?;
+        self.stream.synchronize()?;
+        Ok(match opened {
+            true => Batch::Opened { first_blocked },
+            false => Batch::Timed,
+        })
+    }
+
+    /// The intervals of a timed batch between `events` (complete), with their clocks; the next
+    /// batch's repetitions are numbered after them.
+    fn intervals(&mut self, events: &[(Event, Event)]) -> Result<Intervals> {
+        let n = events.len() / self.arms;
+        let times = events
+            .iter()
+            .map(|(start, end)| Ok(from_ms(start.elapsed_time(end)?)))
+            .collect::<Result<_>>()?;
+        let clocks = self.clocks(self.reps, n);
+        self.reps += n;
+        Ok(Intervals { times, clocks })
+    }
+}
+
+/// The result of one of the sampler's own steps (`step`): in a capture, an error that the capture
+/// caused is [`Error::NotCapturable`].
+fn our_step(capturing: bool, result: Result<()>, step: &str) -> Result<()> {
+    match capturing {
+        true => graph::in_capture(result, step),
+        false => result,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_with_stamps_fits_its_slots() {
+        // 256 slots: 255 intervals.
+        assert_eq!(most_clocked(256, 1, false), 255);
+        assert_eq!(most_clocked(256, 2, false), 127);
+        assert_eq!(most_clocked(256, 2, true), 126);
+        let slots = MOST_CLOCKED_INTERVALS + 1;
+        assert!(most_clocked(slots, 2, true) * 2 < slots);
+        // Never none.
+        assert_eq!(most_clocked(1, 1, false), 1);
+        assert_eq!(most_clocked(2, 2, true), 2);
+    }
+
+    #[test]
+    fn a_repetition_that_cannot_be_queued_behind_the_gate_ends_gating_and_a_batch_shrinks() {
+        // The first repetition was still being queued when the watchdog opened the gate: no batch
+        // fits, whatever its size (thousands of launches per repetition, or a wait on the host).
+        assert_eq!(after_opened(64, true), AfterOpened::Ungated);
+        assert_eq!(after_opened(1, true), AfterOpened::Ungated);
+        // A batch of one opened by the watchdog: nothing smaller to try.
+        assert_eq!(after_opened(1, false), AfterOpened::Ungated);
+        // Repetitions fit, the batch did not: smaller batches.
+        assert_eq!(after_opened(64, false), AfterOpened::Smaller(4));
+        assert_eq!(after_opened(3, false), AfterOpened::Smaller(1));
+    }
+}
