@@ -175,6 +175,15 @@
 //! dropping an event or stream the parent made calls nothing and takes no lock (the parent still
 //! owns them). Start workers with `std::process::Command`, which execs a new program.
 //!
+//! # A GPU timeline
+//! [`Trace`] records named ranges on any stream of any device, opened and closed by any thread,
+//! nested and overlapping, with host spans beside them; each range costs two timing event records
+//! (events reused from the thread's earlier ranges) and a lock no other thread contends, and never
+//! waits for the GPU. Complete ranges are
+//! read without blocking ([`Trace::take_complete`]), placed on the host's monotonic clock through
+//! per-device anchors (with the GPU clock's drift measured between reads), and written as a
+//! Chrome trace that Perfetto and chrome://tracing open ([`ChromeTrace`]): no CUPTI, no profiler.
+//!
 //! # How it calls CUDA
 //! Through the driver API, resolved once with `cudaGetDriverEntryPointByVersion` from the linked
 //! runtime: driver calls on explicit handles never create a context on the thread's current device
