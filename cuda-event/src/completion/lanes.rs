@@ -1,292 +1,66 @@
-//! The reactor: one thread that learns of completions by querying the CUDA events that futures
-//! wait on. Nothing the crate does to wake a future runs on the GPU or on CUDA's host-function
-//! thread: no host function, no wait queued on any stream, so a future cannot be held up by a
-//! blocking host function, cannot hold up another stream, cannot be swallowed by a capture, and
-//! is not lost after a fault (when CUDA runs no host function).
-//!
-//! It knows query targets and wait cells, nothing of `Event`, `Stream` or futures. A wait is
-//! registered once ([`register`]), either
+//! The reactor thread's bookkeeping: which waits it queries, and when. A wait is filed once, either
 //! - **in a lane** ([`Order`]): the waits on events recorded on one stream complete in the order
 //!   they were recorded, so a sweep queries each lane from its oldest wait until one is still
 //!   pending, which costs one query per busy stream however many waits it has; or
 //! - **unordered** (an event recorded on a default stream or by other code, an imported one):
-//!   queried in chunks of [`CHUNK`], paced to about 1/[`CPU_SHARE`] of a core.
+//!   queried in chunks of [`CHUNK`], as the thread paces them (see [`reactor`](super::reactor)).
 //!
 //! Sweeps follow each other closely after news (a wait registered, a completion found) and back
 //! off as time passes without any, from [`FASTEST`] to [`STEPPING`] apart while the lane's news
 //! is recent (futures on a stream stepping through work), and to [`SLOWEST`] once it has been
 //! quiet for [`QUIET_AFTER`] (a stream held long, or one whose awaited work is far apart): short
 //! waits are seen quickly, steps of work soon after they end, long holds cost little, and no
-//! wait in a lane is seen later than about [`SLOWEST`] after its event completes. A wait behind its lane's front cannot be complete before the front
-//! is, unless its event's order was not its stream's (the front's event was recorded again on
-//! another stream, or two threads recorded on one stream at once): every wait is also queried
-//! at least every [`BEHIND_FRONT`], by a slow walk over all of them.
+//! wait in a lane is seen later than about [`SLOWEST`] after its event completes. A wait behind
+//! its lane's front cannot be complete before the front is, unless its event's order was not its
+//! stream's (the front's event was recorded again on another stream, or two threads recorded on
+//! one stream at once): every wait is also queried at least every [`BEHIND_FRONT`], by a slow walk
+//! over all of them.
 //!
-//! The thread runs in relaxed capture mode, so that its queries never invalidate a capture that
-//! another thread makes in global mode; an answer that comes from such a capture is read as "not
-//! yet", never as the wait's result.
-//!
-//! Nothing waits for the thread. A wait's owner (a future) gives up by marking its cell
-//! ([`WaitCell::abandon`]); the thread queries a target only under its cell's lock and after
-//! checking that mark, so an abandoned target is never queried again, and the thread forgets
-//! abandoned and finished waits the next time it meets them. Wakers run outside every lock, each
-//! in `catch_unwind`, so a panicking waker does not stop the thread.
+//! Nothing here runs a thread or waits: the reactor thread calls in, and [`check`] is the one
+//! place that asks CUDA.
 
-use crate::capture_mode::{RelaxedCapture, is_capture_interference};
-use crate::context::{ContextInstance, MadeIn};
-use crate::driver::{Driver, driver};
-use crate::error::{Error, Result};
-use crate::event::handle::{query_checked, query_handle};
-use crate::event::ipc::Exporter;
-use crate::sync::{Condvar, Lazy, Mutex};
-use cuda_event_sys as sys;
+use crate::capture_mode::is_capture_interference;
+use crate::context::ContextInstance;
+use crate::driver::Driver;
+use crate::error::Result;
+use crate::event::handle::{QueryTarget, query_checked};
+use crate::event::watchers::{Order, WaitCell};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::task::Waker;
 use std::time::{Duration, Instant};
 
-/// The longest an unordered wait goes without a query of its own event.
-const BACKSTOP: Duration = Duration::from_millis(100);
 /// The longest a wait in a lane goes without a query of its own event.
 const BEHIND_FRONT: Duration = Duration::from_secs(1);
 /// The shortest pause between two sweeps, right after news.
 const FASTEST: Duration = Duration::from_micros(5);
 /// The longest pause between two sweeps of a lane whose last news is older than [`QUIET_AFTER`]:
 /// the latency a wait in a lane can see at worst, however long it has waited.
-const SLOWEST: Duration = Duration::from_micros(500);
+pub(super) const SLOWEST: Duration = Duration::from_micros(500);
 /// The longest pause between two sweeps of a lane whose last news is more recent.
-const STEPPING: Duration = Duration::from_micros(250);
+pub(super) const STEPPING: Duration = Duration::from_micros(250);
 /// How long a lane goes without news before its sweeps may be [`SLOWEST`] apart.
 const QUIET_AFTER: Duration = Duration::from_millis(100);
 /// The pause between sweeps is the time since the last news divided by this: a wait is seen at
 /// most about 1/PATIENCE of its own duration late.
 const PATIENCE: u32 = 32;
-/// A sweep of the lanes costs at most about 1/(1 + LANE_CPU) of a core, unless that would leave a
-/// lane unswept for longer than [`STEPPING`].
-const LANE_CPU: u32 = 3;
-/// The pause after a registration above which the thread is woken for it.
-const WAKE_FOR_NEWS: Duration = Duration::from_micros(100);
-/// Polling unordered waits costs about 1/CPU_SHARE of a core, unless [`BACKSTOP`] needs more.
-const CPU_SHARE: u32 = 200;
-/// The shortest pause between two polling steps over unordered waits.
-const MIN_POLL: Duration = Duration::from_micros(50);
 /// Unordered queries in one step.
 const CHUNK: usize = 256;
 
-/// What a wait queries: a CUDA event, where it was made, and, for an imported one, its exporter.
-#[derive(Clone, Copy)]
-pub(crate) struct QueryTarget {
-    pub(crate) raw: sys::cudaEvent_t,
-    pub(crate) made_in: MadeIn,
-    pub(crate) exporter: Option<Exporter>,
-}
-
-// SAFETY: the raw event handle is an opaque CUDA handle any thread may use; it is only queried
-// under its wait cell's lock while the cell is not abandoned, and the owner of the event abandons
-// every cell on it before the event goes away.
-unsafe impl Send for QueryTarget {}
-// SAFETY: as for Send; it is only read.
-unsafe impl Sync for QueryTarget {}
-
-impl QueryTarget {
-    /// `cuEventQuery` as `Event::query` reads it, in relaxed capture mode.
-    pub(crate) fn query(&self, d: &Driver) -> Result<bool> {
-        query_handle(d, self.raw, self.made_in, self.exporter)
-    }
-
-    /// [`query`](Self::query) in a sweep: the reset check once per context instance per phase of
-    /// a sweep (the lanes, the walk, the poll; `alive` holds the instances found alive in it). A
-    /// reset that another thread makes meanwhile is a race CUDA leaves to the caller
-    /// (`cudaDeviceReset`: no other thread may use the device then); this widens it from one call
-    /// to one phase.
-    fn query_in_sweep(&self, d: &Driver, alive: &RefCell<Vec<ContextInstance>>) -> Result<bool> {
-        if let Some(instance) = self.made_in.instance()
-            && !alive.borrow().contains(&instance)
-        {
-            self.made_in.ensure_alive(d, None)?;
-            alive.borrow_mut().push(instance);
-        }
-        query_checked(d, self.raw, self.exporter)
-    }
-}
-
-/// Where a wait stands among others whose events complete in order: `lane` names the stream its
-/// event was recorded on (any number, the same for one stream), `stamp` when it was recorded
-/// (later records, larger stamps).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Order {
-    pub(crate) lane: u64,
-    pub(crate) stamp: u64,
-}
-
-/// What a wait's owner and the reactor share.
-#[derive(Default)]
-pub(crate) struct WaitCell {
-    state: Mutex<WaitState>,
-    /// Held while the reactor queries the target; `true` once the owner gave up. Apart from
-    /// `state`, so that a poll never waits for a query.
-    target_in_use: Mutex<bool>,
-}
-
-#[derive(Default)]
-struct WaitState {
-    /// The wait's result, once known.
-    result: Option<Result<()>>,
-    waker: Option<Waker>,
-    /// The owner gave up: the target may no longer be queried.
-    abandoned: bool,
-}
-
-impl WaitCell {
-    /// Stores `waker` (unless it would wake the same task); the result, once known.
-    pub(crate) fn look(&self, waker: &Waker) -> Option<Result<()>> {
-        let mut state = self.state.lock();
-        if let Some(result) = &state.result {
-            return Some(result.clone());
-        }
-        match &mut state.waker {
-            Some(stored) if stored.will_wake(waker) => {}
-            stored => *stored = Some(waker.clone()),
-        }
-        None
-    }
-
-    fn finish(&self, result: Result<()>) {
-        let waker = {
-            let mut state = self.state.lock();
-            if state.abandoned {
-                return;
-            }
-            state.result.get_or_insert(result);
-            state.waker.take()
-        };
-        wake(waker);
-    }
-
-    /// The owner stops waiting: the waker goes, and once this returns the target is never queried
-    /// again (a query in flight holds the lock this takes).
-    pub(crate) fn abandon(&self) {
-        let waker = {
-            let mut state = self.state.lock();
-            state.abandoned = true;
-            state.waker.take()
-        };
-        drop(waker);
-        *self.target_in_use.lock() = true;
-    }
-
-    /// Ends the wait with `result` on the owner's side (unless the reactor finished it first) and,
-    /// as [`abandon`](Self::abandon), returns once the target is never queried again. Returns the
-    /// waker, for the caller to [`wake`] once it holds nothing a woken task's poll may wait for.
-    #[cfg(test)]
-    pub(crate) fn end_unwoken(&self, result: Result<()>) -> Option<Waker> {
-        let waker = {
-            let mut state = self.state.lock();
-            state.result.get_or_insert(result);
-            state.waker.take()
-        };
-        *self.target_in_use.lock() = true;
-        waker
-    }
-
-    /// Runs `call`, which uses the target, unless the owner gave up or the result is known; the
-    /// owner's [`abandon`](Self::abandon) waits for it.
-    fn while_watched<R>(&self, call: impl FnOnce() -> R) -> Option<R> {
-        let abandoned = self.target_in_use.lock();
-        if *abandoned {
-            return None;
-        }
-        {
-            let state = self.state.lock();
-            if state.abandoned || state.result.is_some() {
-                return None;
-            }
-        }
-        let answer = call();
-        drop(abandoned);
-        Some(answer)
-    }
-}
-
-/// Wakes a task outside every lock; a panicking waker is contained.
-pub(crate) fn wake(waker: Option<Waker>) {
-    if let Some(waker) = waker {
-        let _ = catch_unwind(AssertUnwindSafe(|| waker.wake()));
-    }
-}
-
 /// One registered wait.
-struct Wait {
-    target: QueryTarget,
-    cell: Arc<WaitCell>,
+pub(super) struct Wait {
+    pub(super) target: QueryTarget,
+    pub(super) cell: Arc<WaitCell>,
 }
 
 /// A new wait, sent to the thread.
-struct Registered {
-    wait: Wait,
-    order: Option<Order>,
-}
-
-#[derive(Default)]
-struct Inbox {
-    registered: Vec<Registered>,
-    /// The thread runs.
-    running: bool,
-    /// When the thread comes back by itself (`None`: only when told).
-    sleeping_until: Option<Instant>,
-}
-
-struct Reactor {
-    inbox: Mutex<Inbox>,
-    changed: Condvar,
-}
-
-fn reactor() -> &'static Reactor {
-    static REACTOR: Lazy<Reactor> = Lazy::new(|| Reactor {
-        inbox: Mutex::new(Inbox::default()),
-        changed: Condvar::new(),
-    });
-    REACTOR.get()
-}
-
-/// Registers a wait on `target`, in `order`'s lane if it has one. The thread finishes `cell` with
-/// the target's result: an error of the work, or `Ok` once complete.
-///
-/// # Errors
-/// [`Error::ReactorUnavailable`] if the thread could not be started, or CUDA's error if the driver
-/// could not be loaded for it; nothing was registered.
-pub(crate) fn register(target: QueryTarget, cell: Arc<WaitCell>, order: Option<Order>) -> Result<()> {
-    let this = reactor();
-    let mut inbox = this.inbox.lock();
-    if !inbox.running {
-        let d = driver("the reactor thread")?;
-        crate::sync::thread::Builder::new()
-            .name("cuda-event-reactor".into())
-            .spawn(move || reactor().run(d))
-            .map_err(|e| Error::ReactorUnavailable {
-                reason: e.to_string(),
-            })?;
-        inbox.running = true;
-    }
-    inbox.registered.push(Registered {
-        wait: Wait { target, cell },
-        order,
-    });
-    let now = Instant::now();
-    if inbox
-        .sleeping_until
-        .is_none_or(|until| until > now + WAKE_FOR_NEWS)
-    {
-        inbox.sleeping_until = Some(now);
-        this.changed.notify_one();
-    }
-    Ok(())
+pub(super) struct Registered {
+    pub(super) wait: Wait,
+    pub(super) order: Option<Order>,
 }
 
 /// The thread's own state: no one else touches it.
-struct Waits {
+pub(super) struct Waits {
     /// Waits in lanes, by lane.
     lanes: HashMap<u64, Lane>,
     /// Arrivals so far, to order waits of one stamp.
@@ -360,105 +134,14 @@ impl Walk {
 }
 
 /// What a query of a wait's target decided.
-enum Outcome {
+pub(super) enum Outcome {
     Finished(Result<()>),
     Pending,
     Forget,
 }
 
-/// Ends the waits of a reactor thread that ends (it only ends by a panic): each future gets an
-/// error instead of waiting forever, and the next registration starts a new thread.
-struct Running<'a> {
-    reactor: &'a Reactor,
-    waits: Waits,
-}
-
-impl Drop for Running<'_> {
-    fn drop(&mut self) {
-        let registered = {
-            let mut inbox = self.reactor.inbox.lock();
-            inbox.running = false;
-            inbox.sleeping_until = None;
-            std::mem::take(&mut inbox.registered)
-        };
-        let lanes = self
-            .waits
-            .lanes
-            .drain()
-            .flat_map(|(_, lane)| lane.waits.into_values());
-        let left = registered.into_iter().map(|new| new.wait);
-        for wait in lanes.chain(self.waits.polled.drain(..)).chain(left) {
-            wait.cell.finish(Err(Error::ReactorUnavailable {
-                reason: "the reactor thread panicked".into(),
-            }));
-        }
-    }
-}
-
-impl Reactor {
-    fn run(&self, d: &'static Driver) {
-        let mut running = Running {
-            reactor: self,
-            waits: Waits::new(Instant::now()),
-        };
-        RelaxedCapture::enter(d).forever();
-        precise_sleeps();
-        let waits = &mut running.waits;
-        let alive = RefCell::new(Vec::new());
-        let check = |wait: &Wait| check(d, wait, &alive);
-        let mut next_poll = None;
-        loop {
-            alive.borrow_mut().clear();
-            let registered = std::mem::take(&mut self.inbox.lock().registered);
-            waits.take(registered);
-            let sweep_start = Instant::now();
-            let stepping = waits.sweep_lanes(&check);
-            alive.borrow_mut().clear(); // the walk and the poll check again: a short window
-            // Sweeps take at most about 1/(1 + LANE_CPU) of a core, unless that would leave a
-            // lane unswept for longer than its bound (STEPPING while one is stepping).
-            let longest = if stepping { STEPPING } else { SLOWEST };
-            let rest = (sweep_start.elapsed() * LANE_CPU).min(longest);
-            waits.walk_a_chunk(&check);
-            alive.borrow_mut().clear();
-            if next_poll.is_none_or(|at| at <= Instant::now()) {
-                // Each polling step costs about 1/CPU_SHARE of a core, but a whole walk over the
-                // unordered waits takes at most BACKSTOP.
-                let before = thread_cpu_time();
-                let chunks = waits.poll_chunk(&check);
-                let cost = thread_cpu_time().saturating_sub(before);
-                next_poll = chunks.map(|chunks| {
-                    let paced = (cost * CPU_SHARE).max(MIN_POLL);
-                    Instant::now() + paced.min(BACKSTOP / chunks.max(1) as u32)
-                });
-            }
-            let next_sweep = waits.next_sweep().map(|due| due.max(Instant::now() + rest));
-            let deadline = match (next_sweep, next_poll) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-            let mut inbox = self.inbox.lock();
-            if inbox.registered.is_empty() {
-                inbox.sleeping_until = deadline;
-                match deadline {
-                    Some(deadline) => drop(self.changed.wait_until(&mut inbox, deadline)),
-                    // A model execution ends only once every thread has: an idle reactor ends
-                    // there, and the next wait starts it again.
-                    #[cfg(cuda_event_model)]
-                    None => {
-                        inbox.running = false;
-                        return;
-                    }
-                    #[cfg(not(cuda_event_model))]
-                    None => self.changed.wait(&mut inbox),
-                }
-            }
-            inbox.sleeping_until = Some(Instant::now());
-        }
-    }
-}
-
 impl Waits {
-    fn new(now: Instant) -> Waits {
+    pub(super) fn new(now: Instant) -> Waits {
         Waits {
             lanes: HashMap::new(),
             arrivals: 0,
@@ -469,7 +152,7 @@ impl Waits {
     }
 
     /// Files newly registered waits.
-    fn take(&mut self, registered: Vec<Registered>) {
+    pub(super) fn take(&mut self, registered: Vec<Registered>) {
         let now = Instant::now();
         for Registered { wait, order } in registered {
             let Some(order) = order else {
@@ -500,7 +183,7 @@ impl Waits {
     /// quiet lanes cost one wake-up of the thread, not one each) from its front until a wait is
     /// still pending; finishes or forgets the waits it can. Returns whether a lane is stepping
     /// (its news is under [`QUIET_AFTER`] old), which bounds the thread's rest by [`STEPPING`].
-    fn sweep_lanes(&mut self, check: &impl Fn(&Wait) -> Outcome) -> bool {
+    pub(super) fn sweep_lanes(&mut self, check: &impl Fn(&Wait) -> Outcome) -> bool {
         let mut gone = Vec::new();
         let start = Instant::now();
         let due = start + SLOWEST / 8;
@@ -535,14 +218,20 @@ impl Waits {
         stepping
     }
 
+    /// Every wait filed, for a thread that ends.
+    pub(super) fn drain(&mut self) -> impl Iterator<Item = Wait> + '_ {
+        let lanes = self.lanes.drain().flat_map(|(_, lane)| lane.waits.into_values());
+        lanes.chain(self.polled.drain(..))
+    }
+
     /// When the next lane is due (`None` when there are none).
-    fn next_sweep(&self) -> Option<Instant> {
+    pub(super) fn next_sweep(&self) -> Option<Instant> {
         self.lanes.values().map(|lane| lane.due).min()
     }
 
     /// Queries waits of the walk over all waits in the lanes, as many as it is behind its pace
     /// (at least [`CHUNK`]).
-    fn walk_a_chunk(&mut self, check: &impl Fn(&Wait) -> Outcome) {
+    pub(super) fn walk_a_chunk(&mut self, check: &impl Fn(&Wait) -> Outcome) {
         let now = Instant::now();
         let walk = &mut self.walk;
         if walk.at >= walk.lanes.len() {
@@ -622,7 +311,7 @@ impl Waits {
 
     /// Queries the next chunk of unordered waits; returns how many chunks a walk over them takes,
     /// or `None` when there are none.
-    fn poll_chunk(&mut self, check: &impl Fn(&Wait) -> Outcome) -> Option<usize> {
+    pub(super) fn poll_chunk(&mut self, check: &impl Fn(&Wait) -> Outcome) -> Option<usize> {
         let mut at = self.next.min(self.polled.len());
         let mut queried = 0;
         while at < self.polled.len() && queried < CHUNK {
@@ -639,8 +328,8 @@ impl Waits {
 }
 
 /// Queries `wait`'s target and decides what happens to it.
-fn check(d: &Driver, wait: &Wait, alive: &RefCell<Vec<ContextInstance>>) -> Outcome {
-    match wait.cell.while_watched(|| wait.target.query_in_sweep(d, alive)) {
+pub(super) fn check(d: &Driver, wait: &Wait, alive: &RefCell<Vec<ContextInstance>>) -> Outcome {
+    match wait.cell.while_watched(|| query_in_sweep(&wait.target, d, alive)) {
         None => Outcome::Forget,
         Some(Ok(false)) => Outcome::Pending,
         Some(Err(e)) if is_capture_interference(&e) => Outcome::Pending,
@@ -648,136 +337,28 @@ fn check(d: &Driver, wait: &Wait, alive: &RefCell<Vec<ContextInstance>>) -> Outc
     }
 }
 
-/// Pauses of the reactor thread as short as asked: Linux lets a thread's timed sleeps run up to
-/// 50 us late by default, longer than the pause right after news.
-fn precise_sleeps() {
-    #[cfg(target_os = "linux")]
-    // SAFETY: PR_SET_TIMERSLACK takes one integer argument and affects only the calling thread.
-    unsafe {
-        libc::prctl(libc::PR_SET_TIMERSLACK, 1_000 as libc::c_ulong);
+/// [`QueryTarget::query`] in a sweep: the reset check once per context instance per phase of a
+/// sweep (the lanes, the walk, the poll; `alive` holds the instances found alive in it). A reset
+/// that another thread makes meanwhile is a race CUDA leaves to the caller (`cudaDeviceReset`: no
+/// other thread may use the device then); this widens it from one call to one phase.
+fn query_in_sweep(target: &QueryTarget, d: &Driver, alive: &RefCell<Vec<ContextInstance>>) -> Result<bool> {
+    if let Some(instance) = target.made_in.instance()
+        && !alive.borrow().contains(&instance)
+    {
+        target.made_in.ensure_alive(d, None)?;
+        alive.borrow_mut().push(instance);
     }
-}
-
-/// CPU time this thread has used.
-fn thread_cpu_time() -> Duration {
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: writes one timespec through a pointer to a live local.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
-    Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
+    query_checked(d, target.raw, target.exporter)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::context::MadeIn;
+    use crate::sync::Mutex;
     use crate::sync::atomic::{AtomicUsize, Ordering};
-    use std::task::Wake;
-
-    struct Count(AtomicUsize);
-
-    impl Wake for Count {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-
-    struct Panics;
-
-    impl Wake for Panics {
-        fn wake(self: Arc<Self>) {
-            panic!("a waker that panics");
-        }
-    }
-
-    #[test]
-    fn an_abandoned_cell_is_neither_finished_nor_queried_and_its_waker_is_dropped() {
-        let count = Arc::new(Count(AtomicUsize::new(0)));
-        let cell = WaitCell::default();
-        assert!(cell.look(&Waker::from(count.clone())).is_none());
-        cell.abandon();
-        cell.finish(Ok(()));
-        assert_eq!(count.0.load(Ordering::Relaxed), 0, "woken after it was abandoned");
-        assert_eq!(Arc::strong_count(&count), 1, "the cell still holds the waker");
-        assert!(
-            cell.while_watched(|| -> bool { panic!("queried after abandon") })
-                .is_none()
-        );
-    }
-
-    #[test]
-    fn a_wait_its_owner_ends_wakes_once_with_that_result_and_is_never_queried_again() {
-        let count = Arc::new(Count(AtomicUsize::new(0)));
-        let waker = Waker::from(count.clone());
-        let cell = WaitCell::default();
-        assert!(cell.look(&waker).is_none());
-        let unwoken = cell.end_unwoken(Err(Error::StreamCapturing));
-        assert_eq!(
-            count.0.load(Ordering::Relaxed),
-            0,
-            "woken before the caller wakes it"
-        );
-        wake(unwoken);
-        cell.finish(Ok(()));
-        assert_eq!(count.0.load(Ordering::Relaxed), 1);
-        assert!(matches!(cell.look(&waker), Some(Err(Error::StreamCapturing))));
-        assert!(
-            cell.while_watched(|| -> bool { panic!("queried after it was ended") })
-                .is_none()
-        );
-    }
-
-    #[test]
-    fn ending_a_wait_returns_only_once_a_query_in_flight_is_done() {
-        let cell = Arc::new(WaitCell::default());
-        let (started, query_started) = std::sync::mpsc::channel();
-        let querying = {
-            let cell = cell.clone();
-            crate::sync::thread::spawn(move || {
-                cell.while_watched(|| {
-                    started.send(()).unwrap();
-                    crate::sync::thread::sleep(Duration::from_millis(50));
-                    Instant::now()
-                })
-            })
-        };
-        query_started.recv().unwrap();
-        wake(cell.end_unwoken(Ok(())));
-        let ended = Instant::now();
-        let query_ended = querying.join().unwrap().expect("the query ran");
-        assert!(
-            query_ended <= ended,
-            "end_unwoken returned while the query was in flight"
-        );
-    }
-
-    #[test]
-    fn a_result_wakes_once_and_ends_the_queries() {
-        let count = Arc::new(Count(AtomicUsize::new(0)));
-        let waker = Waker::from(count.clone());
-        let cell = WaitCell::default();
-        assert!(cell.look(&waker).is_none());
-        assert_eq!(cell.while_watched(|| 7), Some(7));
-        cell.finish(Ok(()));
-        cell.finish(Err(Error::ReactorUnavailable {
-            reason: "a second answer".into(),
-        }));
-        assert_eq!(count.0.load(Ordering::Relaxed), 1);
-        assert!(matches!(cell.look(&waker), Some(Ok(()))));
-        assert!(
-            cell.while_watched(|| -> bool { panic!("queried after its result") })
-                .is_none()
-        );
-    }
-
-    #[test]
-    fn a_panicking_waker_is_contained() {
-        let cell = WaitCell::default();
-        let _ = cell.look(&Waker::from(Arc::new(Panics)));
-        cell.finish(Ok(()));
-        assert!(matches!(cell.look(&Waker::noop().clone()), Some(Ok(()))));
-    }
+    use cuda_event_sys as sys;
+    use std::task::Waker;
 
     /// A wait on a pretend event: `id` names it for the test's `check`.
     fn wait(id: usize) -> (Wait, Arc<WaitCell>) {

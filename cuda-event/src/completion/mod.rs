@@ -3,11 +3,15 @@
 //!
 //! See [`Completion`] for how a future learns of completion.
 
+mod lanes;
+mod reactor;
+
 use crate::capture_mode::{RelaxedCapture, is_capture_interference};
 use crate::driver::{Driver, driver};
 use crate::error::{Error, Result};
 use crate::event::Event;
-use crate::event::reactor::{self, Order, QueryTarget, WaitCell};
+use crate::event::handle::QueryTarget;
+use crate::event::watchers::{Order, WaitCell};
 use crate::stream::{Stream, StreamId};
 use std::fmt;
 use std::future::{Future, IntoFuture};
