@@ -11,8 +11,8 @@ use crate::driver::{Driver, driver};
 use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::event::handle::QueryTarget;
-use crate::event::watchers::{Order, WaitCell};
-use crate::stream::{Stream, StreamId};
+use crate::event::watchers::WaitCell;
+use crate::stream::Stream;
 use std::fmt;
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
@@ -159,13 +159,9 @@ impl<'a> Completion<'a> {
         let _ = cell.look(waker);
         if let Source::Borrowed(event) = source {
             // Abandoned before the event gives its CUDA event up (drop, into_raw).
-            event.watch(&cell);
+            event.watchers().watch(&cell);
         }
-        let order = event.last_stream().map(|stream| Order {
-            lane: StreamId::to_word(Some(stream)),
-            stamp: event.last_record(),
-        });
-        if let Err(e) = reactor::register(target, cell.clone(), order) {
+        if let Err(e) = reactor::register(target, cell.clone(), event.watchers().order()) {
             cell.abandon();
             return State::Done(Err(e));
         }

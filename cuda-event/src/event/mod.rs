@@ -16,15 +16,14 @@ use crate::event::handle::{EventHandle, QueryTarget, query_handle, query_raw};
 use crate::event::ipc::{Exporter, IpcEventHandle};
 use crate::event::last_record::{LastRecord, LastRecordWord};
 use crate::event::publish_once::PublishOnce;
-use crate::event::watchers::WaitCell;
-use crate::stream::{Stream, StreamId};
+use crate::event::watchers::Watchers;
+use crate::stream::Stream;
 use crate::sync::Mutex;
 use crate::sync::OnceLock;
-use crate::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use crate::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use cuda_event_sys as sys;
 use std::fmt;
 use std::mem::ManuallyDrop;
-use std::sync::{Arc, Weak};
 
 /// A CUDA event, with the semantics of PyTorch's `torch.cuda.Event`.
 ///
@@ -129,17 +128,8 @@ pub struct Event {
     ipc: OnceLock<IpcEventHandle>,
     /// For an imported event, the process that exported it, if it can be watched.
     exporter: Option<Exporter>,
-    /// The wait cells of futures that waited on its CUDA event: abandoned before the CUDA event is
-    /// given up, so that nothing queries it after (a leaked future's included).
-    watchers: Mutex<Vec<Weak<WaitCell>>>,
-    /// Whether a future ever waited on it: only then does a record look for live watchers.
-    watched: AtomicBool,
-    /// The stream last recorded on, if owned or borrowed ([`StreamId::to_word`]): the lane its
-    /// futures wait in, in the reactor.
-    last_stream: AtomicU64,
-    /// When it was last recorded ([`record_stamp`]), so that the futures of events recorded on one
-    /// stream are checked in record order, whatever order they are polled in.
-    last_record: AtomicU64,
+    /// The futures that wait on its published CUDA event.
+    watchers: Watchers,
     /// Which CUDA event holds the last record (see `last_record`).
     last: LastRecordWord,
 }
@@ -262,10 +252,7 @@ impl Event {
             escaped: AtomicU8::new(Escape::No as u8),
             ipc: OnceLock::new(),
             exporter: None,
-            watchers: Mutex::new(Vec::new()),
-            watched: AtomicBool::new(false),
-            last_stream: AtomicU64::new(0),
-            last_record: AtomicU64::new(0),
+            watchers: Watchers::new(),
             last: LastRecordWord::new(),
         }
     }
@@ -311,13 +298,7 @@ impl Event {
             self.recorded.store(true, Ordering::Relaxed);
         }
         if let Recorded::Now = recorded {
-            // The published event's record: the futures' lane and order (see the reactor).
-            // Written only when it changes: records from many threads on one stream share the line.
-            let stream_id = StreamId::to_word(stream.id());
-            if self.last_stream.load(Ordering::Relaxed) != stream_id {
-                self.last_stream.store(stream_id, Ordering::Relaxed);
-            }
-            self.last_record.store(record_stamp(), Ordering::Relaxed);
+            self.watchers.note_record(stream);
         }
         Ok(recorded)
     }
@@ -619,28 +600,9 @@ impl Event {
         })
     }
 
-    /// The stream this event was last recorded on, if owned or borrowed.
-    pub(crate) fn last_stream(&self) -> Option<StreamId> {
-        StreamId::from_word(self.last_stream.load(Ordering::Relaxed))
-    }
-
-    /// When it was last recorded, as [`record_stamp`] counts.
-    pub(crate) fn last_record(&self) -> u64 {
-        self.last_record.load(Ordering::Relaxed)
-    }
-
-    /// `cell` may query this event's CUDA event until abandoned: it is abandoned before the CUDA
-    /// event is given up.
-    pub(crate) fn watch(&self, cell: &Arc<WaitCell>) {
-        if !self.watched.load(Ordering::Relaxed) {
-            self.watched.store(true, Ordering::Relaxed);
-        }
-        let mut watchers = self.watchers.lock();
-        // Cells of futures already dropped go, so that a loop making futures stays bounded.
-        if watchers.len() >= 8 && watchers.len().is_power_of_two() {
-            watchers.retain(|cell| cell.strong_count() > 0);
-        }
-        watchers.push(Arc::downgrade(cell));
+    /// The futures that wait on its published CUDA event.
+    pub(crate) fn watchers(&self) -> &Watchers {
+        &self.watchers
     }
 
     /// Its published CUDA event's last record may have been swallowed by a capture that another
@@ -667,15 +629,6 @@ impl Event {
             match Some(owner) == thread {
                 true => pool::give_captured(flags, handle),
                 false => handle.retire(),
-            }
-        }
-    }
-
-    /// Abandons every cell that may query the CUDA event: after this, nothing does.
-    fn unwatch(&mut self) {
-        for cell in self.watchers.get_mut().drain(..) {
-            if let Some(cell) = cell.upgrade() {
-                cell.abandon();
             }
         }
     }
@@ -884,7 +837,7 @@ impl Event {
             return this.created.take().map(EventHandle::release);
         }
         // A leaked future must not go on querying a handle its new owner may destroy.
-        this.unwatch();
+        this.watchers.abandon_all();
         this.give_up_captured(); // as in Drop
         let raw = this.created.take().map(EventHandle::release);
         if let Some(handle) = this.ipc.get() {
@@ -927,22 +880,6 @@ impl Stream {
     /// Makes future work on this stream wait for the work submitted to `other` so far.
     pub fn wait_stream(&self, other: &Stream) -> Result<()> {
         self.wait_event(&other.record_event()?)
-    }
-}
-
-/// A clock that orders records: the time-stamp counter where there is one (a few nanoseconds, no
-/// shared cache line), the monotonic clock elsewhere.
-#[inline]
-fn record_stamp() -> u64 {
-    #[cfg(target_arch = "x86_64")]
-    {
-        // SAFETY: reads the time-stamp counter, which every x86-64 processor has.
-        unsafe { std::arch::x86_64::_rdtsc() }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        static START: crate::sync::Lazy<std::time::Instant> = crate::sync::Lazy::new(std::time::Instant::now);
-        START.get().elapsed().as_nanos() as u64
     }
 }
 
@@ -1044,7 +981,7 @@ impl Drop for Event {
         let Some(handle) = self.created.take() else {
             return;
         };
-        self.unwatch();
+        self.watchers.abandon_all();
         if let Some(exported) = self.ipc.get() {
             ipc::forget_exported(exported);
         }

@@ -2,9 +2,94 @@
 //! with the crate's reactor thread, and where its waits stand in their stream's order.
 
 use crate::error::Result;
+use crate::stream::{Stream, StreamId};
 use crate::sync::Mutex;
+use crate::sync::atomic::{AtomicU64, Ordering};
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Arc, Weak};
 use std::task::Waker;
+
+/// An event's futures: the cells of those that wait on its CUDA event, and what they need of its
+/// last record on a stream to wait in order.
+pub(crate) struct Watchers {
+    /// The wait cells of futures that waited on the CUDA event: abandoned before the CUDA event is
+    /// given up, so that nothing queries it after (a leaked future's included).
+    cells: Mutex<Vec<Weak<WaitCell>>>,
+    /// The stream last recorded on, if owned or borrowed ([`StreamId::to_word`]): the lane its
+    /// futures wait in, in the reactor.
+    last_stream: AtomicU64,
+    /// When it was last recorded ([`record_stamp`]), so that the futures of events recorded on one
+    /// stream are checked in record order, whatever order they are polled in.
+    last_record: AtomicU64,
+}
+
+impl Watchers {
+    pub(crate) fn new() -> Watchers {
+        Watchers {
+            cells: Mutex::new(Vec::new()),
+            last_stream: AtomicU64::new(0),
+            last_record: AtomicU64::new(0),
+        }
+    }
+
+    /// After a record of the event's CUDA event on `stream`, made now (not swallowed by a capture).
+    #[inline]
+    pub(crate) fn note_record(&self, stream: &Stream) {
+        // Written only when it changes: records from many threads on one stream share the line.
+        let stream_id = StreamId::to_word(stream.id());
+        if self.last_stream.load(Ordering::Relaxed) != stream_id {
+            self.last_stream.store(stream_id, Ordering::Relaxed);
+        }
+        self.last_record.store(record_stamp(), Ordering::Relaxed);
+    }
+
+    /// Where a wait on the last record stands: in its stream's lane, or `None` (a default stream,
+    /// or never recorded through the crate) for the reactor's unordered waits.
+    pub(crate) fn order(&self) -> Option<Order> {
+        let lane = self.last_stream.load(Ordering::Relaxed);
+        // 0: no stream's (`StreamId::to_word`).
+        (lane != 0).then(|| Order {
+            lane,
+            stamp: self.last_record.load(Ordering::Relaxed),
+        })
+    }
+
+    /// `cell` may query the event's CUDA event until abandoned: it is abandoned before the CUDA
+    /// event is given up.
+    pub(crate) fn watch(&self, cell: &Arc<WaitCell>) {
+        let mut cells = self.cells.lock();
+        // Cells of futures already dropped go, so that a loop making futures stays bounded.
+        if cells.len() >= 8 && cells.len().is_power_of_two() {
+            cells.retain(|cell| cell.strong_count() > 0);
+        }
+        cells.push(Arc::downgrade(cell));
+    }
+
+    /// Abandons every cell that may query the CUDA event: after this, nothing does.
+    pub(crate) fn abandon_all(&mut self) {
+        for cell in self.cells.get_mut().drain(..) {
+            if let Some(cell) = cell.upgrade() {
+                cell.abandon();
+            }
+        }
+    }
+}
+
+/// A clock that orders records: the time-stamp counter where there is one (a few nanoseconds, no
+/// shared cache line), the monotonic clock elsewhere.
+#[inline]
+fn record_stamp() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: reads the time-stamp counter, which every x86-64 processor has.
+        unsafe { std::arch::x86_64::_rdtsc() }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        static START: crate::sync::Lazy<std::time::Instant> = crate::sync::Lazy::new(std::time::Instant::now);
+        START.get().elapsed().as_nanos() as u64
+    }
+}
 
 /// Where a wait stands among others whose events complete in order: `lane` names the stream its
 /// event was recorded on (any number, the same for one stream), `stamp` when it was recorded
@@ -115,8 +200,7 @@ pub(crate) fn wake(waker: Option<Waker>) {
 mod tests {
     use super::*;
     use crate::error::Error;
-    use crate::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::Arc;
+    use crate::sync::atomic::AtomicUsize;
     use std::task::Wake;
     use std::time::{Duration, Instant};
 
