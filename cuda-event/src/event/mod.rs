@@ -416,17 +416,24 @@ impl Event {
             // No reactor, and its locks may be held for ever (see `fork`).
             return this.created.take().map(EventHandle::release);
         }
-        // A leaked future must not go on querying a handle its new owner may destroy.
-        this.watchers.abandon_all();
-        this.give_up_captured(); // as in Drop
-        let raw = this.created.take().map(EventHandle::release);
-        if let Some(handle) = this.ipc.get() {
-            ipc::forget_exported(handle);
-        }
-        // SAFETY: `this` is not used again; its fields own no CUDA resource now that `created` is
-        // empty, so dropping them in place only frees Rust memory.
+        let raw = this.give_up().map(EventHandle::release);
+        // SAFETY: `this` is not used again; its fields own no CUDA resource now that `give_up` has
+        // emptied `created` and `captured`, so dropping them in place only frees Rust memory.
         unsafe { ManuallyDrop::drop(&mut this) };
         raw
+    }
+
+    /// What `Drop` and `into_raw` share outside a forked child: gives up the captured CUDA events,
+    /// abandons every future's cell (a leaked future must not go on querying a CUDA event that is
+    /// destroyed, reused or handed over) and forgets the exported handle. Returns the published
+    /// CUDA event, which nothing else of this `Event` uses now.
+    fn give_up(&mut self) -> Option<EventHandle> {
+        self.give_up_captured();
+        self.watchers.abandon_all();
+        if let Some(exported) = self.ipc.get() {
+            ipc::forget_exported(exported);
+        }
+        self.created.take()
     }
 
     /// Gives up the captured CUDA events: this thread's back to its pool of them (it alone ever
@@ -536,14 +543,9 @@ impl Drop for Event {
         if crate::fork::in_forked_child() {
             return; // the parent owns the CUDA event; the child takes no lock (see `fork`)
         }
-        self.give_up_captured();
-        let Some(handle) = self.created.take() else {
+        let Some(handle) = self.give_up() else {
             return;
         };
-        self.watchers.abandon_all();
-        if let Some(exported) = self.ipc.get() {
-            ipc::forget_exported(exported);
-        }
         match *self.escaped.get_mut() {
             // A graph may launch it at any time: destroying it would let CUDA hand the same
             // handle to the next event created, which the graph would then drive.
