@@ -358,6 +358,7 @@ mod tests {
     use crate::sync::Mutex;
     use crate::sync::atomic::{AtomicUsize, Ordering};
     use cuda_event_sys as sys;
+    use std::ops::RangeInclusive;
     use std::task::Waker;
 
     /// A wait on a pretend event: `id` names it for the test's `check`.
@@ -377,18 +378,37 @@ mod tests {
         )
     }
 
-    /// A `check` that answers from `complete` (ids of completed events) and counts its queries.
-    fn checker(complete: &Mutex<Vec<usize>>, queries: &AtomicUsize) -> impl Fn(&Wait) -> Outcome {
-        move |wait: &Wait| {
-            queries.fetch_add(1, Ordering::Relaxed);
-            match wait
-                .cell
-                .while_watched(|| complete.lock().contains(&(wait.target.raw as usize)))
-            {
-                None => Outcome::Forget,
-                Some(true) => Outcome::Finished(Ok(())),
-                Some(false) => Outcome::Pending,
+    /// The pretend events: the ids of those complete, and how many queries were made.
+    struct Events {
+        complete: Mutex<Vec<usize>>,
+        queries: AtomicUsize,
+    }
+
+    impl Events {
+        fn complete(ids: impl IntoIterator<Item = usize>) -> Events {
+            Events {
+                complete: Mutex::new(ids.into_iter().collect()),
+                queries: AtomicUsize::new(0),
             }
+        }
+
+        /// A `check` that answers from `complete` and counts its queries.
+        fn check(&self) -> impl Fn(&Wait) -> Outcome + '_ {
+            move |wait: &Wait| {
+                self.queries.fetch_add(1, Ordering::Relaxed);
+                match wait
+                    .cell
+                    .while_watched(|| self.complete.lock().contains(&(wait.target.raw as usize)))
+                {
+                    None => Outcome::Forget,
+                    Some(true) => Outcome::Finished(Ok(())),
+                    Some(false) => Outcome::Pending,
+                }
+            }
+        }
+
+        fn queries(&self) -> usize {
+            self.queries.load(Ordering::Relaxed)
         }
     }
 
@@ -414,6 +434,14 @@ mod tests {
         cell.look(Waker::noop()).is_some()
     }
 
+    /// Waits on `ids` in lane 7, whose first walk is due at once, and events of which `complete`
+    /// are complete.
+    fn walk_due(ids: RangeInclusive<usize>, complete: Vec<usize>) -> (Events, Waits, Vec<Arc<WaitCell>>) {
+        let mut waits = Waits::new(Instant::now() - BEHIND_FRONT);
+        let cells = file(&mut waits, 7, ids);
+        (Events::complete(complete), waits, cells)
+    }
+
     /// Makes every lane due now.
     fn due_now(waits: &mut Waits) {
         let now = Instant::now();
@@ -424,18 +452,18 @@ mod tests {
 
     #[test]
     fn a_sweep_queries_each_lane_from_its_front_until_a_wait_is_pending() {
-        let (complete, queries) = (Mutex::new(vec![1, 2]), AtomicUsize::new(0));
-        let check = checker(&complete, &queries);
+        let events = Events::complete([1, 2]);
+        let check = events.check();
         let mut waits = Waits::new(Instant::now());
         let cells = file(&mut waits, 7, 1..=100);
         let other = file(&mut waits, 8, 1000..=1000);
         due_now(&mut waits);
         waits.sweep_lanes(&check);
         // Lane 7: 1 and 2 done, 3 pending, nothing behind it asked; lane 8: its one wait.
-        assert_eq!(queries.load(Ordering::Relaxed), 3 + 1);
+        assert_eq!(events.queries(), 3 + 1);
         assert!(done(&cells[0]) && done(&cells[1]) && !done(&cells[2]));
         assert!(!done(&other[0]));
-        complete.lock().extend(3..=100);
+        events.complete.lock().extend(3..=100);
         due_now(&mut waits);
         waits.sweep_lanes(&check);
         assert!(cells.iter().all(|cell| done(cell)));
@@ -443,7 +471,7 @@ mod tests {
         // An abandoned front is forgotten, and the wait behind it is asked.
         let cells = file(&mut waits, 8, [1001, 1002]);
         other[0].abandon();
-        complete.lock().push(1001);
+        events.complete.lock().push(1001);
         due_now(&mut waits);
         waits.sweep_lanes(&check);
         assert!(done(&cells[0]) && !done(&cells[1]));
@@ -451,12 +479,9 @@ mod tests {
 
     #[test]
     fn the_walk_asks_every_wait_and_moves_a_lanes_out_of_order_front_to_the_unordered_ones() {
-        let (complete, queries) = (Mutex::new(vec![]), AtomicUsize::new(0));
-        let check = checker(&complete, &queries);
-        let mut waits = Waits::new(Instant::now() - BEHIND_FRONT);
         // Wait 1's event was recorded again elsewhere: it stays pending while 2..=10 complete.
-        let cells = file(&mut waits, 7, 1..=10);
-        complete.lock().extend(2..=10);
+        let (events, mut waits, cells) = walk_due(1..=10, (2..=10).collect());
+        let check = events.check();
         due_now(&mut waits);
         waits.sweep_lanes(&check);
         assert!(cells.iter().all(|cell| !done(cell)), "the front holds the lane");
@@ -465,19 +490,16 @@ mod tests {
         assert!(!done(&cells[0]));
         assert!(waits.lanes.is_empty(), "the pending front left its lane");
         assert_eq!(waits.polled.len(), 1, "for the unordered ones");
-        complete.lock().push(1);
+        events.complete.lock().push(1);
         waits.poll_chunk(&check);
         assert!(done(&cells[0]));
     }
 
     #[test]
     fn the_walk_moves_only_the_pending_waits_ahead_of_a_completed_one() {
-        let (complete, queries) = (Mutex::new(vec![2, 3]), AtomicUsize::new(0));
-        let check = checker(&complete, &queries);
-        let mut waits = Waits::new(Instant::now() - BEHIND_FRONT);
         // 1 was recorded again elsewhere; 2 and 3 are done; 4..=100 are pending in order.
-        let cells = file(&mut waits, 7, 1..=100);
-        waits.walk_a_chunk(&check);
+        let (events, mut waits, cells) = walk_due(1..=100, vec![2, 3]);
+        waits.walk_a_chunk(&events.check());
         assert!(done(&cells[1]) && done(&cells[2]));
         assert_eq!(
             waits.polled.len(),
@@ -493,32 +515,23 @@ mod tests {
 
     #[test]
     fn a_walk_covers_the_waits_there_were_when_it_started() {
-        let (complete, queries) = (Mutex::new(vec![]), AtomicUsize::new(0));
-        let check = checker(&complete, &queries);
-        let mut waits = Waits::new(Instant::now() - BEHIND_FRONT);
-        file(&mut waits, 7, 1..=10);
+        let (events, mut waits, _) = walk_due(1..=10, vec![]);
+        let check = events.check();
         waits.walk.queried = usize::MAX / 2; // paced out: the walk starts, queries nothing yet
         waits.walk_a_chunk(&check);
         assert_eq!(waits.walk.total, 10);
         file(&mut waits, 7, 11..=5000); // filed during the walk
         waits.walk.queried = 0;
         waits.walk_a_chunk(&check);
-        assert_eq!(
-            queries.load(Ordering::Relaxed),
-            10,
-            "later waits are the next walk's"
-        );
+        assert_eq!(events.queries(), 10, "later waits are the next walk's");
         assert!(waits.walk.at >= waits.walk.lanes.len(), "the walk ended");
     }
 
     #[test]
     fn the_walk_keeps_a_lane_whose_waits_complete_in_order() {
-        let (complete, queries) = (Mutex::new(vec![]), AtomicUsize::new(0));
-        let check = checker(&complete, &queries);
-        let mut waits = Waits::new(Instant::now() - BEHIND_FRONT);
-        let cells = file(&mut waits, 7, 1..=10);
-        waits.walk_a_chunk(&check);
-        assert_eq!(queries.load(Ordering::Relaxed), 10);
+        let (events, mut waits, cells) = walk_due(1..=10, vec![]);
+        waits.walk_a_chunk(&events.check());
+        assert_eq!(events.queries(), 10);
         assert!(cells.iter().all(|cell| !done(cell)));
         assert_eq!(waits.lanes[&7].waits.len(), 10);
         assert!(waits.polled.is_empty());
@@ -543,8 +556,8 @@ mod tests {
         let mut waits = Waits::new(now);
         file(&mut waits, 1, [1]);
         file(&mut waits, 2, [2]);
-        let (complete, queries) = (Mutex::new(vec![]), AtomicUsize::new(0));
-        let check = checker(&complete, &queries);
+        let events = Events::complete([]);
+        let check = events.check();
         for lane in waits.lanes.values_mut() {
             lane.news = now - Duration::from_secs(10);
             lane.due = now;

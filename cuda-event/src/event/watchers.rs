@@ -220,11 +220,17 @@ mod tests {
         }
     }
 
-    #[test]
-    fn an_abandoned_cell_is_neither_finished_nor_queried_and_its_waker_is_dropped() {
+    /// A cell whose wait a counting waker waits on, and the count.
+    fn waited_on() -> (WaitCell, Arc<Count>) {
         let count = Arc::new(Count(AtomicUsize::new(0)));
         let cell = WaitCell::default();
         assert!(cell.look(&Waker::from(count.clone())).is_none());
+        (cell, count)
+    }
+
+    #[test]
+    fn an_abandoned_cell_is_neither_finished_nor_queried_and_its_waker_is_dropped() {
+        let (cell, count) = waited_on();
         cell.abandon();
         cell.finish(Ok(()));
         assert_eq!(count.0.load(Ordering::Relaxed), 0, "woken after it was abandoned");
@@ -237,10 +243,7 @@ mod tests {
 
     #[test]
     fn a_wait_its_owner_ends_wakes_once_with_that_result_and_is_never_queried_again() {
-        let count = Arc::new(Count(AtomicUsize::new(0)));
-        let waker = Waker::from(count.clone());
-        let cell = WaitCell::default();
-        assert!(cell.look(&waker).is_none());
+        let (cell, count) = waited_on();
         let unwoken = cell.end_unwoken(Err(Error::StreamCapturing));
         assert_eq!(
             count.0.load(Ordering::Relaxed),
@@ -250,7 +253,10 @@ mod tests {
         wake(unwoken);
         cell.finish(Ok(()));
         assert_eq!(count.0.load(Ordering::Relaxed), 1);
-        assert!(matches!(cell.look(&waker), Some(Err(Error::StreamCapturing))));
+        assert!(matches!(
+            cell.look(Waker::noop()),
+            Some(Err(Error::StreamCapturing))
+        ));
         assert!(
             cell.while_watched(|| -> bool { panic!("queried after it was ended") })
                 .is_none()
@@ -283,17 +289,14 @@ mod tests {
 
     #[test]
     fn a_result_wakes_once_and_ends_the_queries() {
-        let count = Arc::new(Count(AtomicUsize::new(0)));
-        let waker = Waker::from(count.clone());
-        let cell = WaitCell::default();
-        assert!(cell.look(&waker).is_none());
+        let (cell, count) = waited_on();
         assert_eq!(cell.while_watched(|| 7), Some(7));
         cell.finish(Ok(()));
         cell.finish(Err(Error::ReactorUnavailable {
             reason: "a second answer".into(),
         }));
         assert_eq!(count.0.load(Ordering::Relaxed), 1);
-        assert!(matches!(cell.look(&waker), Some(Ok(()))));
+        assert!(matches!(cell.look(Waker::noop()), Some(Ok(()))));
         assert!(
             cell.while_watched(|| -> bool { panic!("queried after its result") })
                 .is_none()
