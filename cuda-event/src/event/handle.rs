@@ -153,6 +153,29 @@ pub(crate) fn query_handle(
     query_checked(d, raw, exporter)
 }
 
+/// What a future's wait queries: a CUDA event, where it was made, and, for an imported one, its
+/// exporter.
+#[derive(Clone, Copy)]
+pub(crate) struct QueryTarget {
+    pub(crate) raw: sys::cudaEvent_t,
+    pub(crate) made_in: MadeIn,
+    pub(crate) exporter: Option<Exporter>,
+}
+
+// SAFETY: the raw event handle is an opaque CUDA handle any thread may use; it is only queried
+// under its wait cell's lock while the cell is not abandoned, and the owner of the event abandons
+// every cell on it before the event goes away.
+unsafe impl Send for QueryTarget {}
+// SAFETY: as for Send; it is only read.
+unsafe impl Sync for QueryTarget {}
+
+impl QueryTarget {
+    /// `cuEventQuery` as `Event::query` reads it.
+    pub(crate) fn query(&self, d: &Driver) -> Result<bool> {
+        query_handle(d, self.raw, self.made_in, self.exporter)
+    }
+}
+
 /// [`query_handle`] after its context check.
 pub(crate) fn query_checked(d: &Driver, raw: sys::cudaEvent_t, exporter: Option<Exporter>) -> Result<bool> {
     let done = query_raw(d, raw)?;

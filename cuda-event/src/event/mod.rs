@@ -1,30 +1,35 @@
 //! The event: torch.cuda.Event's semantics, created lazily and exactly once, every flag real.
 
+mod builder;
 pub(crate) mod capture_checks;
 pub(crate) mod handle;
+mod interprocess;
 pub(crate) mod ipc;
 mod last_record;
 pub(crate) mod pool;
 mod publish_once;
-pub(crate) mod reactor;
+mod record;
+pub(crate) mod watchers;
 
-use crate::context::{Context, ContextInstance, MadeIn};
+pub use builder::EventBuilder;
+
+use crate::context::{ContextInstance, MadeIn};
 use crate::device::current_device;
 use crate::driver::{CUresult, Driver, Entry, driver};
 use crate::error::{Error, Result};
-use crate::event::handle::{EventHandle, query_handle, query_raw};
+use crate::event::handle::{EventHandle, QueryTarget, query_handle, query_raw};
 use crate::event::ipc::{Exporter, IpcEventHandle};
 use crate::event::last_record::{LastRecord, LastRecordWord};
 use crate::event::publish_once::PublishOnce;
-use crate::event::reactor::{QueryTarget, WaitCell};
-use crate::stream::{Stream, StreamId};
+use crate::event::record::Captured;
+use crate::event::watchers::Watchers;
+use crate::stream::Stream;
 use crate::sync::Mutex;
 use crate::sync::OnceLock;
-use crate::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use crate::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use cuda_event_sys as sys;
 use std::fmt;
 use std::mem::ManuallyDrop;
-use std::sync::{Arc, Weak};
 
 /// A CUDA event, with the semantics of PyTorch's `torch.cuda.Event`.
 ///
@@ -118,8 +123,8 @@ pub struct Event {
     /// The CUDA events that records into captures take (see `last_record`): one per thread and
     /// device that made one, so that no two threads ever call CUDA on the same one.
     captured: Mutex<Vec<Captured>>,
-    /// Taken by a first record and to create the published CUDA event, so that one thread creates
-    /// it and the first record is published before any other (no first record can lose a race).
+    /// Taken to create the published CUDA event: by a first record (see `record`) and by
+    /// `ipc_handle`.
     creating: Mutex<()>,
     recorded: AtomicBool,
     /// Who else may use the handle after this `Event` drops ([`Escape`] as a number): decides
@@ -129,17 +134,8 @@ pub struct Event {
     ipc: OnceLock<IpcEventHandle>,
     /// For an imported event, the process that exported it, if it can be watched.
     exporter: Option<Exporter>,
-    /// The wait cells of futures that waited on its CUDA event: abandoned before the CUDA event is
-    /// given up, so that nothing queries it after (a leaked future's included).
-    watchers: Mutex<Vec<Weak<WaitCell>>>,
-    /// Whether a future ever waited on it: only then does a record look for live watchers.
-    watched: AtomicBool,
-    /// The stream last recorded on, if owned or borrowed ([`StreamId::to_word`]): the lane its
-    /// futures wait in, in the reactor.
-    last_stream: AtomicU64,
-    /// When it was last recorded ([`record_stamp`]), so that the futures of events recorded on one
-    /// stream are checked in record order, whatever order they are polled in.
-    last_record: AtomicU64,
+    /// The futures that wait on its published CUDA event.
+    watchers: Watchers,
     /// Which CUDA event holds the last record (see `last_record`).
     last: LastRecordWord,
 }
@@ -151,86 +147,6 @@ unsafe impl Send for Event {}
 // `creating`, each CUDA event is published once through a PublishOnce, and every later read is of
 // immutable data or atomics.
 unsafe impl Sync for Event {}
-
-/// The options of an [`Event`], torch's keyword arguments; all off by default, as in torch.
-///
-/// ```
-/// let event = cuda_event::Event::builder().enable_timing(true).blocking(true).build()?;
-/// # Ok::<(), cuda_event::Error>(())
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-#[must_use = "an EventBuilder does nothing until .build()"]
-pub struct EventBuilder {
-    enable_timing: bool,
-    blocking: bool,
-    interprocess: bool,
-    external: bool,
-}
-
-impl EventBuilder {
-    /// The event records time, for [`Event::elapsed_time`] (no `cudaEventDisableTiming`). Off by
-    /// default, as in torch: every record of a timing event also takes a GPU timestamp, which makes
-    /// it much dearer than a plain record (see the crate's "Performance" section), so ask for
-    /// timing only where the time is read. [`Timer`](crate::Timer) keeps pooled timing events for
-    /// that.
-    pub fn enable_timing(mut self, on: bool) -> Self {
-        self.enable_timing = on;
-        self
-    }
-
-    /// [`Event::synchronize`] sleeps instead of spinning, using almost no CPU while it waits
-    /// (`cudaEventBlockingSync`), at the cost of a later wake-up. CUDA queues only a few dozen
-    /// records of blocking events behind unfinished work: past that, [`Event::record`] itself
-    /// waits for the GPU to catch up. Awaiting
-    /// an event ([`Event::completion`]) sleeps without this flag.
-    pub fn blocking(mut self, on: bool) -> Self {
-        self.blocking = on;
-        self
-    }
-
-    /// The event can be shared with other processes through [`Event::ipc_handle`]
-    /// (`cudaEventInterprocess`). Cannot be combined with timing.
-    pub fn interprocess(mut self, on: bool) -> Self {
-        self.interprocess = on;
-        self
-    }
-
-    /// While the stream is being captured into a CUDA graph, `record` and `wait` become external
-    /// nodes of the graph (`cudaEventRecordExternal`, `cudaEventWaitExternal`); outside capture
-    /// they behave as usual. An external record into a capture leaves the event's last record as
-    /// it was (queries, synchronizes and waiting futures go on reading it) until a launch of the
-    /// graph records it.
-    pub fn external(mut self, on: bool) -> Self {
-        self.external = on;
-        self
-    }
-
-    /// The event, not yet created in CUDA (no CUDA call; `cudaEventCreateWithFlags` happens on first use).
-    ///
-    /// # Errors
-    /// [`Error::InterprocessWithTiming`] for `interprocess` with `enable_timing`.
-    pub fn build(self) -> Result<Event> {
-        if self.interprocess && self.enable_timing {
-            return Err(Error::InterprocessWithTiming);
-        }
-        Ok(Event::lazy(self))
-    }
-
-    /// The flags of `cudaEventCreateWithFlags`.
-    fn cuda_flags(self) -> u32 {
-        let mut flags = sys::cudaEventDefault;
-        if !self.enable_timing {
-            flags |= sys::cudaEventDisableTiming;
-        }
-        if self.blocking {
-            flags |= sys::cudaEventBlockingSync;
-        }
-        if self.interprocess {
-            flags |= sys::cudaEventInterprocess;
-        }
-        flags
-    }
-}
 
 impl Default for Event {
     fn default() -> Event {
@@ -262,10 +178,7 @@ impl Event {
             escaped: AtomicU8::new(Escape::No as u8),
             ipc: OnceLock::new(),
             exporter: None,
-            watchers: Mutex::new(Vec::new()),
-            watched: AtomicBool::new(false),
-            last_stream: AtomicU64::new(0),
-            last_record: AtomicU64::new(0),
+            watchers: Watchers::new(),
             last: LastRecordWord::new(),
         }
     }
@@ -280,210 +193,6 @@ impl Event {
         self.options.blocking
     }
 
-    /// Records the work submitted to `stream` so far: the event completes when that work has.
-    /// Creates the CUDA event on the stream's device if needed. Recording again replaces what was
-    /// captured; a [`wait`](Self::wait) already issued keeps what it saw.
-    ///
-    /// # Errors
-    /// [`Error::DeviceMismatch`] (no CUDA call) when the event lives on another device than the
-    /// stream; CUDA's errors otherwise.
-    #[doc(alias = "cudaEventRecord")]
-    #[doc(alias = "cuEventRecord")]
-    #[doc(alias = "cudaEventRecordWithFlags")]
-    pub fn record(&self, stream: &Stream) -> Result<()> {
-        self.record_as(stream, false).map(drop)
-    }
-
-    /// [`record`](Self::record), telling how the record was made; with `refuse_capture`, a stream
-    /// being captured gets [`Error::StreamCapturing`] and no record.
-    #[inline]
-    pub(crate) fn record_as(&self, stream: &Stream, refuse_capture: bool) -> Result<Recorded> {
-        let d = driver("Event::record")?;
-        let ask = Ask {
-            refuse_capture,
-            ..Ask::default()
-        };
-        let recorded = match self.created.get() {
-            Some(handle) => self.record_handle(d, handle, stream, ask)?,
-            None => self.record_first(d, stream, ask)?,
-        };
-        if !self.recorded.load(Ordering::Relaxed) {
-            self.recorded.store(true, Ordering::Relaxed);
-        }
-        if let Recorded::Now = recorded {
-            // The published event's record: the futures' lane and order (see the reactor).
-            // Written only when it changes: records from many threads on one stream share the line.
-            let stream_id = StreamId::to_word(stream.id());
-            if self.last_stream.load(Ordering::Relaxed) != stream_id {
-                self.last_stream.store(stream_id, Ordering::Relaxed);
-            }
-            self.last_record.store(record_stamp(), Ordering::Relaxed);
-        }
-        Ok(recorded)
-    }
-
-    /// The first record, under the `creating` lock: takes a CUDA event from this thread's pool or
-    /// creates one, records it, and only then publishes it, so that a failed first record leaves
-    /// the event uncreated (and a pooled CUDA event's old record never becomes this event's), and
-    /// no other thread's record runs before the publish. On a stream being captured an external
-    /// event gets a new CUDA event: the graph node is its only record, and a pooled one would
-    /// answer its old owner's record until the graph runs.
-    ///
-    /// Not `#[cold]`: a new event's first record is a hot path (the pool makes it cost about a
-    /// record), and a cold function gets little inlined into it.
-    #[inline(never)]
-    fn record_first(&self, d: &Driver, stream: &Stream, ask: Ask) -> Result<Recorded> {
-        let _creating = self.creating.lock();
-        if let Some(handle) = self.created.get() {
-            // Another thread's first record came first.
-            return self.record_handle(d, handle, stream, ask);
-        }
-        let flags = self.options.cuda_flags();
-        // The stream's check first: a pooled event made in the instance the stream is alive in
-        // needs no check of its own (one driver call in all, as for any record).
-        let known_alive = stream.made_in().ensure_alive(d, None)?;
-        let capturing = capture_checks::on() && stream.in_context(d, || stream.is_capturing_with(d))?;
-        if capturing && ask.refuse_capture {
-            return Err(Error::StreamCapturing); // before any CUDA event is taken
-        }
-        if capturing && self.options.interprocess && !self.options.external {
-            return Err(Error::CapturedInterprocessEvent);
-        }
-        // On a stream being captured the published event gets no record now (a captured record
-        // goes to this thread's captured event, an external one is a graph node): a new one, so
-        // that it never carries a pooled event's old record (which `as_raw` would hand out).
-        let pooled = match capturing {
-            true => None,
-            false => pool::take(d, stream.device(), flags, known_alive),
-        };
-        let handle = match pooled {
-            Some(pooled) => pooled,
-            None => EventHandle::create(d, stream.device(), flags)?,
-        };
-        let ask = Ask {
-            known_alive: handle.instance(),
-            capturing: Some(capturing),
-            ..ask
-        };
-        match self.record_handle(d, &handle, stream, ask) {
-            Ok(recorded) => {
-                self.publish(handle);
-                Ok(recorded)
-            }
-            Err(e) => {
-                give_back_after_a_failed_record(capturing && self.options.external, stream, flags, handle);
-                Err(e)
-            }
-        }
-    }
-
-    /// Records on `stream`: `handle` (the published CUDA event, or the one a first record is about
-    /// to publish) outside a capture or as an external node, this thread's captured CUDA event
-    /// into a capture.
-    fn record_handle(&self, d: &Driver, handle: &EventHandle, stream: &Stream, ask: Ask) -> Result<Recorded> {
-        if handle.device() != stream.device() {
-            return Err(Error::DeviceMismatch {
-                event: handle.device(),
-                stream: stream.device(),
-            });
-        }
-        MadeIn::ensure_both_alive(d, handle.made_in(), stream.made_in(), ask.known_alive)?;
-        stream.in_context(d, || {
-            let (raw, s) = (handle.raw, stream.as_raw());
-            let capturing = match ask.capturing {
-                Some(capturing) => capturing,
-                None => capture_checks::on() && stream.is_capturing_with(d)?,
-            };
-            if !capturing {
-                // SAFETY: a live event and stream of one device (checked above).
-                d.event_record.call(|f| unsafe { f(raw, s) })?;
-                self.last.made_on_a_stream();
-                return Ok(Recorded::Now);
-            }
-            self.record_into_capture(d, handle, stream, ask.refuse_capture)
-        })
-    }
-
-    /// A record on a stream being captured: refused, an external node of the graph for an external
-    /// event, or else a plain record of this thread's captured CUDA event.
-    #[cold]
-    #[inline(never)]
-    fn record_into_capture(
-        &self,
-        d: &Driver,
-        handle: &EventHandle,
-        stream: &Stream,
-        refuse_capture: bool,
-    ) -> Result<Recorded> {
-        if refuse_capture {
-            return Err(Error::StreamCapturing);
-        }
-        if !self.options.external {
-            return self.record_captured(d, stream);
-        }
-        d.event_record_with_flags.call(|f| {
-            // SAFETY: a live event and stream of one device (checked by the caller); the flag is a
-            // record flag.
-            unsafe { f(handle.raw, stream.as_raw(), sys::cudaEventRecordExternal) }
-        })?;
-        // The graph records this handle at every launch.
-        self.escape(Escape::ToGraph);
-        Ok(Recorded::IntoGraph)
-    }
-
-    /// A plain record into a capture of `stream`, made on this thread's captured CUDA event for
-    /// the stream's device (see `last_record`), which it takes from this thread's pool of them or
-    /// creates at its first.
-    #[cold]
-    fn record_captured(&self, d: &Driver, stream: &Stream) -> Result<Recorded> {
-        if self.options.interprocess {
-            return Err(Error::CapturedInterprocessEvent);
-        }
-        let Some(thread) = last_record::thread_token() else {
-            return self.record_captured_without_a_thread(d, stream);
-        };
-        let device = stream.device();
-        let mut captured = self.captured.lock();
-        let at = match captured
-            .iter()
-            .position(|c| c.thread == thread && c.handle.device() == device)
-        {
-            Some(at) => at,
-            None => {
-                let flags = self.options.cuda_flags();
-                let handle = match pool::take_captured(d, device, flags) {
-                    Some(pooled) => pooled,
-                    None => EventHandle::create(d, device, flags)?,
-                };
-                captured.push(Captured { thread, handle });
-                captured.len() - 1
-            }
-        };
-        let handle = &captured[at].handle;
-        handle.made_in().ensure_alive(d, None)?;
-        d.event_record.call(|f| {
-            // SAFETY: a live event and stream of one device; only this thread calls CUDA on it.
-            unsafe { f(handle.raw, stream.as_raw()) }
-        })?;
-        self.last.swallowed_by(thread);
-        Ok(Recorded::Swallowed)
-    }
-
-    /// A plain record into a capture from a thread whose thread-locals are gone (a thread-local's
-    /// destructor): on a CUDA event of its own, kept; no thread can fork through it.
-    #[cold]
-    fn record_captured_without_a_thread(&self, d: &Driver, stream: &Stream) -> Result<Recorded> {
-        let handle = EventHandle::create(d, stream.device(), self.options.cuda_flags())?;
-        let recorded = d.event_record.call(|f| {
-            // SAFETY: a live event (just made) and stream of one device.
-            unsafe { f(handle.raw, stream.as_raw()) }
-        });
-        handle.retire(); // a capture may hold it
-        recorded?;
-        self.last.swallowed_by(last_record::NO_THREAD);
-        Ok(Recorded::Swallowed)
-    }
-
     /// Makes `handle` this event's. Every caller holds the `creating` lock or owns the only
     /// reference to the event, so the publish cannot lose; should it, `handle` goes back to the pool.
     fn publish(&self, handle: EventHandle) -> &EventHandle {
@@ -494,12 +203,6 @@ impl Event {
                 winner
             }
         }
-    }
-
-    /// Records on the legacy default stream of the current device (torch's `record()` with no
-    /// stream).
-    pub fn record_on_current_device(&self) -> Result<()> {
-        self.record(&Stream::legacy(current_device()?)?)
     }
 
     /// Makes all work submitted to `stream` from now on wait until this event completes. The
@@ -619,65 +322,9 @@ impl Event {
         })
     }
 
-    /// The stream this event was last recorded on, if owned or borrowed.
-    pub(crate) fn last_stream(&self) -> Option<StreamId> {
-        StreamId::from_word(self.last_stream.load(Ordering::Relaxed))
-    }
-
-    /// When it was last recorded, as [`record_stamp`] counts.
-    pub(crate) fn last_record(&self) -> u64 {
-        self.last_record.load(Ordering::Relaxed)
-    }
-
-    /// `cell` may query this event's CUDA event until abandoned: it is abandoned before the CUDA
-    /// event is given up.
-    pub(crate) fn watch(&self, cell: &Arc<WaitCell>) {
-        if !self.watched.load(Ordering::Relaxed) {
-            self.watched.store(true, Ordering::Relaxed);
-        }
-        let mut watchers = self.watchers.lock();
-        // Cells of futures already dropped go, so that a loop making futures stays bounded.
-        if watchers.len() >= 8 && watchers.len().is_power_of_two() {
-            watchers.retain(|cell| cell.strong_count() > 0);
-        }
-        watchers.push(Arc::downgrade(cell));
-    }
-
-    /// Its published CUDA event's last record may have been swallowed by a capture that another
-    /// thread began around it: never reused.
-    pub(crate) fn may_be_in_a_graph(&self) {
-        self.escape(Escape::ToGraph);
-    }
-
-    /// Gives up the captured CUDA events: this thread's back to its pool of them (it alone ever
-    /// calls CUDA on them, so a capture that still holds one sees only its own thread's calls),
-    /// other threads' kept for good (a capture may still hold one, and destroying it beside that
-    /// capture's end crashes CUDA).
-    fn give_up_captured(&mut self) {
-        let captured = std::mem::take(self.captured.get_mut());
-        if captured.is_empty() {
-            return;
-        }
-        let (thread, flags) = (last_record::thread_token(), self.options.cuda_flags());
-        for Captured {
-            thread: owner,
-            handle,
-        } in captured
-        {
-            match Some(owner) == thread {
-                true => pool::give_captured(flags, handle),
-                false => handle.retire(),
-            }
-        }
-    }
-
-    /// Abandons every cell that may query the CUDA event: after this, nothing does.
-    fn unwatch(&mut self) {
-        for cell in self.watchers.get_mut().drain(..) {
-            if let Some(cell) = cell.upgrade() {
-                cell.abandon();
-            }
-        }
+    /// The futures that wait on its published CUDA event.
+    pub(crate) fn watchers(&self) -> &Watchers {
+        &self.watchers
     }
 
     /// Waits on this thread until the work the event captured has completed: sleeping for a
@@ -697,31 +344,6 @@ impl Event {
         self.refuse_if_swallowed(&d.event_synchronize)?;
         // SAFETY: a live event.
         d.event_synchronize.call(|f| unsafe { f(handle.raw) })
-    }
-
-    /// Waits for an imported event by polling, so that the exporter's death is noticed: CUDA's own wait
-    /// never returns if the exporter dies with the work pending (measured). Sleeps of 10 us doubling
-    /// up to 1 ms: little CPU, and the wake-up comes at most about 1 ms after completion.
-    fn synchronize_imported(&self, d: &Driver, raw: sys::cudaEvent_t, exporter: Exporter) -> Result<()> {
-        let query = || {
-            self.refuse_if_swallowed(&d.event_query)?;
-            query_raw(d, raw)
-        };
-        let mut pause = std::time::Duration::from_micros(10);
-        loop {
-            if query()? {
-                return Ok(());
-            }
-            if exporter.is_gone() {
-                // It may have completed just before the exporter ended.
-                return match query()? {
-                    true => Ok(()),
-                    false => Err(Error::ExporterGone { pid: exporter.pid }),
-                };
-            }
-            crate::sync::thread::sleep(pause);
-            pause = (pause * 2).min(std::time::Duration::from_millis(1));
-        }
     }
 
     /// Milliseconds between this event's record and `end`'s. The resolution is about half a
@@ -746,95 +368,6 @@ impl Event {
         self.refuse_if_swallowed(&d.event_elapsed_time)?;
         end.refuse_if_swallowed(&d.event_elapsed_time)?;
         elapsed_between(d, start_event, end_event)
-    }
-
-    /// The handle another process opens this event with ([`Event::from_ipc_handle`]). Creates the
-    /// CUDA event on the current device if it does not exist yet. The handle of an imported event
-    /// is the one it was imported with.
-    ///
-    /// # Errors
-    /// [`Error::NotInterprocess`] for an event built without `interprocess`.
-    #[doc(alias = "cudaIpcGetEventHandle")]
-    #[doc(alias = "cuIpcGetEventHandle")]
-    pub fn ipc_handle(&self) -> Result<IpcEventHandle> {
-        crate::fork::refuse_in_forked_child()?;
-        if !self.options.interprocess {
-            return Err(Error::NotInterprocess);
-        }
-        if let Some(handle) = self.ipc.get() {
-            return Ok(*handle);
-        }
-        let d = driver("Event::ipc_handle")?;
-        let event = match self.created.get() {
-            Some(event) => event,
-            None => self.create_for_ipc(d, current_device()?)?,
-        };
-        event.made_in().ensure_alive(d, None)?;
-        let _current = context_of(d, event)?.enter(d)?;
-        let mut raw = sys::CUipcEventHandle::default();
-        d.ipc_get_event_handle.call(|f| {
-            // SAFETY: a live interprocess event, its context current; writes the handle to a live local.
-            unsafe { f(&mut raw, event.raw) }
-        })?;
-        let handle = *self.ipc.get_or_init(|| IpcEventHandle::from_driver(&raw));
-        ipc::remember_exported(handle);
-        // Importers may use it until the exporter destroys it: never reused.
-        self.escape(Escape::ToCaller);
-        Ok(handle)
-    }
-
-    /// The CUDA event, created on `device` (never taken from the pool: an exporter's importers
-    /// could observe a pooled event's old record).
-    #[cold]
-    fn create_for_ipc(&self, d: &Driver, device: i32) -> Result<&EventHandle> {
-        let _creating = self.creating.lock();
-        if let Some(handle) = self.created.get() {
-            return Ok(handle);
-        }
-        Ok(self.publish(EventHandle::create(d, device, self.options.cuda_flags())?))
-    }
-
-    /// Opens, on `device`, an event that another process exported with [`Event::ipc_handle`].
-    /// The event is interprocess and never timing; it can be recorded, waited on, queried and
-    /// synchronized like any other.
-    ///
-    /// It must not be used after the exporting process destroyed its event (CUDA leaves that
-    /// undefined): keep the exporter's event alive for as long as importers use theirs.
-    ///
-    /// If the exporting process ends (or is killed) while the event's work is pending, CUDA never
-    /// completes it, and its own wait never returns. So the imported event watches its exporter:
-    /// [`synchronize`](Self::synchronize) polls instead of blocking in CUDA (sleeps from 10 us doubling to 1 ms, so it returns within about 1 ms of
-    /// completion) and, like [`query`](Self::query) and [`wait`](Self::wait), returns
-    /// [`Error::ExporterGone`] once the exporter has ended with the work still pending (after a
-    /// SIGKILL, once the kernel has torn the process down). A stream
-    /// that already waits on such an event on the GPU stays blocked: CUDA offers no way out.
-    ///
-    /// The exporter may hold its stream with a host function that waits for the importer (say,
-    /// until the importer has queried): the importer's open, query and synchronize do not wait for
-    /// the exporter's host-function thread. What does hang is a wait on the GPU for work that
-    /// waits on the host of a process that waits for it.
-    ///
-    /// # Errors
-    /// [`Error::IpcHandleFromThisProcess`] for a handle this process exported; CUDA's errors otherwise.
-    #[doc(alias = "cudaIpcOpenEventHandle")]
-    #[doc(alias = "cuIpcOpenEventHandle")]
-    pub fn from_ipc_handle(device: i32, handle: IpcEventHandle) -> Result<Event> {
-        let d = driver("Event::from_ipc_handle")?;
-        if ipc::exported_here(&handle) {
-            return Err(Error::IpcHandleFromThisProcess);
-        }
-        let (instance, _current) = ContextInstance::enter_primary(d, device)?;
-        let mut raw = std::ptr::null_mut();
-        d.ipc_open_event_handle.call(|f| {
-            // SAFETY: writes the opened event through a live local, in the device's context made current.
-            unsafe { f(&mut raw, handle.to_driver()) }
-        })?;
-        let mut event = Event::lazy(EventBuilder::default().interprocess(true));
-        event.exporter = Exporter::of(&handle);
-        event.publish(EventHandle::adopt(raw, device, Some(instance)));
-        let _ = event.ipc.set(handle);
-        event.escape(Escape::ToCaller);
-        Ok(event)
     }
 
     /// The device the CUDA event lives on; `None` before it is created.
@@ -883,17 +416,52 @@ impl Event {
             // No reactor, and its locks may be held for ever (see `fork`).
             return this.created.take().map(EventHandle::release);
         }
-        // A leaked future must not go on querying a handle its new owner may destroy.
-        this.unwatch();
-        this.give_up_captured(); // as in Drop
-        let raw = this.created.take().map(EventHandle::release);
-        if let Some(handle) = this.ipc.get() {
-            ipc::forget_exported(handle);
-        }
-        // SAFETY: `this` is not used again; its fields own no CUDA resource now that `created` is
-        // empty, so dropping them in place only frees Rust memory.
+        let raw = this.give_up().map(EventHandle::release);
+        // SAFETY: `this` is not used again; its fields own no CUDA resource now that `give_up` has
+        // emptied `created` and `captured`, so dropping them in place only frees Rust memory.
         unsafe { ManuallyDrop::drop(&mut this) };
         raw
+    }
+
+    /// What `Drop` and `into_raw` share outside a forked child: gives up the captured CUDA events,
+    /// abandons every future's cell (a leaked future must not go on querying a CUDA event that is
+    /// destroyed, reused or handed over) and forgets the exported handle. Returns the published
+    /// CUDA event, which nothing else of this `Event` uses now.
+    fn give_up(&mut self) -> Option<EventHandle> {
+        self.give_up_captured();
+        self.watchers.abandon_all();
+        if let Some(exported) = self.ipc.get() {
+            ipc::forget_exported(exported);
+        }
+        self.created.take()
+    }
+
+    /// Gives up the captured CUDA events: this thread's back to its pool of them (it alone ever
+    /// calls CUDA on them, so a capture that still holds one sees only its own thread's calls),
+    /// other threads' kept for good (a capture may still hold one, and destroying it beside that
+    /// capture's end crashes CUDA).
+    fn give_up_captured(&mut self) {
+        let captured = std::mem::take(self.captured.get_mut());
+        if captured.is_empty() {
+            return;
+        }
+        let (thread, flags) = (last_record::thread_token(), self.options.cuda_flags());
+        for Captured {
+            thread: owner,
+            handle,
+        } in captured
+        {
+            match Some(owner) == thread {
+                true => pool::give_captured(flags, handle),
+                false => handle.retire(),
+            }
+        }
+    }
+
+    /// Its published CUDA event's last record may have been swallowed by a capture that another
+    /// thread began around it: never reused.
+    pub(crate) fn may_be_in_a_graph(&self) {
+        self.escape(Escape::ToGraph);
     }
 
     fn escape(&self, to: Escape) {
@@ -930,51 +498,6 @@ impl Stream {
     }
 }
 
-/// A clock that orders records: the time-stamp counter where there is one (a few nanoseconds, no
-/// shared cache line), the monotonic clock elsewhere.
-#[inline]
-fn record_stamp() -> u64 {
-    #[cfg(target_arch = "x86_64")]
-    {
-        // SAFETY: reads the time-stamp counter, which every x86-64 processor has.
-        unsafe { std::arch::x86_64::_rdtsc() }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        static START: crate::sync::Lazy<std::time::Instant> = crate::sync::Lazy::new(std::time::Instant::now);
-        START.get().elapsed().as_nanos() as u64
-    }
-}
-
-/// How a record is asked for.
-#[derive(Clone, Copy, Default)]
-struct Ask {
-    /// A context instance the caller just found alive.
-    known_alive: Option<ContextInstance>,
-    /// Whether the stream is being captured, if the caller asked already.
-    capturing: Option<bool>,
-    /// A stream being captured gets `Error::StreamCapturing`, and nothing is recorded.
-    refuse_capture: bool,
-}
-
-/// A captured CUDA event and the thread ([`last_record::thread_token`]) that records it.
-struct Captured {
-    thread: u64,
-    handle: EventHandle,
-}
-
-/// How a record was made.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Recorded {
-    /// On the stream, now.
-    Now,
-    /// As a plain record into a stream being captured: swallowed by the capture (made on the
-    /// captured CUDA event).
-    Swallowed,
-    /// As an external record node of a graph being captured.
-    IntoGraph,
-}
-
 /// Who, besides this `Event`, may use its CUDA event after the `Event` drops.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 #[repr(u8)]
@@ -987,26 +510,6 @@ enum Escape {
     /// A CUDA graph holding it as an external record or wait node: kept until its device's context
     /// ends (see `EventHandle::retire`).
     ToGraph,
-}
-
-/// A CUDA event whose first record for an `Event` failed goes back to the pool, unless the record
-/// may have reached a capture of `stream` (`in_graph`: an external node; or a capture another
-/// thread began meanwhile): then it is kept, never handed to another `Event` nor destroyed beside
-/// that capture's end. (A plain record into a capture was made on a captured event, not on this.)
-#[cold]
-fn give_back_after_a_failed_record(in_graph: bool, stream: &Stream, flags: u32, handle: EventHandle) {
-    match in_graph || stream.is_capturing() == Ok(true) {
-        false => pool::give_or_destroy(flags, handle),
-        true => handle.retire(),
-    }
-}
-
-/// The primary context an event lives in, for the calls that need one current.
-fn context_of(d: &Driver, event: &EventHandle) -> Result<Context> {
-    match event.instance() {
-        Some(instance) => instance.context(),
-        None => Context::primary(d, event.device()),
-    }
 }
 
 /// Milliseconds between two recorded timing events' records ([`Event::elapsed_time`] after its
@@ -1040,14 +543,9 @@ impl Drop for Event {
         if crate::fork::in_forked_child() {
             return; // the parent owns the CUDA event; the child takes no lock (see `fork`)
         }
-        self.give_up_captured();
-        let Some(handle) = self.created.take() else {
+        let Some(handle) = self.give_up() else {
             return;
         };
-        self.unwatch();
-        if let Some(exported) = self.ipc.get() {
-            ipc::forget_exported(exported);
-        }
         match *self.escaped.get_mut() {
             // A graph may launch it at any time: destroying it would let CUDA hand the same
             // handle to the next event created, which the graph would then drive.
@@ -1068,47 +566,5 @@ impl fmt::Debug for Event {
         s.field("options", &self.options)
             .field("recorded", &self.recorded.load(Ordering::Relaxed))
             .finish()
-    }
-}
-
-#[cfg(all(test, not(cuda_event_model)))]
-mod tests {
-    use super::Event;
-    use crate::stream::Stream;
-
-    /// The handles this process exported are remembered (to refuse importing them here) only
-    /// while their events live; `into_raw` gives the event up and forgets its handle too.
-    #[test]
-    #[ignore = "needs a CUDA GPU"]
-    fn an_exported_ipc_handle_is_forgotten_when_its_event_drops() {
-        use crate::event::ipc::exported_handles_remembered;
-        let stream = Stream::new(0).unwrap();
-        let before = exported_handles_remembered();
-        let events: Vec<Event> = (0..16)
-            .map(|_| Event::builder().interprocess(true).build().unwrap())
-            .collect();
-        let handles: Vec<_> = events
-            .iter()
-            .map(|e| {
-                e.record(&stream).unwrap();
-                e.ipc_handle().unwrap()
-            })
-            .collect();
-        assert_eq!(exported_handles_remembered(), before + 16);
-        assert_eq!(
-            Event::from_ipc_handle(0, handles[0]).map(drop),
-            Err(crate::Error::IpcHandleFromThisProcess)
-        );
-        drop(events);
-        assert_eq!(exported_handles_remembered(), before);
-        let given_up = Event::builder().interprocess(true).build().unwrap();
-        given_up.record(&stream).unwrap();
-        given_up.ipc_handle().unwrap();
-        let raw = given_up.into_raw().unwrap();
-        assert_eq!(exported_handles_remembered(), before);
-        stream.synchronize().unwrap();
-        // SAFETY: into_raw gave the event up; destroyed once here.
-        let code = unsafe { crate::sys::cudaEventDestroy(raw) };
-        assert_eq!(code, crate::sys::cudaError::cudaSuccess);
     }
 }

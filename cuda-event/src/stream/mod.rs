@@ -59,10 +59,6 @@ impl StreamId {
     pub(crate) fn to_word(id: Option<StreamId>) -> u64 {
         id.map_or(0, |id| id.0.get())
     }
-
-    pub(crate) fn from_word(word: u64) -> Option<StreamId> {
-        NonZeroU64::new(word).map(StreamId)
-    }
 }
 
 #[derive(Clone, Copy)]

@@ -3,12 +3,16 @@
 //!
 //! See [`Completion`] for how a future learns of completion.
 
+mod lanes;
+mod reactor;
+
 use crate::capture_mode::{RelaxedCapture, is_capture_interference};
 use crate::driver::{Driver, driver};
 use crate::error::{Error, Result};
 use crate::event::Event;
-use crate::event::reactor::{self, Order, QueryTarget, WaitCell};
-use crate::stream::{Stream, StreamId};
+use crate::event::handle::QueryTarget;
+use crate::event::watchers::WaitCell;
+use crate::stream::Stream;
 use std::fmt;
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
@@ -97,10 +101,27 @@ enum State<'a> {
     Done(Result<()>),
     /// Not polled yet.
     Fresh(Source<'a>),
+    /// Registered with the reactor. `registration` is declared first so that it drops first:
+    /// nothing queries an owned event once that event drops.
     Waiting {
+        registration: Registration,
         source: Source<'a>,
-        cell: Arc<WaitCell>,
     },
+}
+
+/// A future's wait on the reactor, which abandons its cell when it drops: nothing queries the
+/// event after, and the waker goes.
+struct Registration {
+    cell: Arc<WaitCell>,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        // A forked child has no reactor thread and takes none of the crate's locks (see `fork`).
+        if !crate::fork::in_forked_child() {
+            self.cell.abandon();
+        }
+    }
 }
 
 /// The event a future waits on.
@@ -151,21 +172,19 @@ impl<'a> Completion<'a> {
             Ok(false) => {}
             Err(e) => return State::Done(Err(e)),
         }
-        let cell = Arc::new(WaitCell::default());
-        let _ = cell.look(waker);
+        let registration = Registration {
+            cell: Arc::new(WaitCell::default()),
+        };
+        let _ = registration.cell.look(waker);
         if let Source::Borrowed(event) = source {
             // Abandoned before the event gives its CUDA event up (drop, into_raw).
-            event.watch(&cell);
+            event.watchers().watch(&registration.cell);
         }
-        let order = event.last_stream().map(|stream| Order {
-            lane: StreamId::to_word(Some(stream)),
-            stamp: event.last_record(),
-        });
-        if let Err(e) = reactor::register(target, cell.clone(), order) {
-            cell.abandon();
+        let order = event.watchers().order();
+        if let Err(e) = reactor::register(target, registration.cell.clone(), order) {
             return State::Done(Err(e));
         }
-        State::Waiting { source, cell }
+        State::Waiting { registration, source }
     }
 }
 
@@ -187,14 +206,11 @@ impl Future for Completion<'_> {
         let result = match &this.state {
             State::Done(result) => return Poll::Ready(result.clone()),
             State::Fresh(_) => unreachable!("started above"),
-            State::Waiting { cell, .. } => match cell.look(cx.waker()) {
+            State::Waiting { registration, .. } => match registration.cell.look(cx.waker()) {
                 None => return Poll::Pending,
                 Some(result) => result,
             },
         };
-        if let State::Waiting { cell, .. } = &this.state {
-            cell.abandon();
-        }
         this.state = State::Done(result.clone());
         Poll::Ready(result)
     }
@@ -207,17 +223,6 @@ fn ask(d: &Driver, target: QueryTarget) -> Result<bool> {
     match target.query(d) {
         Err(e) if is_capture_interference(&e) => Ok(false),
         answer => answer,
-    }
-}
-
-impl Drop for Completion<'_> {
-    fn drop(&mut self) {
-        // Before an owned event drops: nothing queries it after this, and the waker goes.
-        if let State::Waiting { cell, .. } = &self.state
-            && !crate::fork::in_forked_child()
-        {
-            cell.abandon();
-        }
     }
 }
 

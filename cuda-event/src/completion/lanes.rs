@@ -1,0 +1,581 @@
+//! The reactor thread's bookkeeping: which waits it queries, and when. A wait is filed once, either
+//! - **in a lane** ([`Order`]): the waits on events recorded on one stream complete in the order
+//!   they were recorded, so a sweep queries each lane from its oldest wait until one is still
+//!   pending, which costs one query per busy stream however many waits it has; or
+//! - **unordered** (an event recorded on a default stream or by other code, an imported one):
+//!   queried in chunks of [`CHUNK`], as the thread paces them (see [`reactor`](super::reactor)).
+//!
+//! Sweeps follow each other closely after news (a wait registered, a completion found) and back
+//! off as time passes without any, from [`FASTEST`] to [`STEPPING`] apart while the lane's news
+//! is recent (futures on a stream stepping through work), and to [`SLOWEST`] once it has been
+//! quiet for [`QUIET_AFTER`] (a stream held long, or one whose awaited work is far apart): short
+//! waits are seen quickly, steps of work soon after they end, long holds cost little, and no
+//! wait in a lane is seen later than about [`SLOWEST`] after its event completes. A wait behind
+//! its lane's front cannot be complete before the front is, unless its event's order was not its
+//! stream's (the front's event was recorded again on another stream, or two threads recorded on
+//! one stream at once): every wait is also queried at least every [`BEHIND_FRONT`], by a slow walk
+//! over all of them.
+//!
+//! Nothing here runs a thread or waits: the reactor thread calls in, and [`check`] is the one
+//! place that asks CUDA.
+
+use crate::capture_mode::is_capture_interference;
+use crate::context::ContextInstance;
+use crate::driver::Driver;
+use crate::error::Result;
+use crate::event::handle::{QueryTarget, query_checked};
+use crate::event::watchers::{Order, WaitCell};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The longest a wait in a lane goes without a query of its own event.
+const BEHIND_FRONT: Duration = Duration::from_secs(1);
+/// The shortest pause between two sweeps, right after news.
+const FASTEST: Duration = Duration::from_micros(5);
+/// The longest pause between two sweeps of a lane whose last news is older than [`QUIET_AFTER`]:
+/// the latency a wait in a lane can see at worst, however long it has waited.
+pub(super) const SLOWEST: Duration = Duration::from_micros(500);
+/// The longest pause between two sweeps of a lane whose last news is more recent.
+pub(super) const STEPPING: Duration = Duration::from_micros(250);
+/// How long a lane goes without news before its sweeps may be [`SLOWEST`] apart.
+const QUIET_AFTER: Duration = Duration::from_millis(100);
+/// The pause between sweeps is the time since the last news divided by this: a wait is seen at
+/// most about 1/PATIENCE of its own duration late.
+const PATIENCE: u32 = 32;
+/// Unordered queries in one step.
+const CHUNK: usize = 256;
+
+/// One registered wait.
+pub(super) struct Wait {
+    pub(super) target: QueryTarget,
+    pub(super) cell: Arc<WaitCell>,
+}
+
+/// A new wait, sent to the thread.
+pub(super) struct Registered {
+    pub(super) wait: Wait,
+    pub(super) order: Option<Order>,
+}
+
+/// The thread's own state: no one else touches it.
+pub(super) struct Waits {
+    /// Waits in lanes, by lane.
+    lanes: HashMap<u64, Lane>,
+    /// Arrivals so far, to order waits of one stamp.
+    arrivals: u64,
+    /// Unordered waits, walked a chunk a step.
+    polled: Vec<Wait>,
+    /// Where the walk over `polled` is.
+    next: usize,
+    /// The walk that queries every wait in the lanes, not only those in front.
+    walk: Walk,
+}
+
+/// The waits on one stream's events, in record order (stamp, then arrival), and its own pace:
+/// news in one lane does not make the others be swept more often.
+struct Lane {
+    waits: BTreeMap<(u64, u64), Wait>,
+    /// When a wait was last filed in it or finished.
+    news: Instant,
+    /// When its front is queried next.
+    due: Instant,
+}
+
+impl Lane {
+    /// The pause before its next sweep: short after news, longer as time passes without any.
+    fn pause(&self, now: Instant) -> Duration {
+        let quiet = now.saturating_duration_since(self.news);
+        let longest = if quiet < QUIET_AFTER { STEPPING } else { SLOWEST };
+        (quiet / PATIENCE).clamp(FASTEST, longest)
+    }
+}
+
+/// A walk over every wait in the lanes, a chunk at a time: one starts every [`BEHIND_FRONT`]/2
+/// (or as soon as the last one ended, if later) with the waits there are then (later ones are the
+/// next walk's) and is paced to end within [`BEHIND_FRONT`]/2, so that a wait waits for the next
+/// walk and then through it, [`BEHIND_FRONT`] at most. A wait it finds complete behind waits still
+/// pending in its lane shows that the lane's order is not its events' (see the module's docs):
+/// those pending waits ahead of it (asked again first) leave the lane for the unordered ones, so
+/// that they hold up no one; those behind it stay.
+struct Walk {
+    started: Instant,
+    /// The lanes as they were at the start, each with its last wait then (waits filed later are
+    /// the next walk's), and how many waits they held.
+    lanes: Vec<(u64, (u64, u64))>,
+    total: usize,
+    /// Where it is: a lane, and the first key not yet queried in it.
+    at: usize,
+    from: (u64, u64),
+    queried: usize,
+    /// The waits of the current lane that it found pending.
+    pending: Vec<(u64, u64)>,
+}
+
+impl Walk {
+    fn new(now: Instant) -> Walk {
+        Walk {
+            started: now,
+            lanes: Vec::new(),
+            total: 0,
+            at: 0,
+            from: (0, 0),
+            queried: 0,
+            pending: Vec::new(),
+        }
+    }
+
+    fn next_lane(&mut self) {
+        self.at += 1;
+        self.from = (0, 0);
+        self.pending.clear();
+    }
+}
+
+/// What a query of a wait's target decided.
+pub(super) enum Outcome {
+    Finished(Result<()>),
+    Pending,
+    Forget,
+}
+
+impl Waits {
+    pub(super) fn new(now: Instant) -> Waits {
+        Waits {
+            lanes: HashMap::new(),
+            arrivals: 0,
+            polled: Vec::new(),
+            next: 0,
+            walk: Walk::new(now),
+        }
+    }
+
+    /// Files newly registered waits.
+    pub(super) fn take(&mut self, registered: Vec<Registered>) {
+        let now = Instant::now();
+        for Registered { wait, order } in registered {
+            let Some(order) = order else {
+                self.polled.push(wait);
+                continue;
+            };
+            self.arrivals += 1;
+            let lane = self.lanes.entry(order.lane).or_insert_with(|| Lane {
+                waits: BTreeMap::new(),
+                news: now,
+                due: now,
+            });
+            let key = (order.stamp, self.arrivals);
+            lane.waits.insert(key, wait);
+            // A wait behind a pending front is no news: it cannot complete before the front.
+            if lane
+                .waits
+                .first_key_value()
+                .is_some_and(|(front, _)| *front == key)
+            {
+                lane.news = now;
+                lane.due = lane.due.min(now + FASTEST);
+            }
+        }
+    }
+
+    /// Queries each lane that is due (or nearly: lanes swept together stay together, so that many
+    /// quiet lanes cost one wake-up of the thread, not one each) from its front until a wait is
+    /// still pending; finishes or forgets the waits it can. Returns whether a lane is stepping
+    /// (its news is under [`QUIET_AFTER`] old), which bounds the thread's rest by [`STEPPING`].
+    pub(super) fn sweep_lanes(&mut self, check: &impl Fn(&Wait) -> Outcome) -> bool {
+        let mut gone = Vec::new();
+        let start = Instant::now();
+        let due = start + SLOWEST / 8;
+        let mut stepping = false;
+        self.lanes.retain(|_, lane| {
+            stepping |= start.saturating_duration_since(lane.news) < QUIET_AFTER;
+            if lane.due > due {
+                return true;
+            }
+            let mut news = false;
+            for (key, wait) in lane.waits.iter() {
+                match check(wait) {
+                    Outcome::Pending => break,
+                    Outcome::Finished(result) => {
+                        wait.cell.finish(result);
+                        news = true;
+                        gone.push(*key);
+                    }
+                    Outcome::Forget => gone.push(*key),
+                }
+            }
+            for key in gone.drain(..) {
+                lane.waits.remove(&key);
+            }
+            let now = Instant::now();
+            if news {
+                lane.news = now;
+            }
+            lane.due = now + lane.pause(now);
+            !lane.waits.is_empty()
+        });
+        stepping
+    }
+
+    /// Every wait filed, for a thread that ends.
+    pub(super) fn drain(&mut self) -> impl Iterator<Item = Wait> + '_ {
+        let lanes = self.lanes.drain().flat_map(|(_, lane)| lane.waits.into_values());
+        lanes.chain(self.polled.drain(..))
+    }
+
+    /// When the next lane is due (`None` when there are none).
+    pub(super) fn next_sweep(&self) -> Option<Instant> {
+        self.lanes.values().map(|lane| lane.due).min()
+    }
+
+    /// Queries waits of the walk over all waits in the lanes, as many as it is behind its pace
+    /// (at least [`CHUNK`]).
+    pub(super) fn walk_a_chunk(&mut self, check: &impl Fn(&Wait) -> Outcome) {
+        let now = Instant::now();
+        let walk = &mut self.walk;
+        if walk.at >= walk.lanes.len() {
+            if now < walk.started + BEHIND_FRONT / 2 || self.lanes.is_empty() {
+                return;
+            }
+            *walk = Walk::new(now);
+            walk.lanes = self
+                .lanes
+                .iter()
+                .filter_map(|(id, lane)| Some((*id, *lane.waits.last_key_value()?.0)))
+                .collect();
+            walk.total = self.lanes.values().map(|lane| lane.waits.len()).sum();
+        }
+        let elapsed = now.saturating_duration_since(walk.started);
+        let due = (walk.total as f64 * (2.0 * elapsed.as_secs_f64() / BEHIND_FRONT.as_secs_f64())) as usize;
+        let Some(mut budget) = due
+            .checked_sub(walk.queried)
+            .map(|behind| behind.clamp(CHUNK, 16 * CHUNK))
+        else {
+            return;
+        };
+        let mut gone = Vec::new();
+        while budget > 0 && walk.at < walk.lanes.len() {
+            let (id, end) = walk.lanes[walk.at];
+            let Some(lane) = self.lanes.get_mut(&id) else {
+                walk.next_lane();
+                continue;
+            };
+            let mut rest = None;
+            // How many of the pending waits found so far stand ahead of a completed one.
+            let mut ahead = 0;
+            for (key, wait) in lane.waits.range(walk.from..=end) {
+                if budget == 0 {
+                    rest = Some(*key);
+                    break;
+                }
+                budget -= 1;
+                walk.queried += 1;
+                match check(wait) {
+                    Outcome::Pending => walk.pending.push(*key),
+                    Outcome::Finished(result) => {
+                        wait.cell.finish(result);
+                        ahead = walk.pending.len();
+                        gone.push(*key);
+                    }
+                    Outcome::Forget => gone.push(*key),
+                }
+            }
+            for key in gone.drain(..) {
+                lane.waits.remove(&key);
+            }
+            if ahead > 0 {
+                // Asked again: one that has completed since is no sign of disorder.
+                for key in walk.pending.drain(..ahead) {
+                    let Some(outcome) = lane.waits.get(&key).map(check) else {
+                        continue;
+                    };
+                    let wait = lane.waits.remove(&key);
+                    match (outcome, wait) {
+                        (Outcome::Pending, Some(wait)) => self.polled.push(wait),
+                        (Outcome::Finished(result), Some(wait)) => wait.cell.finish(result),
+                        _ => {}
+                    }
+                }
+                lane.news = Instant::now();
+            }
+            if lane.waits.is_empty() {
+                self.lanes.remove(&id);
+            }
+            match rest {
+                Some(key) => walk.from = key,
+                None => walk.next_lane(),
+            }
+        }
+    }
+
+    /// Queries the next chunk of unordered waits; returns how many chunks a walk over them takes,
+    /// or `None` when there are none.
+    pub(super) fn poll_chunk(&mut self, check: &impl Fn(&Wait) -> Outcome) -> Option<usize> {
+        let mut at = self.next.min(self.polled.len());
+        let mut queried = 0;
+        while at < self.polled.len() && queried < CHUNK {
+            queried += 1;
+            match check(&self.polled[at]) {
+                Outcome::Pending => at += 1,
+                Outcome::Finished(result) => self.polled.swap_remove(at).cell.finish(result),
+                Outcome::Forget => drop(self.polled.swap_remove(at)),
+            }
+        }
+        self.next = if at < self.polled.len() { at } else { 0 };
+        (!self.polled.is_empty()).then(|| self.polled.len().div_ceil(CHUNK))
+    }
+}
+
+/// Queries `wait`'s target and decides what happens to it.
+pub(super) fn check(d: &Driver, wait: &Wait, alive: &RefCell<Vec<ContextInstance>>) -> Outcome {
+    match wait.cell.while_watched(|| query_in_sweep(&wait.target, d, alive)) {
+        None => Outcome::Forget,
+        Some(Ok(false)) => Outcome::Pending,
+        Some(Err(e)) if is_capture_interference(&e) => Outcome::Pending,
+        Some(answer) => Outcome::Finished(answer.map(drop)),
+    }
+}
+
+/// [`QueryTarget::query`] in a sweep: the reset check once per context instance per phase of a
+/// sweep (the lanes, the walk, the poll; `alive` holds the instances found alive in it). A reset
+/// that another thread makes meanwhile is a race CUDA leaves to the caller (`cudaDeviceReset`: no
+/// other thread may use the device then); this widens it from one call to one phase.
+fn query_in_sweep(target: &QueryTarget, d: &Driver, alive: &RefCell<Vec<ContextInstance>>) -> Result<bool> {
+    if let Some(instance) = target.made_in.instance()
+        && !alive.borrow().contains(&instance)
+    {
+        target.made_in.ensure_alive(d, None)?;
+        alive.borrow_mut().push(instance);
+    }
+    query_checked(d, target.raw, target.exporter)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::context::MadeIn;
+    use crate::sync::Mutex;
+    use crate::sync::atomic::{AtomicUsize, Ordering};
+    use cuda_event_sys as sys;
+    use std::ops::RangeInclusive;
+    use std::task::Waker;
+
+    /// A wait on a pretend event: `id` names it for the test's `check`.
+    fn wait(id: usize) -> (Wait, Arc<WaitCell>) {
+        let cell = Arc::new(WaitCell::default());
+        let target = QueryTarget {
+            raw: id as sys::cudaEvent_t,
+            made_in: MadeIn::new(0, None),
+            exporter: None,
+        };
+        (
+            Wait {
+                target,
+                cell: cell.clone(),
+            },
+            cell,
+        )
+    }
+
+    /// The pretend events: the ids of those complete, and how many queries were made.
+    struct Events {
+        complete: Mutex<Vec<usize>>,
+        queries: AtomicUsize,
+    }
+
+    impl Events {
+        fn complete(ids: impl IntoIterator<Item = usize>) -> Events {
+            Events {
+                complete: Mutex::new(ids.into_iter().collect()),
+                queries: AtomicUsize::new(0),
+            }
+        }
+
+        /// A `check` that answers from `complete` and counts its queries.
+        fn check(&self) -> impl Fn(&Wait) -> Outcome + '_ {
+            move |wait: &Wait| {
+                self.queries.fetch_add(1, Ordering::Relaxed);
+                match wait
+                    .cell
+                    .while_watched(|| self.complete.lock().contains(&(wait.target.raw as usize)))
+                {
+                    None => Outcome::Forget,
+                    Some(true) => Outcome::Finished(Ok(())),
+                    Some(false) => Outcome::Pending,
+                }
+            }
+        }
+
+        fn queries(&self) -> usize {
+            self.queries.load(Ordering::Relaxed)
+        }
+    }
+
+    fn file(waits: &mut Waits, lane: u64, ids: impl IntoIterator<Item = usize>) -> Vec<Arc<WaitCell>> {
+        let mut cells = Vec::new();
+        let registered = ids
+            .into_iter()
+            .map(|id| {
+                let (wait, cell) = wait(id);
+                cells.push(cell);
+                let order = Some(Order {
+                    lane,
+                    stamp: id as u64,
+                });
+                Registered { wait, order }
+            })
+            .collect();
+        waits.take(registered);
+        cells
+    }
+
+    fn done(cell: &WaitCell) -> bool {
+        cell.look(Waker::noop()).is_some()
+    }
+
+    /// Waits on `ids` in lane 7, whose first walk is due at once, and events of which `complete`
+    /// are complete.
+    fn walk_due(ids: RangeInclusive<usize>, complete: Vec<usize>) -> (Events, Waits, Vec<Arc<WaitCell>>) {
+        let mut waits = Waits::new(Instant::now() - BEHIND_FRONT);
+        let cells = file(&mut waits, 7, ids);
+        (Events::complete(complete), waits, cells)
+    }
+
+    /// Makes every lane due now.
+    fn due_now(waits: &mut Waits) {
+        let now = Instant::now();
+        for lane in waits.lanes.values_mut() {
+            lane.due = now;
+        }
+    }
+
+    #[test]
+    fn a_sweep_queries_each_lane_from_its_front_until_a_wait_is_pending() {
+        let events = Events::complete([1, 2]);
+        let check = events.check();
+        let mut waits = Waits::new(Instant::now());
+        let cells = file(&mut waits, 7, 1..=100);
+        let other = file(&mut waits, 8, 1000..=1000);
+        due_now(&mut waits);
+        waits.sweep_lanes(&check);
+        // Lane 7: 1 and 2 done, 3 pending, nothing behind it asked; lane 8: its one wait.
+        assert_eq!(events.queries(), 3 + 1);
+        assert!(done(&cells[0]) && done(&cells[1]) && !done(&cells[2]));
+        assert!(!done(&other[0]));
+        events.complete.lock().extend(3..=100);
+        due_now(&mut waits);
+        waits.sweep_lanes(&check);
+        assert!(cells.iter().all(|cell| done(cell)));
+        assert_eq!(waits.lanes.len(), 1, "an emptied lane stays");
+        // An abandoned front is forgotten, and the wait behind it is asked.
+        let cells = file(&mut waits, 8, [1001, 1002]);
+        other[0].abandon();
+        events.complete.lock().push(1001);
+        due_now(&mut waits);
+        waits.sweep_lanes(&check);
+        assert!(done(&cells[0]) && !done(&cells[1]));
+    }
+
+    #[test]
+    fn the_walk_asks_every_wait_and_moves_a_lanes_out_of_order_front_to_the_unordered_ones() {
+        // Wait 1's event was recorded again elsewhere: it stays pending while 2..=10 complete.
+        let (events, mut waits, cells) = walk_due(1..=10, (2..=10).collect());
+        let check = events.check();
+        due_now(&mut waits);
+        waits.sweep_lanes(&check);
+        assert!(cells.iter().all(|cell| !done(cell)), "the front holds the lane");
+        waits.walk_a_chunk(&check);
+        assert!(cells[1..].iter().all(|cell| done(cell)), "the walk finds them");
+        assert!(!done(&cells[0]));
+        assert!(waits.lanes.is_empty(), "the pending front left its lane");
+        assert_eq!(waits.polled.len(), 1, "for the unordered ones");
+        events.complete.lock().push(1);
+        waits.poll_chunk(&check);
+        assert!(done(&cells[0]));
+    }
+
+    #[test]
+    fn the_walk_moves_only_the_pending_waits_ahead_of_a_completed_one() {
+        // 1 was recorded again elsewhere; 2 and 3 are done; 4..=100 are pending in order.
+        let (events, mut waits, cells) = walk_due(1..=100, vec![2, 3]);
+        waits.walk_a_chunk(&events.check());
+        assert!(done(&cells[1]) && done(&cells[2]));
+        assert_eq!(
+            waits.polled.len(),
+            1,
+            "only the wait ahead of the completed ones moved"
+        );
+        assert_eq!(
+            waits.lanes[&7].waits.len(),
+            97,
+            "the waits behind them stay in the lane"
+        );
+    }
+
+    #[test]
+    fn a_walk_covers_the_waits_there_were_when_it_started() {
+        let (events, mut waits, _) = walk_due(1..=10, vec![]);
+        let check = events.check();
+        waits.walk.queried = usize::MAX / 2; // paced out: the walk starts, queries nothing yet
+        waits.walk_a_chunk(&check);
+        assert_eq!(waits.walk.total, 10);
+        file(&mut waits, 7, 11..=5000); // filed during the walk
+        waits.walk.queried = 0;
+        waits.walk_a_chunk(&check);
+        assert_eq!(events.queries(), 10, "later waits are the next walk's");
+        assert!(waits.walk.at >= waits.walk.lanes.len(), "the walk ended");
+    }
+
+    #[test]
+    fn the_walk_keeps_a_lane_whose_waits_complete_in_order() {
+        let (events, mut waits, cells) = walk_due(1..=10, vec![]);
+        waits.walk_a_chunk(&events.check());
+        assert_eq!(events.queries(), 10);
+        assert!(cells.iter().all(|cell| !done(cell)));
+        assert_eq!(waits.lanes[&7].waits.len(), 10);
+        assert!(waits.polled.is_empty());
+    }
+
+    #[test]
+    fn a_lane_is_swept_soon_after_its_news_and_less_often_as_it_grows_quiet() {
+        let now = Instant::now();
+        let lane = |quiet: Duration| Lane {
+            waits: BTreeMap::new(),
+            news: now - quiet,
+            due: now,
+        };
+        assert_eq!(lane(Duration::ZERO).pause(now), FASTEST);
+        assert_eq!(lane(Duration::from_secs(1)).pause(now), SLOWEST);
+        assert_eq!(lane(Duration::from_millis(20)).pause(now), STEPPING);
+        assert_eq!(lane(QUIET_AFTER - Duration::from_millis(1)).pause(now), STEPPING);
+        assert_eq!(lane(QUIET_AFTER + Duration::from_millis(1)).pause(now), SLOWEST);
+        let middle = lane(Duration::from_millis(2)).pause(now);
+        assert!(middle > FASTEST && middle < STEPPING, "{middle:?}");
+        // Filing a wait makes its lane due soon, and only its lane.
+        let mut waits = Waits::new(now);
+        file(&mut waits, 1, [1]);
+        file(&mut waits, 2, [2]);
+        let events = Events::complete([]);
+        let check = events.check();
+        for lane in waits.lanes.values_mut() {
+            lane.news = now - Duration::from_secs(10);
+            lane.due = now;
+        }
+        assert!(!waits.sweep_lanes(&check), "quiet lanes are not stepping");
+        assert!(
+            waits
+                .lanes
+                .values()
+                .all(|lane| lane.due >= now + SLOWEST - Duration::from_micros(1))
+        );
+        // Behind the pending front: no news.
+        file(&mut waits, 2, [3]);
+        assert!(waits.lanes[&2].due >= Instant::now() + SLOWEST / 2);
+        // In front: news for its lane only.
+        file(&mut waits, 2, [1]);
+        assert!(waits.lanes[&2].due <= Instant::now() + FASTEST);
+        assert!(waits.lanes[&1].due >= Instant::now() + SLOWEST / 2);
+        assert!(waits.sweep_lanes(&check), "a lane with news is stepping");
+    }
+}

@@ -1,0 +1,208 @@
+//! The reactor: one thread that learns of completions by querying the CUDA events that futures
+//! wait on. Nothing the crate does to wake a future runs on the GPU or on CUDA's host-function
+//! thread: no host function, no wait queued on any stream, so a future cannot be held up by a
+//! blocking host function, cannot hold up another stream, cannot be swallowed by a capture, and
+//! is not lost after a fault (when CUDA runs no host function).
+//!
+//! It knows query targets and wait cells, nothing of `Event`, `Stream` or futures. A wait is
+//! registered once ([`register`]) and filed by [`Waits`], which says what to query and when (see
+//! [`lanes`](super::lanes)). This file is the thread: its inbox, its loop, and how much of a core
+//! it spends: sweeps of the lanes about 1/(1 + [`LANE_CPU`]), the polling of unordered waits about
+//! 1/[`CPU_SHARE`], unless [`BACKSTOP`] needs more.
+//!
+//! The thread runs in relaxed capture mode, so that its queries never invalidate a capture that
+//! another thread makes in global mode; an answer that comes from such a capture is read as "not
+//! yet", never as the wait's result.
+//!
+//! Nothing waits for the thread. A wait's owner (a future) gives up by marking its cell
+//! ([`WaitCell::abandon`](crate::event::watchers::WaitCell::abandon)); the thread queries a target
+//! only under its cell's lock and after checking that mark, so an abandoned target is never
+//! queried again, and the thread forgets abandoned and finished waits the next time it meets them.
+//! Wakers run outside every lock, each in `catch_unwind`, so a panicking waker does not stop the
+//! thread.
+
+use crate::capture_mode::RelaxedCapture;
+use crate::completion::lanes::{Registered, SLOWEST, STEPPING, Wait, Waits, check};
+use crate::driver::{Driver, driver};
+use crate::error::{Error, Result};
+use crate::event::handle::QueryTarget;
+use crate::event::watchers::{Order, WaitCell};
+use crate::sync::{Condvar, Lazy, Mutex};
+use std::cell::RefCell;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The longest an unordered wait goes without a query of its own event.
+const BACKSTOP: Duration = Duration::from_millis(100);
+/// A sweep of the lanes costs at most about 1/(1 + LANE_CPU) of a core, unless that would leave a
+/// lane unswept for longer than [`STEPPING`].
+const LANE_CPU: u32 = 3;
+/// The pause after a registration above which the thread is woken for it.
+const WAKE_FOR_NEWS: Duration = Duration::from_micros(100);
+/// Polling unordered waits costs about 1/CPU_SHARE of a core, unless [`BACKSTOP`] needs more.
+const CPU_SHARE: u32 = 200;
+/// The shortest pause between two polling steps over unordered waits.
+const MIN_POLL: Duration = Duration::from_micros(50);
+
+#[derive(Default)]
+struct Inbox {
+    registered: Vec<Registered>,
+    /// The thread runs.
+    running: bool,
+    /// When the thread comes back by itself (`None`: only when told).
+    sleeping_until: Option<Instant>,
+}
+
+struct Reactor {
+    inbox: Mutex<Inbox>,
+    changed: Condvar,
+}
+
+fn reactor() -> &'static Reactor {
+    static REACTOR: Lazy<Reactor> = Lazy::new(|| Reactor {
+        inbox: Mutex::new(Inbox::default()),
+        changed: Condvar::new(),
+    });
+    REACTOR.get()
+}
+
+/// Registers a wait on `target`, in `order`'s lane if it has one. The thread finishes `cell` with
+/// the target's result: an error of the work, or `Ok` once complete.
+///
+/// # Errors
+/// [`Error::ReactorUnavailable`] if the thread could not be started, or CUDA's error if the driver
+/// could not be loaded for it; nothing was registered.
+pub(crate) fn register(target: QueryTarget, cell: Arc<WaitCell>, order: Option<Order>) -> Result<()> {
+    let this = reactor();
+    let mut inbox = this.inbox.lock();
+    if !inbox.running {
+        let d = driver("the reactor thread")?;
+        crate::sync::thread::Builder::new()
+            .name("cuda-event-reactor".into())
+            .spawn(move || reactor().run(d))
+            .map_err(|e| Error::ReactorUnavailable {
+                reason: e.to_string(),
+            })?;
+        inbox.running = true;
+    }
+    inbox.registered.push(Registered {
+        wait: Wait { target, cell },
+        order,
+    });
+    let now = Instant::now();
+    if inbox
+        .sleeping_until
+        .is_none_or(|until| until > now + WAKE_FOR_NEWS)
+    {
+        inbox.sleeping_until = Some(now);
+        this.changed.notify_one();
+    }
+    Ok(())
+}
+
+/// Ends the waits of a reactor thread that ends (it only ends by a panic): each future gets an
+/// error instead of waiting forever, and the next registration starts a new thread.
+struct Running<'a> {
+    reactor: &'a Reactor,
+    waits: Waits,
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        let registered = {
+            let mut inbox = self.reactor.inbox.lock();
+            inbox.running = false;
+            inbox.sleeping_until = None;
+            std::mem::take(&mut inbox.registered)
+        };
+        let left = registered.into_iter().map(|new| new.wait);
+        for wait in self.waits.drain().chain(left) {
+            wait.cell.finish(Err(Error::ReactorUnavailable {
+                reason: "the reactor thread panicked".into(),
+            }));
+        }
+    }
+}
+
+impl Reactor {
+    fn run(&self, d: &'static Driver) {
+        let mut running = Running {
+            reactor: self,
+            waits: Waits::new(Instant::now()),
+        };
+        RelaxedCapture::enter(d).forever();
+        precise_sleeps();
+        let waits = &mut running.waits;
+        let alive = RefCell::new(Vec::new());
+        let check = |wait: &Wait| check(d, wait, &alive);
+        let mut next_poll = None;
+        loop {
+            alive.borrow_mut().clear();
+            let registered = std::mem::take(&mut self.inbox.lock().registered);
+            waits.take(registered);
+            let sweep_start = Instant::now();
+            let stepping = waits.sweep_lanes(&check);
+            alive.borrow_mut().clear(); // the walk and the poll check again: a short window
+            // Sweeps take at most about 1/(1 + LANE_CPU) of a core, unless that would leave a
+            // lane unswept for longer than its bound (STEPPING while one is stepping).
+            let longest = if stepping { STEPPING } else { SLOWEST };
+            let rest = (sweep_start.elapsed() * LANE_CPU).min(longest);
+            waits.walk_a_chunk(&check);
+            alive.borrow_mut().clear();
+            if next_poll.is_none_or(|at| at <= Instant::now()) {
+                // Each polling step costs about 1/CPU_SHARE of a core, but a whole walk over the
+                // unordered waits takes at most BACKSTOP.
+                let before = thread_cpu_time();
+                let chunks = waits.poll_chunk(&check);
+                let cost = thread_cpu_time().saturating_sub(before);
+                next_poll = chunks.map(|chunks| {
+                    let paced = (cost * CPU_SHARE).max(MIN_POLL);
+                    Instant::now() + paced.min(BACKSTOP / chunks.max(1) as u32)
+                });
+            }
+            let next_sweep = waits.next_sweep().map(|due| due.max(Instant::now() + rest));
+            let deadline = match (next_sweep, next_poll) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            let mut inbox = self.inbox.lock();
+            if inbox.registered.is_empty() {
+                inbox.sleeping_until = deadline;
+                match deadline {
+                    Some(deadline) => drop(self.changed.wait_until(&mut inbox, deadline)),
+                    // A model execution ends only once every thread has: an idle reactor ends
+                    // there, and the next wait starts it again.
+                    #[cfg(cuda_event_model)]
+                    None => {
+                        inbox.running = false;
+                        return;
+                    }
+                    #[cfg(not(cuda_event_model))]
+                    None => self.changed.wait(&mut inbox),
+                }
+            }
+            inbox.sleeping_until = Some(Instant::now());
+        }
+    }
+}
+
+/// Pauses of the reactor thread as short as asked: Linux lets a thread's timed sleeps run up to
+/// 50 us late by default, longer than the pause right after news.
+fn precise_sleeps() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: PR_SET_TIMERSLACK takes one integer argument and affects only the calling thread.
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, 1_000 as libc::c_ulong);
+    }
+}
+
+/// CPU time this thread has used.
+fn thread_cpu_time() -> Duration {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: writes one timespec through a pointer to a live local.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
+    Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
+}

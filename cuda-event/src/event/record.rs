@@ -1,0 +1,272 @@
+//! An event's records: the path from [`Event::record`] to `cuEventRecord`, the first record that
+//! creates the CUDA event, and the records into graph captures (on a captured CUDA event, or as an
+//! external node; `last_record` says why a captured one).
+//!
+//! # The first record
+//! An `Event` has no CUDA event until its first record (or its `ipc_handle`, which creates one
+//! without a record). The first record, under the event's `creating` lock:
+//! 1. takes a CUDA event from this thread's pool, or creates one (always a new one on a stream
+//!    being captured);
+//! 2. records it (or, into a capture, this thread's captured CUDA event, or an external node);
+//! 3. publishes it only once that record succeeded, and otherwise gives it back, leaving the event
+//!    uncreated.
+//!
+//! Another thread's first record waits for the lock, then records the published CUDA event as any
+//! later record does. So a read never sees the CUDA event before the first record is made, nor a
+//! pooled one's old record, and no first record can lose a race to publish. Later records outside
+//! captures take no lock.
+
+use crate::context::{ContextInstance, MadeIn};
+use crate::device::current_device;
+use crate::driver::{Driver, driver};
+use crate::error::{Error, Result};
+use crate::event::capture_checks;
+use crate::event::handle::EventHandle;
+use crate::event::last_record;
+use crate::event::pool;
+use crate::event::{Escape, Event};
+use crate::stream::Stream;
+use crate::sync::atomic::Ordering;
+use cuda_event_sys as sys;
+
+impl Event {
+    /// Records the work submitted to `stream` so far: the event completes when that work has.
+    /// Creates the CUDA event on the stream's device if needed. Recording again replaces what was
+    /// captured; a [`wait`](Self::wait) already issued keeps what it saw.
+    ///
+    /// # Errors
+    /// [`Error::DeviceMismatch`] (no CUDA call) when the event lives on another device than the
+    /// stream; CUDA's errors otherwise.
+    #[doc(alias = "cudaEventRecord")]
+    #[doc(alias = "cuEventRecord")]
+    #[doc(alias = "cudaEventRecordWithFlags")]
+    pub fn record(&self, stream: &Stream) -> Result<()> {
+        self.record_as(stream, false).map(drop)
+    }
+
+    /// [`record`](Self::record), telling how the record was made; with `refuse_capture`, a stream
+    /// being captured gets [`Error::StreamCapturing`] and no record.
+    #[inline]
+    pub(crate) fn record_as(&self, stream: &Stream, refuse_capture: bool) -> Result<Recorded> {
+        let d = driver("Event::record")?;
+        let ask = Ask {
+            refuse_capture,
+            ..Ask::default()
+        };
+        let recorded = match self.created.get() {
+            Some(handle) => self.record_handle(d, handle, stream, ask)?,
+            None => self.record_first(d, stream, ask)?,
+        };
+        if !self.recorded.load(Ordering::Relaxed) {
+            self.recorded.store(true, Ordering::Relaxed);
+        }
+        if let Recorded::Now = recorded {
+            self.watchers.note_record(stream);
+        }
+        Ok(recorded)
+    }
+
+    /// The first record, under the `creating` lock (see the module's docs).
+    ///
+    /// Not `#[cold]`: a new event's first record is a hot path (the pool makes it cost about a
+    /// record), and a cold function gets little inlined into it.
+    #[inline(never)]
+    fn record_first(&self, d: &Driver, stream: &Stream, ask: Ask) -> Result<Recorded> {
+        let _creating = self.creating.lock();
+        if let Some(handle) = self.created.get() {
+            // Another thread's first record came first.
+            return self.record_handle(d, handle, stream, ask);
+        }
+        let flags = self.options.cuda_flags();
+        // The stream's check first: a pooled event made in the instance the stream is alive in
+        // needs no check of its own (one driver call in all, as for any record).
+        let known_alive = stream.made_in().ensure_alive(d, None)?;
+        let capturing = capture_checks::on() && stream.in_context(d, || stream.is_capturing_with(d))?;
+        if capturing && ask.refuse_capture {
+            return Err(Error::StreamCapturing); // before any CUDA event is taken
+        }
+        if capturing && self.options.interprocess && !self.options.external {
+            return Err(Error::CapturedInterprocessEvent);
+        }
+        // On a stream being captured the published event gets no record now (a captured record
+        // goes to this thread's captured event, an external one is a graph node): a new one, so
+        // that it never carries a pooled event's old record (which `as_raw` would hand out).
+        let pooled = match capturing {
+            true => None,
+            false => pool::take(d, stream.device(), flags, known_alive),
+        };
+        let handle = match pooled {
+            Some(pooled) => pooled,
+            None => EventHandle::create(d, stream.device(), flags)?,
+        };
+        let ask = Ask {
+            known_alive: handle.instance(),
+            capturing: Some(capturing),
+            ..ask
+        };
+        match self.record_handle(d, &handle, stream, ask) {
+            Ok(recorded) => {
+                self.publish(handle);
+                Ok(recorded)
+            }
+            Err(e) => {
+                give_back_after_a_failed_record(capturing && self.options.external, stream, flags, handle);
+                Err(e)
+            }
+        }
+    }
+
+    /// Records on `stream`: `handle` (the published CUDA event, or the one a first record is about
+    /// to publish) outside a capture or as an external node, this thread's captured CUDA event
+    /// into a capture.
+    fn record_handle(&self, d: &Driver, handle: &EventHandle, stream: &Stream, ask: Ask) -> Result<Recorded> {
+        if handle.device() != stream.device() {
+            return Err(Error::DeviceMismatch {
+                event: handle.device(),
+                stream: stream.device(),
+            });
+        }
+        MadeIn::ensure_both_alive(d, handle.made_in(), stream.made_in(), ask.known_alive)?;
+        stream.in_context(d, || {
+            let (raw, s) = (handle.raw, stream.as_raw());
+            let capturing = match ask.capturing {
+                Some(capturing) => capturing,
+                None => capture_checks::on() && stream.is_capturing_with(d)?,
+            };
+            if !capturing {
+                // SAFETY: a live event and stream of one device (checked above).
+                d.event_record.call(|f| unsafe { f(raw, s) })?;
+                self.last.made_on_a_stream();
+                return Ok(Recorded::Now);
+            }
+            self.record_into_capture(d, handle, stream, ask.refuse_capture)
+        })
+    }
+
+    /// A record on a stream being captured: refused, an external node of the graph for an external
+    /// event, or else a plain record of this thread's captured CUDA event.
+    #[cold]
+    #[inline(never)]
+    fn record_into_capture(
+        &self,
+        d: &Driver,
+        handle: &EventHandle,
+        stream: &Stream,
+        refuse_capture: bool,
+    ) -> Result<Recorded> {
+        if refuse_capture {
+            return Err(Error::StreamCapturing);
+        }
+        if !self.options.external {
+            return self.record_captured(d, stream);
+        }
+        d.event_record_with_flags.call(|f| {
+            // SAFETY: a live event and stream of one device (checked by the caller); the flag is a
+            // record flag.
+            unsafe { f(handle.raw, stream.as_raw(), sys::cudaEventRecordExternal) }
+        })?;
+        // The graph records this handle at every launch.
+        self.escape(Escape::ToGraph);
+        Ok(Recorded::IntoGraph)
+    }
+
+    /// A plain record into a capture of `stream`, made on this thread's captured CUDA event for
+    /// the stream's device (see `last_record`), which it takes from this thread's pool of them or
+    /// creates at its first.
+    #[cold]
+    fn record_captured(&self, d: &Driver, stream: &Stream) -> Result<Recorded> {
+        if self.options.interprocess {
+            return Err(Error::CapturedInterprocessEvent);
+        }
+        let Some(thread) = last_record::thread_token() else {
+            return self.record_captured_without_a_thread(d, stream);
+        };
+        let device = stream.device();
+        let mut captured = self.captured.lock();
+        let at = match captured
+            .iter()
+            .position(|c| c.thread == thread && c.handle.device() == device)
+        {
+            Some(at) => at,
+            None => {
+                let flags = self.options.cuda_flags();
+                let handle = match pool::take_captured(d, device, flags) {
+                    Some(pooled) => pooled,
+                    None => EventHandle::create(d, device, flags)?,
+                };
+                captured.push(Captured { thread, handle });
+                captured.len() - 1
+            }
+        };
+        let handle = &captured[at].handle;
+        handle.made_in().ensure_alive(d, None)?;
+        d.event_record.call(|f| {
+            // SAFETY: a live event and stream of one device; only this thread calls CUDA on it.
+            unsafe { f(handle.raw, stream.as_raw()) }
+        })?;
+        self.last.swallowed_by(thread);
+        Ok(Recorded::Swallowed)
+    }
+
+    /// A plain record into a capture from a thread whose thread-locals are gone (a thread-local's
+    /// destructor): on a CUDA event of its own, kept; no thread can fork through it.
+    #[cold]
+    fn record_captured_without_a_thread(&self, d: &Driver, stream: &Stream) -> Result<Recorded> {
+        let handle = EventHandle::create(d, stream.device(), self.options.cuda_flags())?;
+        let recorded = d.event_record.call(|f| {
+            // SAFETY: a live event (just made) and stream of one device.
+            unsafe { f(handle.raw, stream.as_raw()) }
+        });
+        handle.retire(); // a capture may hold it
+        recorded?;
+        self.last.swallowed_by(last_record::NO_THREAD);
+        Ok(Recorded::Swallowed)
+    }
+
+    /// Records on the legacy default stream of the current device (torch's `record()` with no
+    /// stream).
+    pub fn record_on_current_device(&self) -> Result<()> {
+        self.record(&Stream::legacy(current_device()?)?)
+    }
+}
+
+/// How a record is asked for.
+#[derive(Clone, Copy, Default)]
+struct Ask {
+    /// A context instance the caller just found alive.
+    known_alive: Option<ContextInstance>,
+    /// Whether the stream is being captured, if the caller asked already.
+    capturing: Option<bool>,
+    /// A stream being captured gets `Error::StreamCapturing`, and nothing is recorded.
+    refuse_capture: bool,
+}
+
+/// A captured CUDA event and the thread ([`last_record::thread_token`]) that records it.
+pub(super) struct Captured {
+    pub(super) thread: u64,
+    pub(super) handle: EventHandle,
+}
+
+/// How a record was made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Recorded {
+    /// On the stream, now.
+    Now,
+    /// As a plain record into a stream being captured: swallowed by the capture (made on the
+    /// captured CUDA event).
+    Swallowed,
+    /// As an external record node of a graph being captured.
+    IntoGraph,
+}
+
+/// A CUDA event whose first record for an `Event` failed goes back to the pool, unless the record
+/// may have reached a capture of `stream` (`in_graph`: an external node; or a capture another
+/// thread began meanwhile): then it is kept, never handed to another `Event` nor destroyed beside
+/// that capture's end. (A plain record into a capture was made on a captured event, not on this.)
+#[cold]
+fn give_back_after_a_failed_record(in_graph: bool, stream: &Stream, flags: u32, handle: EventHandle) {
+    match in_graph || stream.is_capturing() == Ok(true) {
+        false => pool::give_or_destroy(flags, handle),
+        true => handle.retire(),
+    }
+}
