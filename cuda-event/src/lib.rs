@@ -184,6 +184,29 @@
 //! per-device anchors (with the GPU clock's drift measured between reads), and written as a
 //! Chrome trace that Perfetto and chrome://tracing open ([`ChromeTrace`]): no CUPTI, no profiler.
 //!
+//! # How it is built
+//! The modules stand in floors, each importing only from those below it (`ci/module-graph` checks
+//! that no import runs back up or in a circle):
+//! 1. `error`, `sync` (every lock, atomic and thread of the crate, from std and parking_lot, or
+//!    from the model checker in the model build), `driver` (the driver API's typed entry points,
+//!    the only place CUDA is called but for streams), `drop_errors`, `fork`.
+//! 2. `context` (primary contexts pushed for a call, device-reset checks), `device`,
+//!    `capture_mode`.
+//! 3. `stream/`: [`Stream`], and host functions.
+//! 4. `event/`: [`Event`], from its CUDA handle and the per-thread pool up through the publish of
+//!    the first record, the word that tells reads where the last record went (`last_record`), the
+//!    record path (`record`), interprocess export and import, and the watchers that futures leave.
+//! 5. `completion/`: the futures ([`Completion`]); one reactor thread per process, started by the
+//!    first pending future, that finds complete events by querying them (`lanes`, bookkeeping
+//!    without CUDA), and queues nothing on any stream.
+//! 6. `timing/`: [`Timer`]; [`measure`] over its options, sampler (gated, ungated and graph
+//!    batches) and measurement; [`compare`]; the gate, the SM clock probe and scratch memory.
+//! 7. `trace/`: [`Trace`], its per-thread lanes, the clock's anchors and the Chrome writer.
+//!
+//! Beside them, `model/` exists only under `--cfg cuda_event_model`: a model of the driver that
+//! answers the same entry points, and the tests that run the crate's concurrency core on it under
+//! a model checker (`ci/test model`).
+//!
 //! # How it calls CUDA
 //! Through the driver API, resolved once with `cudaGetDriverEntryPointByVersion` from the linked
 //! runtime: driver calls on explicit handles never create a context on the thread's current device
@@ -248,7 +271,7 @@ pub use timing::measurement::{Measurement, StopReason};
 pub use timing::options::MeasureOptions;
 pub use timing::scratch_memory::release_measure_memory;
 pub use timing::timer::{Timer, Timing};
-pub use trace::ChromeTrace;
+pub use trace::{ChromeTrace, TraceSummary};
 pub use trace::{Complete, DEFAULT_TRACE_CAPACITY, GpuRange, HostRange, Trace, TracedRange, Track};
 
 // The README is the crates.io page: its Rust blocks compile as doctests.

@@ -15,7 +15,7 @@ use std::time::Duration;
 /// process with a track per thread that opened ranges; each range a complete (`"ph":"X"`) event,
 /// with times in microseconds from the trace's creation on the host's monotonic clock, and `args`
 /// of its device and stream (GPU ranges), nesting depth and opening thread. `otherData` holds the
-/// counts of [`Summary`].
+/// counts of [`TraceSummary`].
 pub struct ChromeTrace<'t, W: Write> {
     trace: &'t Trace,
     out: W,
@@ -24,12 +24,12 @@ pub struct ChromeTrace<'t, W: Write> {
     streams: BTreeMap<(i32, u64), u64>,
     /// Host threads and devices whose track names are written.
     named: BTreeSet<Track>,
-    summary: Summary,
+    summary: TraceSummary,
 }
 
 /// What a written trace holds and what it left out.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Summary {
+pub struct TraceSummary {
     /// Ranges written.
     pub written: usize,
     /// Ranges opened while the trace was full (all of the trace's, not only this writer's).
@@ -61,7 +61,7 @@ impl<'t, W: Write> ChromeTrace<'t, W> {
             events: 0,
             streams: BTreeMap::new(),
             named: BTreeSet::new(),
-            summary: Summary::default(),
+            summary: TraceSummary::default(),
         };
         let name = format!("host (process {})", std::process::id());
         writer.metadata("process_name", HOST_PID, None, &name)?;
@@ -82,7 +82,7 @@ impl<'t, W: Write> ChromeTrace<'t, W> {
     ///
     /// # Errors
     /// Those of the output.
-    pub fn finish(mut self) -> io::Result<Summary> {
+    pub fn finish(mut self) -> io::Result<TraceSummary> {
         self.write_complete()?;
         self.summary.dropped = self.trace.dropped();
         let s = &self.summary;

@@ -9,7 +9,7 @@ mod chrome;
 mod clock;
 mod lanes;
 
-pub use chrome::ChromeTrace;
+pub use chrome::{ChromeTrace, TraceSummary};
 
 use crate::error::{Error, Result};
 use crate::stream::Stream;
@@ -455,7 +455,7 @@ impl Trace {
     ///
     /// # Errors
     /// Those of `out`.
-    pub fn write_chrome<W: std::io::Write>(&self, out: W) -> std::io::Result<chrome::Summary> {
+    pub fn write_chrome<W: std::io::Write>(&self, out: W) -> std::io::Result<TraceSummary> {
         let mut writer = ChromeTrace::new(self, out)?;
         writer.write_complete()?;
         writer.finish()
