@@ -812,7 +812,7 @@ fn a_global_mode_capture_on_another_thread_succeeds_while_futures_wait_and_they_
         Stream::new(0).unwrap(),
         Stream::new(0).unwrap(),
     );
-    let buffer = common::DeviceBuffer::new(0, 1 << 20);
+    let buffer = common::TestBuffer::new(0, 1 << 20);
     gpu_sleep(&short, Duration::from_millis(100));
     gpu_sleep(&long, Duration::from_millis(800));
     let (short_event, long_event, late_event) = (

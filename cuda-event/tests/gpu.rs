@@ -2,7 +2,7 @@
 
 use cuda_event_testkit as common;
 
-use common::{DeviceBuffer, cpu_and_wall_of_a_200ms_synchronize, gpu, hold, log_on, sleep_on, timed};
+use common::{TestBuffer, cpu_and_wall_of_a_200ms_synchronize, gpu, hold, log_on, sleep_on, timed};
 use cuda_event::{Error, Event, Stream, StreamOptions, sys};
 use parking_lot::Mutex;
 use std::sync::Arc;
@@ -111,7 +111,7 @@ fn stream_options_and_queries() {
 fn elapsed_time_is_positive_around_real_work() {
     let _gpu = gpu();
     let stream = Stream::new(0).unwrap();
-    let buffer = DeviceBuffer::new(0, 4 * GIB);
+    let buffer = TestBuffer::new(0, 4 * GIB);
     let (start, end) = (timed(), timed());
     start.record(&stream).unwrap();
     buffer.memset(&stream, 0x5A);
@@ -700,7 +700,7 @@ fn plain_events_fork_and_join_a_capture_on_the_capturing_thread() {
     let _gpu = gpu();
     let new_stream = || Stream::with_options(0, StreamOptions::default().non_blocking(true)).unwrap();
     let (main, side) = (new_stream(), new_stream());
-    let buffer = DeviceBuffer::new(0, 1 << 20);
+    let buffer = TestBuffer::new(0, 1 << 20);
     buffer.memset(&main, 0);
     main.synchronize().unwrap();
     let (fork, join) = (Event::new(), Event::new());

@@ -4,7 +4,7 @@
 
 use cuda_event_testkit as common;
 
-use common::{DeviceBuffer, GpuTest, driver_fn, gpu_sleep, ok};
+use common::{GpuTest, TestBuffer, driver_fn, gpu_sleep, ok};
 use cuda_event::{
     CompareOptions, DeviceGuard, Error, MeasureOptions, Measurement, StopReason, Stream, Timer, Verdict,
     compare, measure, sys,
@@ -148,7 +148,7 @@ fn measure_keeps_host_launch_gaps_out_of_the_samples() {
 fn measure_flushing_l2_makes_an_l2_resident_copy_slower() {
     let _gpu = gpu();
     let stream = Stream::new(0).unwrap();
-    let (src, dst) = (DeviceBuffer::new(0, 8 << 20), DeviceBuffer::new(0, 8 << 20));
+    let (src, dst) = (TestBuffer::new(0, 8 << 20), TestBuffer::new(0, 8 << 20));
     let copy = |s: &Stream| -> cuda_event::Result<()> {
         dst.copy_from(&src, s);
         Ok(())
@@ -237,7 +237,7 @@ fn measure_of_a_repetition_too_large_for_the_gate_times_it_ungated_and_says_so()
     // waits on the host: this is not an error, and the samples are taken without the gate.
     let _gpu = gpu_for(Duration::from_secs(30));
     let stream = Stream::new(0).unwrap();
-    let buffer = DeviceBuffer::new(0, 4096);
+    let buffer = TestBuffer::new(0, 4096);
     let started = Instant::now();
     let m = measure(&stream, &quick().flush_l2(false), |s| -> cuda_event::Result<()> {
         for _ in 0..4096 {
@@ -334,7 +334,7 @@ fn runs_while_another_is_held(stream: &Stream) -> bool {
 #[ignore = "needs a CUDA GPU"]
 fn measure_and_timer_never_wait_for_a_held_stream_of_the_device() {
     let _gpu = gpu_for(Duration::from_secs(30));
-    let buffer = DeviceBuffer::new(0, 1 << 20);
+    let buffer = TestBuffer::new(0, 1 << 20);
     let (held, candidates) = (Stream::new(0).unwrap(), [(); 16].map(|_| Stream::new(0).unwrap()));
     // The SM clock's kernel, loaded while the device is idle: only its loading waits for the
     // device's work (MeasureOptions::sm_clock).
