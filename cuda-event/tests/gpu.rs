@@ -443,6 +443,11 @@ fn events_whose_handle_escaped_are_never_pooled_and_the_pool_can_be_off() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn reads_on_other_threads_never_overlap_a_record_into_a_capture() {
+    if common::skip_under_sanitizer(
+        "races reads against records into captures: CUDA's errors there (invalidated captures, captured events' answers) are what it checks come back as errors",
+    ) {
+        return;
+    }
     let _gpu = gpu();
     let new_stream = || Stream::with_options(0, StreamOptions::default().non_blocking(true)).unwrap();
     let (source, captured, waiter) = (new_stream(), new_stream(), new_stream());
@@ -543,6 +548,11 @@ fn relaxed_capture_mode() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn first_records_and_records_on_a_stream_race_captured_records_of_one_event() {
+    if common::skip_under_sanitizer(
+        "races first records against records into captures: CUDA's errors there are what it checks come back as errors",
+    ) {
+        return;
+    }
     const ROUNDS: usize = 3000;
     let _gpu = gpu();
     let new_stream = || Stream::with_options(0, StreamOptions::default().non_blocking(true)).unwrap();
@@ -787,6 +797,11 @@ fn empty_event_pool_destroys_what_this_thread_keeps() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn probe_calls_on_a_thread_without_a_current_context() {
+    if common::skip_under_sanitizer(
+        "a probe: calls CUDA without a current context, on purpose, to learn what it requires",
+    ) {
+        return;
+    }
     let _gpu = gpu();
     let stream = Stream::new(0).unwrap();
     let (start, end) = (timed(), timed());

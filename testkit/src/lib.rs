@@ -25,7 +25,7 @@ pub use checks::{check_wait_orders_b_after_a, cpu_and_wall_of_a_200ms_synchroniz
 pub use child::{ROLE, child_command, in_a_child, role, run_child, spawn_child};
 pub use clock::{process_cpu_time, resident_kib, thread_cpu_time};
 pub use deadline::{Deadline, deadline, deadline_for};
-pub use environment::{driver_library_present, required};
+pub use environment::{driver_library_present, required, skip_under_sanitizer};
 pub use hold::{HostHold, block_the_host_fn_thread, hold, log_on, sleep_on};
 pub use host_flags::HostFlags;
 pub use kernels::{gpu_sleep, gpu_sleep_then_set, gpu_spin, launch_trap, poison_the_context};

@@ -17,3 +17,8 @@ mod scale;
 mod timeout;
 mod wake;
 mod wakers;
+
+/// Why the tests that need GPU work to run while CUDA's host-function thread is blocked are skipped
+/// under compute-sanitizer.
+const HOST_FN_THREAD_BLOCKED: &str = "needs GPU work to run while CUDA's host-function thread is blocked, \
+     and under memcheck work on other streams waits for a blocked host function to return";

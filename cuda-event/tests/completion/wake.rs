@@ -58,6 +58,9 @@ fn an_event_completion_waits_for_its_work_and_a_never_recorded_event_is_ready() 
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn futures_resolve_as_their_work_ends_while_a_host_function_of_another_stream_blocks_cudas_thread() {
+    if common::skip_under_sanitizer(super::HOST_FN_THREAD_BLOCKED) {
+        return;
+    }
     let _gpu = gpu();
     let (a, b) = (Stream::new(0).unwrap(), Stream::new(0).unwrap());
     gpu_sleep(&b, Duration::from_micros(1)); // the kernel loaded

@@ -73,6 +73,9 @@ fn a_dropped_future_never_wakes_its_waker() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn a_panicking_waker_does_not_stop_later_futures_from_resolving() {
+    if common::skip_under_sanitizer(super::HOST_FN_THREAD_BLOCKED) {
+        return;
+    }
     let _gpu = gpu();
     let (a, b) = (Stream::new(0).unwrap(), Stream::new(0).unwrap());
     gpu_sleep(&b, Duration::from_micros(1));
