@@ -1,8 +1,9 @@
 //! A test's work in a child process: this test binary run again for one test in a role (a device
-//! reset, a dead context, an importer of an interprocess event).
+//! reset, a dead context, an importer of an interprocess event), or one of the build's examples.
 
 use crate::deadline::deadline;
 use crate::serial::gpu;
+use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 
 /// The name of the test function it is written in, as libtest knows it (its path in the test
@@ -83,4 +84,17 @@ pub fn run_child(test: &str, role: &str, envs: &[(&str, &str)]) -> Output {
         "child {test} ({role}) did not run its test:\n{text}"
     );
     output
+}
+
+/// The example `name` of this build, for a test that runs it as a user would: beside the test
+/// binary in `examples/` (as `ci/stage-gpu` lays them out) or in cargo's target folder, one level
+/// up from the test binary's `deps/`. `cargo test` builds the examples with the tests.
+pub fn example_binary(name: &str) -> PathBuf {
+    let test_binary = std::env::current_exe().unwrap();
+    let here = test_binary.parent().unwrap();
+    let found = [here.join("examples"), here.join("../examples")]
+        .into_iter()
+        .map(|folder| folder.join(name))
+        .find(|path| path.is_file());
+    found.unwrap_or_else(|| panic!("no example {name} beside {} (build the examples)", here.display()))
 }

@@ -5,20 +5,36 @@ use std::ffi::CStr;
 
 /// A kernel's PTX, NUL-terminated for `cuModuleLoadData`, and the name of its entry.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Ptx {
-    pub(crate) text: &'static CStr,
-    pub(crate) entry: &'static CStr,
+pub struct Ptx {
+    pub text: &'static CStr,
+    pub entry: &'static CStr,
 }
 
-/// The busy-spinning kernel of known length that the `known_lengths` example ships, one file for
-/// both (the path is inside the package's examples, so the example builds from the package).
-#[path = "../../cuda-event/examples/support/spin_kernel.rs"]
-mod spin_kernel;
-
-/// The spin kernel (see its file): its one parameter is the length in nanoseconds, a `u64`.
-pub(crate) const SPIN_KERNEL: Ptx = Ptx {
-    text: spin_kernel::SPIN_PTX,
-    entry: spin_kernel::SPIN_KERNEL,
+/// A kernel of known length: it busy-spins on the GPU's nanosecond global timer (`%globaltimer`)
+/// until its one parameter, a `u64` of nanoseconds, has passed since its first read. It reads the
+/// timer in a tight loop, with no `nanosleep` between reads, so it ends within one pass of the loop
+/// after the target: the kernel for checks of a length within 1%. It keeps its SM's warp busy all
+/// along. For any GPU since sm_70. The `known_lengths` example times it, and prints it with `--ptx`
+/// for bench/graph_validation.py.
+pub const SPIN_KERNEL: Ptx = Ptx {
+    text: c".version 7.0
+.target sm_70
+.address_size 64
+.visible .entry spin_kernel(.param .u64 ns)
+{
+    .reg .u64 %d, %now, %end;
+    .reg .pred %p;
+    ld.param.u64 %d, [ns];
+    mov.u64 %now, %globaltimer;
+    add.u64 %end, %now, %d;
+SPIN:
+    mov.u64 %now, %globaltimer;
+    setp.lt.u64 %p, %now, %end;
+    @%p bra SPIN;
+    ret;
+}
+",
+    entry: c"spin_kernel",
 };
 
 /// A kernel that waits on the GPU's global timer, sleeping between reads, until its first parameter
