@@ -19,12 +19,9 @@
 //! gaps stay out; no L2 flush, as criterion has none): where the two differ, the GPU waited for
 //! the host between criterion's iterations (`GpuTime`'s docs explain).
 
-#[path = "../examples/support/device_memory.rs"]
-mod device_memory;
-
 use criterion::{BenchmarkId, Criterion, Throughput};
-use cuda_event::{GpuTime, MeasureOptions, Stream, check_runtime, measure, sys};
-use device_memory::DeviceMemory;
+use cuda_event::{DeviceGuard, GpuTime, MeasureOptions, Stream, check_runtime, measure, sys};
+use std::ffi::c_void;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -51,14 +48,13 @@ fn main() {
 fn run() -> Result<(), Box<dyn std::error::Error>> {
     let gpu = GpuTime::on_device(0)?;
     let stream = Arc::clone(gpu.stream());
-    let memory = DeviceMemory::new(0, 64 * MIB)?;
-    let (copy_src, copy_dst) = (DeviceMemory::new(0, COPY)?, DeviceMemory::new(0, COPY)?);
+    let memory = device_memory(64 * MIB)?;
+    let (copy_src, copy_dst) = (device_memory(COPY)?, device_memory(COPY)?);
     let memset = |bytes: usize| {
-        let memory = &memory;
         move |s: &Stream| {
             // SAFETY: `memory` holds 64 MiB of device 0, at least `bytes`, and outlives the work.
             check_runtime("cudaMemsetAsync", unsafe {
-                sys::cudaMemsetAsync(memory.0, 0x5A, bytes, s.as_raw())
+                sys::cudaMemsetAsync(memory, 0x5A, bytes, s.as_raw())
             })
         }
     };
@@ -66,7 +62,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         let kind = sys::cudaMemcpyKind::cudaMemcpyDeviceToDevice;
         // SAFETY: both buffers hold COPY bytes of device 0 and outlive the work.
         check_runtime("cudaMemcpyAsync", unsafe {
-            sys::cudaMemcpyAsync(copy_dst.0, copy_src.0, COPY, kind, s.as_raw())
+            sys::cudaMemcpyAsync(copy_dst, copy_src, COPY, kind, s.as_raw())
         })
     };
 
@@ -110,4 +106,14 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     group.finish();
     c.final_summary();
     Ok(())
+}
+
+/// `bytes` of device memory on device 0, for the rest of the process: the benchmark uses it until
+/// it ends, and the process's end frees it.
+fn device_memory(bytes: usize) -> cuda_event::Result<*mut c_void> {
+    let _device = DeviceGuard::new(0)?;
+    let mut ptr = std::ptr::null_mut();
+    // SAFETY: writes the allocation through a live local.
+    check_runtime("cudaMalloc", unsafe { sys::cudaMalloc(&mut ptr, bytes) })?;
+    Ok(ptr)
 }

@@ -43,7 +43,7 @@
 //! About a minute (most of it the idle windows and the held kernels' end before the
 //! throughput phase). `CUDA_EVENT_WAKE_QUICK=1`: sections 1 and 2 in full (a 2 s hold in section 1),
 //! and section 3 with none and with 10,000 stream futures pending; no idle or throughput phase
-//! (about 20 s). A watchdog ends a run that hangs after 6 minutes (quick: 150 s); what was
+//! (about 20 s). A deadline ends a run that hangs after 6 minutes (quick: 150 s); what was
 //! measured until then is saved. `CUDA_EVENT_WAKE_SECTIONS` (say `13`) runs only the sections it
 //! names.
 
@@ -97,7 +97,7 @@ fn main() {
     let quick = std::env::var_os("CUDA_EVENT_WAKE_QUICK").is_some();
     let select_hold = if quick { SELECT_HOLD_QUICK } else { SELECT_HOLD };
     // Whatever hangs, the process ends (the device's budget is tight); what was measured is saved.
-    let _watchdog = common::watchdog_for(
+    let _deadline = common::deadline_for(
         "the wake benchmark",
         Duration::from_secs(if quick { 150 } else { 360 }),
     );

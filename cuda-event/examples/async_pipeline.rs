@@ -7,15 +7,17 @@
 //!
 //! Without a GPU it exits with status 1 and one line naming the CUDA error.
 
-#[path = "support/device_memory.rs"]
-mod device_memory;
+/// The examples' shared files, in `support/`.
+mod support {
+    pub(crate) mod device_memory;
+}
 
 use cuda_event::{Stream, check_runtime, sys};
-use device_memory::DeviceMemory;
 use std::error::Error;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
+use support::device_memory::DeviceMemory;
 
 const REQUESTS: usize = 20_000;
 const IN_FLIGHT: usize = 64;

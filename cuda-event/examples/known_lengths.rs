@@ -9,20 +9,23 @@
 //! kernel): the 0 us kernel's median is that part alone, a larger share of a shorter kernel.
 //! `--ptx` prints the kernel's PTX instead, so that bench/graph_validation.py times the very same
 //! kernel with triton. Without a GPU it exits with status 1 and one line naming the CUDA error.
+//! The kernel is the test kit's (`gpu_spin` launches it in the tests), so this example is the
+//! repository's alone: the published package leaves it out.
 //!
 //! cargo run --release -p cuda-event --example known_lengths
 
-#[path = "support/json_row.rs"]
-mod json_row;
-#[path = "support/spin_kernel.rs"]
-mod spin_kernel;
+/// The examples' shared files, in `support/`.
+mod support {
+    pub(crate) mod json_row;
+}
 
 use cuda_event::{DeviceGuard, MeasureOptions, Stream, check_runtime, driver_entry_point, measure, sys};
-use spin_kernel::{SPIN_KERNEL, SPIN_PTX};
+use cuda_event_testkit::SPIN_KERNEL;
 use std::ffi::c_void;
 use std::io::Write;
 use std::ptr::{NonNull, null_mut};
 use std::time::Duration;
+use support::json_row;
 
 /// The kernels: each row's name and the kernel's length.
 const KERNELS: [(&str, Duration); 4] = [
@@ -44,7 +47,7 @@ fn main() {
 fn run(ptx: bool, sm_clock: bool) -> Result<(), Box<dyn std::error::Error>> {
     let mut out = std::io::stdout().lock();
     if ptx {
-        out.write_all(SPIN_PTX.to_bytes())?;
+        out.write_all(SPIN_KERNEL.text.to_bytes())?;
         return Ok(());
     }
     let stream = Stream::new(0)?;
@@ -113,11 +116,11 @@ impl SpinKernel {
         // SAFETY: the PTX is NUL-terminated text; the out-pointer is a live local. The module
         // stays loaded for the rest of the process, as long as the kernel may be launched.
         driver("cuModuleLoadData", unsafe {
-            load(&mut module, SPIN_PTX.as_ptr().cast())
+            load(&mut module, SPIN_KERNEL.text.as_ptr().cast())
         })?;
         // SAFETY: a module loaded above; the name is NUL-terminated; writes a live local.
         driver("cuModuleGetFunction", unsafe {
-            get(&mut function, module, SPIN_KERNEL.as_ptr())
+            get(&mut function, module, SPIN_KERNEL.entry.as_ptr())
         })?;
         Ok(SpinKernel { function, launch })
     }

@@ -13,16 +13,18 @@
 //!
 //! cargo run --release -p cuda-event --example quickstart
 
-#[path = "support/device_memory.rs"]
-mod device_memory;
-#[path = "support/json_row.rs"]
-mod json_row;
+/// The examples' shared files, in `support/`.
+mod support {
+    pub(crate) mod device_memory;
+    pub(crate) mod json_row;
+}
 
 use cuda_event::{
     CompareOptions, MeasureOptions, Measurement, Stream, Timer, check_runtime, compare, measure, sys,
 };
-use device_memory::DeviceMemory;
 use std::time::Duration;
+use support::device_memory::DeviceMemory;
+use support::json_row;
 
 const MIB: usize = 1 << 20;
 

@@ -17,7 +17,6 @@ use std::time::Instant;
 
 const SCRIPT: &str = include_str!("torch_ipc.py");
 
-#[allow(dead_code)] // the GPU test (tests/torch_ipc.rs) calls `run` instead
 fn main() {
     if let Err(e) = run() {
         eprintln!("torch_ipc: {e}");
@@ -26,7 +25,7 @@ fn main() {
 }
 
 /// Runs both directions against a `python3` child; the lines it prints are the example's output.
-pub(crate) fn run() -> Result<(), Box<dyn Error>> {
+fn run() -> Result<(), Box<dyn Error>> {
     cuda_event::device_count()?;
     let mut torch = Torch::start()?;
     let stream = Stream::new(0)?;

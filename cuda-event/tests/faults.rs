@@ -16,6 +16,11 @@ fn is_cuda_error(result: &Result<impl std::fmt::Debug, Error>) -> bool {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn fault_after_a_sticky_error_every_call_returns_the_error() {
+    if common::skip_under_sanitizer(
+        "kills its context with a kernel fault, on purpose: CUDA reports every call after it",
+    ) {
+        return;
+    }
     let test = common::this_test!();
     if common::in_a_child(test, "sticky").is_none() {
         return;
@@ -82,6 +87,9 @@ fn fault_after_a_sticky_error_every_call_returns_the_error() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn fault_bad_devices_are_typed_errors() {
+    if common::skip_under_sanitizer("passes invalid devices, on purpose: CUDA reports each refusal") {
+        return;
+    }
     let test = common::this_test!();
     if common::in_a_child(test, "bad-devices").is_none() {
         return;
@@ -212,6 +220,11 @@ fn soak(streams: &[Stream], threads: u64, rounds: u64) {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn drop_errors_printed_to_a_closed_stderr_do_not_panic() {
+    if common::skip_under_sanitizer(
+        "kills its child's context on purpose, so that drops fail: CUDA reports those errors",
+    ) {
+        return;
+    }
     let test = common::this_test!();
     if role().as_deref() != Some("closed-stderr") {
         let _gpu = gpu();

@@ -4,13 +4,17 @@
 
 use cuda_event_testkit as common;
 
-use common::{DeviceBuffer, GpuTest, driver_fn, gpu_sleep, ok};
+use common::{GpuTest, TestBuffer, driver_fn, gpu_sleep, ok};
 use cuda_event::{
     CompareOptions, DeviceGuard, Error, MeasureOptions, Measurement, StopReason, Stream, Timer, Verdict,
     compare, measure, sys,
 };
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
+
+/// Why the tests whose bounds are kernels' own lengths are skipped under compute-sanitizer.
+const KERNEL_LENGTHS: &str =
+    "its bounds are kernels' own lengths, which memcheck's instrumentation stretches";
 
 /// A GPU test of this binary: when it ends, the memory `measure` keeps per device is freed, so
 /// that the binary exits with nothing of it allocated (`ci/sanitize` runs it with a leak check).
@@ -102,6 +106,9 @@ fn timer_elapsed_never_blocks_and_is_none_until_complete() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn measure_times_a_kernel_of_known_length() {
+    if common::skip_under_sanitizer(KERNEL_LENGTHS) {
+        return;
+    }
     let _gpu = gpu();
     let stream = Stream::new(0).unwrap();
     let m = measure(&stream, &quick(), |s| -> cuda_event::Result<()> {
@@ -148,7 +155,7 @@ fn measure_keeps_host_launch_gaps_out_of_the_samples() {
 fn measure_flushing_l2_makes_an_l2_resident_copy_slower() {
     let _gpu = gpu();
     let stream = Stream::new(0).unwrap();
-    let (src, dst) = (DeviceBuffer::new(0, 8 << 20), DeviceBuffer::new(0, 8 << 20));
+    let (src, dst) = (TestBuffer::new(0, 8 << 20), TestBuffer::new(0, 8 << 20));
     let copy = |s: &Stream| -> cuda_event::Result<()> {
         dst.copy_from(&src, s);
         Ok(())
@@ -237,7 +244,7 @@ fn measure_of_a_repetition_too_large_for_the_gate_times_it_ungated_and_says_so()
     // waits on the host: this is not an error, and the samples are taken without the gate.
     let _gpu = gpu_for(Duration::from_secs(30));
     let stream = Stream::new(0).unwrap();
-    let buffer = DeviceBuffer::new(0, 4096);
+    let buffer = TestBuffer::new(0, 4096);
     let started = Instant::now();
     let m = measure(&stream, &quick().flush_l2(false), |s| -> cuda_event::Result<()> {
         for _ in 0..4096 {
@@ -333,8 +340,13 @@ fn runs_while_another_is_held(stream: &Stream) -> bool {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn measure_and_timer_never_wait_for_a_held_stream_of_the_device() {
+    if common::skip_under_sanitizer(
+        "runs work beside a held stream, and under memcheck a launch waits for the kernel before it",
+    ) {
+        return;
+    }
     let _gpu = gpu_for(Duration::from_secs(30));
-    let buffer = DeviceBuffer::new(0, 1 << 20);
+    let buffer = TestBuffer::new(0, 1 << 20);
     let (held, candidates) = (Stream::new(0).unwrap(), [(); 16].map(|_| Stream::new(0).unwrap()));
     // The SM clock's kernel, loaded while the device is idle: only its loading waits for the
     // device's work (MeasureOptions::sm_clock).
@@ -534,6 +546,9 @@ fn release_measure_memory_gives_the_flush_buffer_back_and_a_later_measurement_wo
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn compare_gives_the_verdicts_of_kernels_of_known_lengths() {
+    if common::skip_under_sanitizer(KERNEL_LENGTHS) {
+        return;
+    }
     let _gpu = gpu();
     let stream = Stream::new(0).unwrap();
     let options = CompareOptions::default().measure(quick());
@@ -634,6 +649,9 @@ fn compare_stops_when_decided_and_says_ambiguous_when_it_cannot_tell() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn measure_in_graph_mode_times_kernels_of_known_length_without_launch_gaps() {
+    if common::skip_under_sanitizer(KERNEL_LENGTHS) {
+        return;
+    }
     let _gpu = gpu();
     let stream = Stream::new(0).unwrap();
     let options = quick().graph(true);
@@ -682,6 +700,11 @@ fn measure_in_graph_mode_times_kernels_of_known_length_without_launch_gaps() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn measure_in_graph_mode_of_work_that_cannot_be_captured_is_an_error_that_says_why() {
+    if common::skip_under_sanitizer(
+        "breaks measure's graph capture, on purpose: CUDA reports the capture's errors",
+    ) {
+        return;
+    }
     let _gpu = gpu();
     let stream = Stream::new(0).unwrap();
     let options = quick().graph(true);
@@ -840,6 +863,11 @@ fn measure_reads_the_sm_clock_of_every_sample_beside_the_maximum() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn measure_discards_samples_below_the_throttle_threshold_and_says_so_when_every_one_is() {
+    if common::skip_under_sanitizer(
+        "runs to measure's timeout, a cool-down after each throttled batch: too slow under memcheck",
+    ) {
+        return;
+    }
     let _gpu = gpu();
     let stream = Stream::new(0).unwrap();
     let max = max_sm_clock_mhz();

@@ -1,0 +1,33 @@
+//! What a test measures its own cost with: CPU time of a thread or of the process, and resident
+//! memory.
+
+use std::time::Duration;
+
+/// CPU time (user + system) of the calling thread.
+pub fn thread_cpu_time() -> Duration {
+    cpu_time(libc::RUSAGE_THREAD)
+}
+
+/// CPU time (user + system) of the whole process, every thread.
+pub fn process_cpu_time() -> Duration {
+    cpu_time(libc::RUSAGE_SELF)
+}
+
+/// CPU time (user + system) of `who`, as `getrusage` counts it.
+fn cpu_time(who: libc::c_int) -> Duration {
+    // SAFETY: getrusage writes the struct through a pointer to a live, zeroed local.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        assert_eq!(libc::getrusage(who, &mut usage), 0);
+        usage
+    };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+/// Resident memory of this process, in KiB (VmRSS of /proc/self/status).
+pub fn resident_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
