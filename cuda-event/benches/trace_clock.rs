@@ -31,7 +31,7 @@ fn main() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(60);
-    let _watchdog = common::watchdog_for("the trace_clock benchmark", Duration::from_secs(3 * long + 60));
+    let _watchdog = common::deadline_for("the trace_clock benchmark", Duration::from_secs(3 * long + 60));
     let stream = Stream::new(0).expect("a CUDA GPU");
     let trace = Trace::new();
     // Warm: the kernel loaded, device 0's first anchor made.

@@ -343,3 +343,27 @@ fn the_torch_table_reads_the_same_on_crates_io_and_docs_rs() {
         "the torch table differs between README.md and lib.rs"
     );
 }
+
+/// Without a usable GPU, making a criterion `GpuTime` is an `Err` naming CUDA's error, not a panic:
+/// here (no driver) directly; on a GPU machine, in a child that sees no device.
+#[cfg(feature = "criterion")]
+#[test]
+fn without_a_usable_gpu_making_a_gpu_time_is_an_err_not_a_panic() {
+    if common::skip_under_sanitizer("its child sees no GPU: CUDA reports the error it asks for") {
+        return;
+    }
+    if common::role().is_none() && cuda_event::device_count().is_ok_and(|n| n > 0) {
+        common::run_child(
+            "without_a_usable_gpu_making_a_gpu_time_is_an_err_not_a_panic",
+            "no-gpu",
+            &[("CUDA_VISIBLE_DEVICES", "")],
+        );
+        return;
+    }
+    let made = cuda_event::GpuTime::on_device(0);
+    let Err(Error::Cuda(e)) = &made else {
+        panic!("GpuTime::on_device without a usable GPU gave {made:?}")
+    };
+    // 35 without a driver, 100 with a driver and no visible device.
+    assert!([35, 100].contains(&e.code()), "{e}");
+}

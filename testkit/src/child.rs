@@ -22,6 +22,10 @@ macro_rules! this_test {
 /// The environment variable that tells a test binary re-run as a child which part to play.
 pub const ROLE: &str = "CUDA_EVENT_TEST_ROLE";
 
+/// The environment variable naming the emulator that test binaries run under (qemu-aarch64 for a
+/// cross-built test run), which their child processes then run under too.
+pub const RUNNER: &str = "CUDA_EVENT_TEST_RUNNER";
+
 /// The role this process plays, if it is a child; a child also gets a deadline.
 pub fn role() -> Option<String> {
     let role = std::env::var(ROLE).ok()?;
@@ -37,7 +41,17 @@ pub fn spawn_child(test: &str, role: &str, envs: &[(&str, &str)]) -> Child {
 
 /// The command of [`spawn_child`], for a caller that changes its stdio before spawning.
 pub fn child_command(test: &str, role: &str, envs: &[(&str, &str)]) -> Command {
-    let mut command = Command::new(std::env::current_exe().unwrap());
+    let exe = std::env::current_exe().unwrap();
+    // A binary of another architecture runs through the emulator that runs this one (ci/test's
+    // aarch64 step sets both): the kernel cannot start it by itself.
+    let mut command = match std::env::var_os(RUNNER) {
+        Some(runner) => {
+            let mut command = Command::new(runner);
+            command.arg(exe);
+            command
+        }
+        None => Command::new(exe),
+    };
     command
         .args([
             "--exact",
