@@ -336,7 +336,7 @@ impl Trace {
         let mut out = Complete::default();
         // First see which GPU ranges are complete; the anchors are made after, so each is later on
         // the GPU than every range it places.
-        let mut ready: Vec<(usize, usize, i32)> = Vec::new();
+        let mut ready: Vec<(usize, usize, i32, f32)> = Vec::new();
         for (l, lane) in lanes.iter().enumerate() {
             let mut inner = lane.inner.lock();
             for i in 0..inner.slots.len() {
@@ -365,13 +365,15 @@ impl Trace {
                             device, start, end, ..
                         },
                     ) => {
-                        let complete = match end {
-                            Some(end) => end.query().and_then(|e| Ok(e && start.query()?)),
+                        // The interval itself says whether both ends are complete: one call, where
+                        // two queries would take several times as long.
+                        let interval = match end {
+                            Some(end) => start.elapsed_time(end),
                             None => Err(Error::NotRecorded),
                         };
-                        match complete {
-                            Ok(true) => ready.push((l, i, *device)),
-                            Ok(false) => out.pending += 1,
+                        match interval {
+                            Ok(ms) => ready.push((l, i, *device, ms)),
+                            Err(Error::NotComplete) => out.pending += 1,
                             Err(_) => {
                                 self.release(&mut inner, i);
                                 out.lost += 1;
@@ -385,7 +387,7 @@ impl Trace {
         // on note (the anchors are complete: they are before any such range).
         let epoch = self.epoch.load(Ordering::Relaxed).wrapping_add(1);
         let mut anchored: BTreeMap<i32, bool> = BTreeMap::new();
-        for &(_, _, device) in &ready {
+        for &(_, _, device, _) in &ready {
             anchored.entry(device).or_insert_with(|| {
                 let made = anchor(&mut clocks, device, epoch);
                 if let Some(error) = made {
@@ -395,7 +397,7 @@ impl Trace {
             });
         }
         self.epoch.store(epoch, Ordering::Release);
-        for (l, i, device) in ready {
+        for (l, i, device, ms) in ready {
             let lane = &lanes[l];
             let mut inner = lane.inner.lock();
             let clock = clocks.get(&device).filter(|_| anchored[&device]);
@@ -406,20 +408,12 @@ impl Trace {
             let Some(Some(slot)) = inner.slots.get(i) else {
                 continue;
             };
-            let What::Gpu {
-                start,
-                end: Some(end),
-                stream,
-                ..
-            } = &slot.what
-            else {
+            let What::Gpu { start, stream, .. } = &slot.what else {
                 continue;
             };
             let after = clock.anchors.last().expect("anchored");
-            let placed = clock::place(start, clock.before(slot.epoch), after)
-                .and_then(|at| Ok((at, start.elapsed_time(end)?)));
-            match placed {
-                Ok((at, ms)) => out.ranges.push(TracedRange {
+            match clock::place(start, clock.before(slot.epoch), after) {
+                Ok(at) => out.ranges.push(TracedRange {
                     name: slot.name.clone(),
                     track: Track::Gpu {
                         device,
