@@ -183,6 +183,8 @@
 //! read without blocking ([`Trace::take_complete`]), placed on the host's monotonic clock through
 //! per-device anchors (with the GPU clock's drift measured between reads), and written as a
 //! Chrome trace that Perfetto and chrome://tracing open ([`ChromeTrace`]): no CUPTI, no profiler.
+//! With the `nvtx` feature the same ranges are NVTX ranges too, for Nsight Systems
+//! ([`Trace::nvtx_active`]); nothing is linked for it.
 //!
 //! # How it is built
 //! The modules stand in floors, each importing only from those below it (`ci/module-graph` checks

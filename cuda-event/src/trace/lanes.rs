@@ -36,6 +36,8 @@ pub(super) struct Slot {
     pub(super) depth: u32,
     /// The trace's anchor epoch when the range opened (see `clock`).
     pub(super) epoch: u32,
+    /// Its NVTX range (see `nvtx`), 0 for none.
+    pub(super) nvtx: u64,
     pub(super) what: What,
     pub(super) state: State,
 }
@@ -124,11 +126,12 @@ impl LaneInner {
         self.spare.push(event);
     }
 
-    /// Marks the end of an open range: closed (`end` recorded) or failed.
-    pub(super) fn close(&mut self, i: usize, end: Result<Option<Event>, ()>) {
+    /// Marks the end of an open range: closed (`end` recorded) or failed. Returns its NVTX range,
+    /// for the caller to end outside the lane's lock.
+    pub(super) fn close(&mut self, i: usize, end: Result<Option<Event>, ()>) -> u64 {
         self.depth = self.depth.saturating_sub(1);
         let Some(Some(slot)) = self.slots.get_mut(i) else {
-            return;
+            return 0;
         };
         match (&mut slot.what, end) {
             (What::Gpu { end: slot_end, .. }, Ok(Some(event))) => {
@@ -141,6 +144,7 @@ impl LaneInner {
             }
             _ => slot.state = State::Failed,
         }
+        std::mem::take(&mut slot.nvtx)
     }
 }
 
@@ -153,6 +157,7 @@ mod tests {
             name: name.into(),
             depth: 0,
             epoch: 0,
+            nvtx: 0,
             what: What::Host {
                 start: Instant::now(),
                 end: None,

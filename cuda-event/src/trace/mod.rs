@@ -8,6 +8,7 @@
 mod chrome;
 mod clock;
 mod lanes;
+mod nvtx;
 
 pub use chrome::{ChromeTrace, TraceSummary};
 
@@ -213,6 +214,13 @@ impl Trace {
         }
     }
 
+    /// Whether the ranges are also NVTX ranges: the `nvtx` feature is on and its library was found
+    /// (`libnvtx3interop.so.1` on the loader's path, or the file `CUDA_EVENT_NVTX_LIBRARY` names;
+    /// looked for once, at the first call or range).
+    pub fn nvtx_active() -> bool {
+        nvtx::active()
+    }
+
     /// The instant the trace's times count from.
     pub fn started(&self) -> Instant {
         self.started
@@ -248,19 +256,23 @@ impl Trace {
         }
         let lane = self.lane();
         let device = stream.device();
+        let name = name.into();
+        let nvtx = nvtx::start(&name);
         let mut inner = lane.inner.lock();
         let start = inner.timing_event(device);
         if let Err(e) = start.record_as(stream, true) {
             inner.give_back(start);
             drop(inner);
+            nvtx::end(nvtx);
             self.held.fetch_sub(1, Ordering::Relaxed);
             return Err(e);
         }
         let depth = inner.depth;
         let slot = inner.open(Slot {
-            name: name.into(),
+            name,
             depth,
             epoch: self.epoch.load(Ordering::Acquire),
+            nvtx,
             what: What::Gpu {
                 device,
                 stream: stream.as_raw() as usize as u64,
@@ -303,12 +315,15 @@ impl Trace {
             };
         }
         let lane = self.lane();
+        let name = name.into();
+        let nvtx = nvtx::start(&name);
         let mut inner = lane.inner.lock();
         let depth = inner.depth;
         let slot = inner.open(Slot {
-            name: name.into(),
+            name,
             depth,
             epoch: 0,
+            nvtx,
             what: What::Host {
                 start: Instant::now(),
                 end: None,
@@ -566,14 +581,15 @@ impl GpuRange<'_, '_> {
         let mut inner = lane.inner.lock();
         let end = inner.timing_event(stream.device());
         let recorded = end.record_as(stream, true);
-        match recorded {
+        let nvtx = match recorded {
             Ok(_) => inner.close(slot, Ok(Some(end))),
             Err(_) => {
                 inner.give_back(end);
-                inner.close(slot, Err(()));
+                inner.close(slot, Err(()))
             }
-        }
+        };
         drop(inner);
+        nvtx::end(nvtx);
         recorded?;
         match mismatch {
             Some(other) => Err(Error::DeviceMismatch {
@@ -615,7 +631,8 @@ impl HostRange<'_> {
         let Some((lane, slot)) = self.open.take() else {
             return;
         };
-        lane.inner.lock().close(slot, Ok(None));
+        let nvtx = lane.inner.lock().close(slot, Ok(None));
+        nvtx::end(nvtx);
     }
 }
 
