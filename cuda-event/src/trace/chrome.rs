@@ -21,7 +21,7 @@ pub struct ChromeTrace<'t, W: Write> {
     out: W,
     events: usize,
     /// Each stream's thread id in its device's process, numbered as they first appear.
-    streams: BTreeMap<(i32, u64), u64>,
+    streams: BTreeMap<(i32, u64, u64), u64>,
     /// Host threads and devices whose track names are written.
     named: BTreeSet<Track>,
     summary: TraceSummary,
@@ -69,10 +69,16 @@ impl<'t, W: Write> ChromeTrace<'t, W> {
         Ok(writer)
     }
 
+    /// What was written so far, and what was left out.
+    pub fn summary(&self) -> &TraceSummary {
+        &self.summary
+    }
+
     /// Writes the ranges completed since the last write; returns how many.
     ///
     /// # Errors
-    /// Those of the output.
+    /// Those of the output. The ranges this write took from the trace and could not write are
+    /// lost (counted in [`TraceSummary::lost`]), and the file is left unterminated.
     pub fn write_complete(&mut self) -> io::Result<usize> {
         let complete = self.trace.take_complete();
         self.write(complete)
@@ -112,11 +118,16 @@ impl<'t, W: Write> ChromeTrace<'t, W> {
             BTreeMap::new()
         };
         let n = complete.ranges.len();
-        for range in &complete.ranges {
-            self.range(range, &names)?;
+        self.summary.lost += complete.lost;
+        for (i, range) in complete.ranges.iter().enumerate() {
+            if let Err(e) = self.range(range, &names) {
+                // Taken out of the trace and not written: lost.
+                self.summary.written += i;
+                self.summary.lost += (n - i) as u64;
+                return Err(e);
+            }
         }
         self.summary.written += n;
-        self.summary.lost += complete.lost;
         self.summary.pending = complete.pending;
         self.summary.open = complete.open;
         self.summary.max_anchor_error = self.summary.max_anchor_error.max(complete.max_anchor_error);
@@ -134,21 +145,22 @@ impl<'t, W: Write> ChromeTrace<'t, W> {
         }
         let (pid, tid, cat) = match range.track {
             Track::Host { thread } => (HOST_PID, thread, "host"),
-            Track::Gpu { device, stream } => {
+            Track::Gpu { device, stream, id } => {
                 let device_track = Track::Gpu {
                     device,
                     stream: u64::MAX,
+                    id: u64::MAX,
                 };
                 let pid = GPU_PID_BASE + device.max(0) as u64;
                 if self.named.insert(device_track) {
                     self.metadata("process_name", pid, None, &format!("GPU {device}"))?;
                     self.metadata_index("process_sort_index", pid, 1 + device.max(0) as u64)?;
                 }
-                let next = self.streams.iter().filter(|((d, _), _)| *d == device).count() as u64 + 1;
-                let tid = match self.streams.get(&(device, stream)) {
+                let next = self.streams.keys().filter(|(d, ..)| *d == device).count() as u64 + 1;
+                let tid = match self.streams.get(&(device, id, stream)) {
                     Some(&tid) => tid,
                     None => {
-                        self.streams.insert((device, stream), next);
+                        self.streams.insert((device, id, stream), next);
                         self.metadata("thread_name", pid, Some(next), &stream_name(stream))?;
                         next
                     }
@@ -165,7 +177,7 @@ impl<'t, W: Write> ChromeTrace<'t, W> {
             micros(range.start),
             micros(range.duration)
         )?;
-        if let Track::Gpu { device, stream } = range.track {
+        if let Track::Gpu { device, stream, .. } = range.track {
             write!(self.out, "\"device\":{device},\"stream\":\"{stream:#x}\",")?;
         }
         write!(
@@ -291,7 +303,11 @@ mod tests {
         let mut writer = ChromeTrace::new(&trace, &mut file).unwrap();
         let range = |device, stream, start_us| TracedRange {
             name: "r".into(),
-            track: Track::Gpu { device, stream },
+            track: Track::Gpu {
+                device,
+                stream,
+                id: stream,
+            },
             start: Duration::from_micros(start_us),
             duration: Duration::from_nanos(1500),
             depth: 0,
@@ -324,5 +340,32 @@ mod tests {
             1,
             "each track is named once"
         );
+    }
+
+    #[test]
+    fn ranges_a_failed_write_took_are_counted_lost() {
+        struct FailAfter(usize);
+        impl Write for FailAfter {
+            fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+                if self.0 < buf.len() {
+                    return Err(io::Error::other("disk full"));
+                }
+                self.0 -= buf.len();
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let trace = Trace::new();
+        for _ in 0..10 {
+            trace.in_host_range("r", || ());
+        }
+        let mut writer = ChromeTrace::new(&trace, FailAfter(600)).unwrap();
+        assert!(writer.write_complete().is_err());
+        let s = writer.summary();
+        assert!(s.written > 0 && s.lost > 0, "{s:?}");
+        assert_eq!(s.written as u64 + s.lost, 10, "{s:?}");
+        assert_eq!(trace.held(), 0);
     }
 }

@@ -1,10 +1,11 @@
 //! One clock for a trace: GPU timing events placed on the host's monotonic clock.
 //!
 //! A GPU event's time is only known relative to another event of its device (`elapsed_time`). So
-//! each device gets anchors: a timing event recorded on a private, idle stream and spun on until it
-//! completes. The GPU stamped it between the host's instant before the record and the instant the
-//! query saw it complete, so the anchor's host time is the middle of that bracket, wrong by at most
-//! half of it (the bracket is reported).
+//! each device gets anchors: a timing event recorded on a private stream (non-blocking, of the
+//! highest priority, idle but for anchors) and spun on until it completes. The GPU stamped it
+//! between the host's instant before the record and the instant the query saw it complete, so the
+//! anchor's host time is the middle of that bracket, wrong by at most half of it (the bracket is
+//! reported).
 //!
 //! A trace makes an anchor each time it collects complete ranges, after seeing them complete, so
 //! the newest anchor is later on the GPU than every range being placed. A range opened after an
@@ -19,7 +20,7 @@
 
 use crate::error::{Error, Result};
 use crate::event::Event;
-use crate::stream::Stream;
+use crate::stream::{Stream, StreamOptions};
 use crate::timing::timer::timing_event;
 use std::time::{Duration, Instant};
 
@@ -38,7 +39,7 @@ pub(super) struct Anchor {
     /// From the record's call to the query that saw it complete: twice the anchor's worst error.
     pub(super) bracket: Duration,
     /// The trace's anchor epoch it was made for.
-    pub(super) epoch: u32,
+    pub(super) epoch: u64,
 }
 
 /// The anchors of one device, oldest first, and the private stream they are recorded on.
@@ -48,28 +49,37 @@ pub(super) struct DeviceClock {
 }
 
 impl DeviceClock {
+    /// The private stream: non-blocking, so that the legacy default stream's work never holds an
+    /// anchor back, and of the highest priority, so that its record is scheduled first.
     pub(super) fn new(device: i32) -> Result<DeviceClock> {
+        let options = StreamOptions::default().non_blocking(true).priority(-1_000);
         Ok(DeviceClock {
-            stream: Stream::new(device)?,
+            stream: Stream::with_options(device, options)?,
             anchors: Vec::new(),
         })
     }
 
     /// Makes an anchor for `epoch` (the narrowest of a few tries) and keeps it as the newest.
-    pub(super) fn anchor(&mut self, epoch: u32) -> Result<&Anchor> {
+    pub(super) fn anchor(&mut self, epoch: u64) -> Result<&Anchor> {
         let mut best: Option<Anchor> = None;
+        let mut error = None;
         for _ in 0..ANCHOR_TRIES {
-            let anchor = self.try_anchor(epoch)?;
-            if best.as_ref().is_none_or(|b| anchor.bracket < b.bracket) {
-                best = Some(anchor);
+            match self.try_anchor(epoch) {
+                Ok(anchor) if best.as_ref().is_none_or(|b| anchor.bracket < b.bracket) => best = Some(anchor),
+                Ok(_) => {}
+                // A try that timed out leaves the ones before it good.
+                Err(e) => {
+                    error = Some(e);
+                    break;
+                }
             }
         }
-        let best = best.ok_or(Error::NotComplete)?;
+        let best = best.ok_or(error.unwrap_or(Error::NotComplete))?;
         self.anchors.push(best);
         Ok(self.anchors.last().expect("just pushed"))
     }
 
-    fn try_anchor(&self, epoch: u32) -> Result<Anchor> {
+    fn try_anchor(&self, epoch: u64) -> Result<Anchor> {
         let event = timing_event();
         let before = Instant::now();
         event.record(&self.stream)?;
@@ -90,14 +100,14 @@ impl DeviceClock {
 
     /// The newest anchor made no later than `epoch`, other than the newest of all: the one before a
     /// range that noted `epoch` at its open.
-    pub(super) fn before(&self, epoch: u32) -> Option<&Anchor> {
+    pub(super) fn before(&self, epoch: u64) -> Option<&Anchor> {
         let (_, older) = self.anchors.split_last()?;
         older.iter().rev().find(|a| a.epoch <= epoch)
     }
 
     /// Forgets the anchors that no held range can need any more: those older than the newest one
     /// made no later than `oldest_epoch` (the oldest epoch a held range of this device noted).
-    pub(super) fn prune(&mut self, oldest_epoch: Option<u32>) {
+    pub(super) fn prune(&mut self, oldest_epoch: Option<u64>) {
         let keep_from = match oldest_epoch {
             None => self.anchors.len().saturating_sub(1),
             Some(epoch) => self.anchors.iter().rposition(|a| a.epoch <= epoch).unwrap_or(0),

@@ -4,10 +4,12 @@
 //! A lane's slots are reused: a range takes a free slot, the reader frees it when the range is
 //! read, and the slots grow to the lane's peak and no further. Each lane also keeps the timing
 //! events of the ranges it read, for its next ranges, so that a steady trace neither allocates nor
-//! creates CUDA events.
+//! creates CUDA events. When its thread exits, the lane is orphaned; the reader drops it once
+//! nothing in it is left to read.
 
 use crate::event::Event;
 use crate::sync::Mutex;
+use crate::sync::atomic::{AtomicBool, Ordering};
 use std::borrow::Cow;
 use std::time::Instant;
 
@@ -17,6 +19,8 @@ pub(super) struct Lane {
     pub(super) thread: u64,
     /// The thread's name, if it has one.
     pub(super) name: Option<String>,
+    /// Set when its thread exits: once its ranges are read, the reader drops the lane.
+    orphaned: AtomicBool,
     pub(super) inner: Mutex<LaneInner>,
 }
 
@@ -35,7 +39,7 @@ pub(super) struct Slot {
     pub(super) name: Cow<'static, str>,
     pub(super) depth: u32,
     /// The trace's anchor epoch when the range opened (see `clock`).
-    pub(super) epoch: u32,
+    pub(super) epoch: u64,
     /// Its NVTX range (see `nvtx`), 0 for none.
     pub(super) nvtx: u64,
     pub(super) what: What,
@@ -52,8 +56,10 @@ pub(super) enum What {
     },
     Gpu {
         device: i32,
-        /// The raw handle of the stream it opened on, as a number: its track.
+        /// The raw handle of the stream it opened on, as a number.
         stream: u64,
+        /// Which stream that is (see `Track::Gpu`).
+        id: u64,
         start: Event,
         end: Option<Event>,
     },
@@ -72,8 +78,19 @@ impl Lane {
         Lane {
             thread,
             name,
+            orphaned: AtomicBool::new(false),
             inner: Mutex::new(LaneInner::default()),
         }
+    }
+
+    /// Its thread exited (or, for the lane of threads past their thread-locals, never does).
+    pub(super) fn orphan(&self) {
+        self.orphaned.store(true, Ordering::Release);
+    }
+
+    /// Orphaned and with nothing left to read: no one will use it again.
+    pub(super) fn done(&self) -> bool {
+        self.orphaned.load(Ordering::Acquire) && self.inner.lock().slots.iter().all(Option::is_none)
     }
 }
 
@@ -124,6 +141,11 @@ impl LaneInner {
     /// Gives back an event taken by [`timing_event`](Self::timing_event) and not used.
     pub(super) fn give_back(&mut self, event: Event) {
         self.spare.push(event);
+    }
+
+    /// Drops the kept events of `device`: its context ended (a device reset), and so did they.
+    pub(super) fn forget_spares(&mut self, device: i32) {
+        self.spare.retain(|e| e.device() != Some(device));
     }
 
     /// Marks the end of an open range: closed (`end` recorded) or failed. Returns its NVTX range,

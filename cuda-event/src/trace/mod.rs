@@ -14,8 +14,9 @@ pub use chrome::{ChromeTrace, TraceSummary};
 
 use crate::error::{Error, Result};
 use crate::stream::Stream;
-use crate::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use crate::sync::{Mutex, thread_local};
+use crate::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use crate::sync::{Mutex, OnceLock, thread_local};
+use crate::sys;
 use clock::DeviceClock;
 use lanes::{Lane, Slot, State, What};
 use std::borrow::Cow;
@@ -55,9 +56,11 @@ pub const DEFAULT_TRACE_CAPACITY: usize = 1 << 16;
 /// given as `&'static str` allocate nothing; in a steady trace (ranges read as fast as they are
 /// made) nothing else allocates either.
 ///
-/// **Bounds.** The trace holds at most its capacity of ranges, open or closed and not yet read.
-/// A range opened beyond it is dropped: it records nothing, its guard does nothing, and it is
-/// counted in [`dropped`](Self::dropped). Nothing ever waits for room.
+/// **Bounds.** The trace holds at most its capacity of ranges, open or closed and not yet read,
+/// and one lane per thread that opens ranges (with the timing events of its peak), which goes once
+/// the thread has exited and its ranges are read. A range opened beyond the capacity is dropped:
+/// it records nothing, its guard does nothing, and it is counted in [`dropped`](Self::dropped).
+/// Nothing ever waits for room.
 ///
 /// **Reading.** [`take_complete`](Self::take_complete) (and the writers built on it) returns the
 /// ranges whose work is complete, without waiting for the others, which stay for a later read. Each
@@ -86,9 +89,12 @@ pub struct Trace {
     /// Ranges held: open, or closed and not yet read.
     held: AtomicUsize,
     dropped: AtomicU64,
-    /// Incremented after each read's anchors are made: a range notes it at its open (see `clock`).
-    epoch: AtomicU32,
+    /// Incremented after a read's anchors are made: a range notes it at its open, before its
+    /// first record (see `clock`).
+    epoch: AtomicU64,
     lanes: Mutex<Vec<Arc<Lane>>>,
+    /// The lane of threads whose thread-locals are gone (ranges opened in their destructors).
+    homeless: OnceLock<Arc<Lane>>,
     next_thread: AtomicU64,
     /// The reader's: one read at a time.
     clocks: Mutex<BTreeMap<i32, DeviceClock>>,
@@ -150,6 +156,11 @@ pub enum Track {
         device: i32,
         /// The stream's raw handle, as a number.
         stream: u64,
+        /// Which stream that is: a number of the process's that no other stream ever gets (CUDA
+        /// may give a later stream the handle of a destroyed one); for the per-thread default
+        /// stream, the opening thread's number with the top bit set; 0 for the legacy default
+        /// stream.
+        id: u64,
     },
 }
 
@@ -174,7 +185,19 @@ static NEXT_TRACE: AtomicU64 = AtomicU64::new(1);
 
 thread_local! {
     /// This thread's lane of each trace it opened ranges in (weak: the trace owns its lanes).
-    static LANES: RefCell<Vec<(u64, Weak<Lane>)>> = const { RefCell::new(Vec::new()) };
+    static LANES: RefCell<LaneCache> = const { RefCell::new(LaneCache(Vec::new())) };
+}
+
+/// A thread's lanes, by trace id; when the thread exits, its lanes are orphaned, for the reader to
+/// drop once their ranges are read.
+struct LaneCache(Vec<(u64, Weak<Lane>)>);
+
+impl Drop for LaneCache {
+    fn drop(&mut self) {
+        for lane in self.0.iter().filter_map(|(_, lane)| lane.upgrade()) {
+            lane.orphan();
+        }
+    }
 }
 
 impl Default for Trace {
@@ -207,8 +230,9 @@ impl Trace {
             started: Instant::now(),
             held: AtomicUsize::new(0),
             dropped: AtomicU64::new(0),
-            epoch: AtomicU32::new(0),
+            epoch: AtomicU64::new(0),
             lanes: Mutex::new(Vec::new()),
+            homeless: OnceLock::new(),
             next_thread: AtomicU64::new(1),
             clocks: Mutex::new(BTreeMap::new()),
         }
@@ -258,24 +282,28 @@ impl Trace {
         let device = stream.device();
         let name = name.into();
         let nvtx = nvtx::start(&name);
+        // Before the record: every anchor of this epoch is complete before it (see `clock`).
+        let epoch = self.epoch.load(Ordering::Acquire);
         let mut inner = lane.inner.lock();
-        let start = inner.timing_event(device);
-        if let Err(e) = start.record_as(stream, true) {
-            inner.give_back(start);
-            drop(inner);
-            nvtx::end(nvtx);
-            self.held.fetch_sub(1, Ordering::Relaxed);
-            return Err(e);
-        }
+        let start = match record_in(&mut inner, stream) {
+            Ok(start) => start,
+            Err(e) => {
+                drop(inner);
+                nvtx::end(nvtx);
+                self.held.fetch_sub(1, Ordering::Relaxed);
+                return Err(e);
+            }
+        };
         let depth = inner.depth;
         let slot = inner.open(Slot {
             name,
             depth,
-            epoch: self.epoch.load(Ordering::Acquire),
+            epoch,
             nvtx,
             what: What::Gpu {
                 device,
                 stream: stream.as_raw() as usize as u64,
+                id: track_id(stream, lane.thread),
                 start,
                 end: None,
             },
@@ -347,7 +375,12 @@ impl Trace {
     /// what it left and what was lost. See [`Trace`] and [`TracedRange`].
     pub fn take_complete(&self) -> Complete {
         let mut clocks = self.clocks.lock();
-        let lanes: Vec<Arc<Lane>> = self.lanes.lock().clone();
+        let lanes: Vec<Arc<Lane>> = {
+            let mut lanes = self.lanes.lock();
+            // The lanes of exited threads whose ranges were all read before: no one uses them again.
+            lanes.retain(|lane| !lane.done());
+            lanes.clone()
+        };
         let mut out = Complete::default();
         // First see which GPU ranges are complete; the anchors are made after, so each is later on
         // the GPU than every range it places.
@@ -359,7 +392,7 @@ impl Trace {
                 match (slot.state, &slot.what) {
                     (State::Open, _) => out.open += 1,
                     (State::Failed, _) => {
-                        self.release(&mut inner, i);
+                        self.release(&mut inner, i, false);
                         out.lost += 1;
                     }
                     (State::Closed, What::Host { start, end }) => {
@@ -372,7 +405,7 @@ impl Trace {
                             depth: slot.depth,
                             thread: lane.thread,
                         });
-                        self.release(&mut inner, i);
+                        self.release(&mut inner, i, true);
                     }
                     (
                         State::Closed,
@@ -390,7 +423,7 @@ impl Trace {
                             Ok(ms) => ready.push((l, i, *device, ms)),
                             Err(Error::NotComplete) => out.pending += 1,
                             Err(_) => {
-                                self.release(&mut inner, i);
+                                self.release(&mut inner, i, false);
                                 out.lost += 1;
                             }
                         }
@@ -400,7 +433,7 @@ impl Trace {
         }
         // One anchor per device with ranges to place, then the epoch that ranges opened from now
         // on note (the anchors are complete: they are before any such range).
-        let epoch = self.epoch.load(Ordering::Relaxed).wrapping_add(1);
+        let epoch = self.epoch.load(Ordering::Relaxed) + 1;
         let mut anchored: BTreeMap<i32, bool> = BTreeMap::new();
         for &(_, _, device, _) in &ready {
             anchored.entry(device).or_insert_with(|| {
@@ -411,7 +444,9 @@ impl Trace {
                 made.is_some()
             });
         }
-        self.epoch.store(epoch, Ordering::Release);
+        if !anchored.is_empty() {
+            self.epoch.store(epoch, Ordering::Release);
+        }
         for (l, i, device, ms) in ready {
             let lane = &lanes[l];
             let mut inner = lane.inner.lock();
@@ -423,16 +458,22 @@ impl Trace {
             let Some(Some(slot)) = inner.slots.get(i) else {
                 continue;
             };
-            let What::Gpu { start, stream, .. } = &slot.what else {
+            let What::Gpu {
+                start, stream, id, ..
+            } = &slot.what
+            else {
                 continue;
             };
             let after = clock.anchors.last().expect("anchored");
-            match clock::place(start, clock.before(slot.epoch), after) {
+            let placed = clock::place(start, clock.before(slot.epoch), after);
+            let read = placed.is_ok();
+            match placed {
                 Ok(at) => out.ranges.push(TracedRange {
                     name: slot.name.clone(),
                     track: Track::Gpu {
                         device,
                         stream: *stream,
+                        id: *id,
                     },
                     start: at.saturating_duration_since(self.started),
                     duration: crate::timing::timer::from_ms(ms),
@@ -441,10 +482,10 @@ impl Trace {
                 }),
                 Err(_) => out.lost += 1,
             }
-            self.release(&mut inner, i);
+            self.release(&mut inner, i, read);
         }
         // Anchors no held range needs any more.
-        let mut oldest: BTreeMap<i32, u32> = BTreeMap::new();
+        let mut oldest: BTreeMap<i32, u64> = BTreeMap::new();
         for lane in &lanes {
             for slot in lane.inner.lock().slots.iter().flatten() {
                 if let What::Gpu { device, .. } = slot.what {
@@ -479,10 +520,13 @@ impl Trace {
         false
     }
 
-    /// Frees a read (or given up) range's slot and its place in the capacity.
-    fn release(&self, inner: &mut lanes::LaneInner, slot: usize) {
+    /// Frees a read (or given up) range's slot and its place in the capacity; a read range's
+    /// events are kept for the lane's next ranges, a lost one's (which failed) are dropped.
+    fn release(&self, inner: &mut lanes::LaneInner, slot: usize, read: bool) {
         if let Some(slot) = inner.free(slot) {
-            inner.keep_events(slot.what);
+            if read {
+                inner.keep_events(slot.what);
+            }
             self.held.fetch_sub(1, Ordering::Relaxed);
         }
     }
@@ -492,19 +536,20 @@ impl Trace {
         let found = LANES.try_with(|lanes| {
             let mut lanes = lanes.borrow_mut();
             if let Some(lane) = lanes
+                .0
                 .iter()
                 .find(|(id, _)| *id == self.id)
                 .and_then(|(_, w)| w.upgrade())
             {
                 return lane;
             }
-            lanes.retain(|(_, lane)| lane.strong_count() > 0);
+            lanes.0.retain(|(_, lane)| lane.strong_count() > 0);
             let lane = self.new_lane();
-            lanes.push((self.id, Arc::downgrade(&lane)));
+            lanes.0.push((self.id, Arc::downgrade(&lane)));
             lane
         });
-        // A thread whose thread-locals are being destroyed gets a lane of its own each time.
-        found.unwrap_or_else(|_| self.new_lane())
+        // A thread whose thread-locals are gone shares one lane with any other such.
+        found.unwrap_or_else(|_| self.homeless.get_or_init(|| self.new_lane()).clone())
     }
 
     fn new_lane(&self) -> Arc<Lane> {
@@ -525,10 +570,37 @@ impl Trace {
     }
 }
 
+/// The `id` of a stream's track (see [`Track::Gpu`]).
+fn track_id(stream: &Stream, thread: u64) -> u64 {
+    match stream.id() {
+        Some(id) => crate::stream::StreamId::to_word(Some(id)),
+        None if stream.as_raw() == sys::cudaStreamPerThread => (1 << 63) | thread,
+        None => 0,
+    }
+}
+
+/// Records a timing event of the lane's on `stream` (refusing a capturing stream) and returns it.
+/// A kept event that fails with [`Error::DeviceWasReset`] died with its context: the lane's kept
+/// events of that device are dropped and a new one is tried.
+fn record_in(inner: &mut lanes::LaneInner, stream: &Stream) -> Result<crate::event::Event> {
+    let device = stream.device();
+    let event = inner.timing_event(device);
+    match event.record_as(stream, true) {
+        Ok(_) => return Ok(event),
+        Err(Error::DeviceWasReset { .. }) if event.device().is_some() => inner.forget_spares(device),
+        Err(e) => {
+            inner.give_back(event);
+            return Err(e);
+        }
+    }
+    let event = crate::timing::timer::timing_event();
+    event.record_as(stream, true).map(|_| event)
+}
+
 /// Makes `device`'s anchor for `epoch` (its clock made at the first, and made anew once if the
 /// old one's stream died, as after a device reset). Half its bracket, or `None` if it could not be
 /// made this time.
-fn anchor(clocks: &mut BTreeMap<i32, DeviceClock>, device: i32, epoch: u32) -> Option<Duration> {
+fn anchor(clocks: &mut BTreeMap<i32, DeviceClock>, device: i32, epoch: u64) -> Option<Duration> {
     for _ in 0..2 {
         if let std::collections::btree_map::Entry::Vacant(v) = clocks.entry(device) {
             v.insert(DeviceClock::new(device).ok()?);
@@ -579,14 +651,10 @@ impl GpuRange<'_, '_> {
             _ => self.stream,
         };
         let mut inner = lane.inner.lock();
-        let end = inner.timing_event(stream.device());
-        let recorded = end.record_as(stream, true);
-        let nvtx = match recorded {
-            Ok(_) => inner.close(slot, Ok(Some(end))),
-            Err(_) => {
-                inner.give_back(end);
-                inner.close(slot, Err(()))
-            }
+        let recorded = record_in(&mut inner, stream);
+        let (nvtx, recorded) = match recorded {
+            Ok(end) => (inner.close(slot, Ok(Some(end))), Ok(())),
+            Err(e) => (inner.close(slot, Err(())), Err(e)),
         };
         drop(inner);
         nvtx::end(nvtx);
@@ -713,5 +781,83 @@ mod tests {
                 .all(|t| names[t].as_deref().is_some_and(|n| n.starts_with("worker ")))
         );
         assert_eq!(trace.held(), 1, "the forgotten span keeps its place");
+    }
+
+    #[test]
+    fn lanes_of_exited_threads_go_once_their_ranges_are_read() {
+        let trace = Trace::with_capacity(8);
+        for _ in 0..100 {
+            std::thread::scope(|s| {
+                s.spawn(|| trace.in_host_range("task", || ()));
+            });
+            assert_eq!(trace.take_complete().ranges.len(), 1);
+        }
+        // Each read drops the lanes whose ranges an earlier read took.
+        trace.take_complete();
+        assert_eq!((trace.held(), trace.lanes.lock().len()), (0, 0));
+        // A thread that exits with a range still unread keeps its lane until that is read.
+        std::thread::scope(|s| {
+            s.spawn(|| std::mem::forget(trace.host_range("never closed")));
+        });
+        trace.take_complete();
+        assert_eq!(trace.lanes.lock().len(), 1);
+    }
+
+    #[test]
+    fn ranges_opened_in_thread_local_destructors_share_one_lane() {
+        static TRACE: std::sync::LazyLock<Trace> = std::sync::LazyLock::new(Trace::new);
+        struct OnExit;
+        impl Drop for OnExit {
+            fn drop(&mut self) {
+                for _ in 0..3 {
+                    TRACE.in_host_range("in a thread-local destructor", || ());
+                }
+            }
+        }
+        std::thread_local!(static GUARD: OnExit = const { OnExit });
+        std::thread::spawn(|| {
+            GUARD.with(|_| ()); // registered before the lanes' cache: destroyed after it
+            TRACE.in_host_range("first", || ());
+        })
+        .join()
+        .expect("no panic in the thread");
+        assert_eq!(TRACE.take_complete().ranges.len(), 4);
+        TRACE.take_complete();
+        assert_eq!(
+            TRACE.lanes.lock().len(),
+            1,
+            "the thread's own lane is gone, the shared one stays"
+        );
+    }
+}
+
+#[cfg(all(test, cuda_event_model))]
+mod model_tests {
+    use super::*;
+    use crate::model::{check_once, reset};
+    use crate::sync::thread;
+
+    /// After a device reset, the events a lane kept died with the context: a range on a new
+    /// stream of the device drops them and records on a new one.
+    #[test]
+    fn ranges_work_again_after_a_reset() {
+        check_once(|| {
+            let trace = Trace::new();
+            let s = Stream::new(0).unwrap();
+            for _ in 0..3 {
+                trace.range(&s, "before the reset").unwrap().end().unwrap();
+            }
+            assert_eq!(trace.take_complete().ranges.len(), 3);
+            thread::spawn(|| reset(0)).join().unwrap();
+            drop(s);
+            let fresh = Stream::new(0).unwrap();
+            for i in 0..3 {
+                let r = trace.range(&fresh, "after the reset");
+                assert!(r.is_ok(), "attempt {i}: {:?}", r.as_ref().err());
+                r.unwrap().end().unwrap();
+            }
+            let read = trace.take_complete();
+            assert_eq!((read.ranges.len(), read.lost), (3, 0), "{read:?}");
+        });
     }
 }
