@@ -9,20 +9,19 @@ mod chrome;
 mod clock;
 mod lanes;
 mod nvtx;
+mod range;
+mod read;
 
 pub use chrome::{ChromeTrace, TraceSummary};
+pub use range::{GpuRange, HostRange};
 
-use crate::error::{Error, Result};
-use crate::stream::Stream;
 use crate::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use crate::sync::{Mutex, OnceLock, thread_local};
-use crate::sys;
 use clock::DeviceClock;
-use lanes::{Lane, Slot, State, What};
+use lanes::Lane;
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::marker::PhantomData;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -71,12 +70,13 @@ pub const DEFAULT_TRACE_CAPACITY: usize = 1 << 16;
 /// - A range closed on another stream of its device ([`GpuRange::end_on`]) spans from its open on
 ///   the first stream to its close on the second, as [`Timer::stop`](crate::Timer::stop) does: it
 ///   means something only if the second stream's work was ordered after the first's. On a stream
-///   of another device it is closed on its own stream and [`Error::DeviceMismatch`] is returned.
+///   of another device it is closed on its own stream and
+///   [`Error::DeviceMismatch`](crate::Error::DeviceMismatch) is returned.
 /// - A range cannot be closed twice: its guard is consumed. A guard that is never dropped
 ///   (`std::mem::forget`) leaves its range open for good: it keeps its place in the capacity and
 ///   is counted as open by every read.
-/// - On a stream being captured, [`range`](Self::range) returns [`Error::StreamCapturing`] and
-///   records nothing. A range whose stream began a capture after it opened gets the same error at
+/// - On a stream being captured, [`range`](Self::range) returns
+///   [`Error::StreamCapturing`](crate::Error::StreamCapturing) and records nothing. A range whose stream began a capture after it opened gets the same error at
 ///   its close and is read as lost.
 /// - After a device reset, or a fault of the work, the ranges whose events died are read as lost
 ///   (counted, not returned), and the device's anchors are made anew.
@@ -98,23 +98,6 @@ pub struct Trace {
     next_thread: AtomicU64,
     /// The reader's: one read at a time.
     clocks: Mutex<BTreeMap<i32, DeviceClock>>,
-}
-
-/// An open GPU range, closed when dropped or by [`end`](Self::end) /
-/// [`end_on`](Self::end_on), which also say whether its end was recorded.
-#[must_use = "a range closes when its guard drops: bind it to a name"]
-pub struct GpuRange<'t, 's> {
-    _trace: PhantomData<&'t Trace>,
-    stream: &'s Stream,
-    /// `None` when the range was dropped (the trace was full) or is closed.
-    open: Option<(Arc<Lane>, usize)>,
-}
-
-/// An open host span, closed when dropped or by [`end`](Self::end).
-#[must_use = "a span closes when its guard drops: bind it to a name"]
-pub struct HostRange<'t> {
-    _trace: PhantomData<&'t Trace>,
-    open: Option<(Arc<Lane>, usize)>,
 }
 
 /// A complete range, placed on the host's clock.
@@ -260,246 +243,6 @@ impl Trace {
         self.held.load(Ordering::Relaxed)
     }
 
-    /// Opens a GPU range named `name` on `stream`: from the work submitted to it before this call
-    /// to the work submitted before the guard's close.
-    ///
-    /// # Errors
-    /// [`Error::StreamCapturing`] on a stream being captured; CUDA's error of the record. Nothing
-    /// is held then. A full trace is not an error: see [`dropped`](Self::dropped).
-    pub fn range<'t, 's>(
-        &'t self,
-        stream: &'s Stream,
-        name: impl Into<Cow<'static, str>>,
-    ) -> Result<GpuRange<'t, 's>> {
-        if !self.take_room() {
-            return Ok(GpuRange {
-                _trace: PhantomData,
-                stream,
-                open: None,
-            });
-        }
-        let lane = self.lane();
-        let device = stream.device();
-        let name = name.into();
-        let nvtx = nvtx::start(&name);
-        // Before the record: every anchor of this epoch is complete before it (see `clock`).
-        let epoch = self.epoch.load(Ordering::Acquire);
-        let mut inner = lane.inner.lock();
-        let start = match record_in(&mut inner, stream) {
-            Ok(start) => start,
-            Err(e) => {
-                drop(inner);
-                nvtx::end(nvtx);
-                self.held.fetch_sub(1, Ordering::Relaxed);
-                return Err(e);
-            }
-        };
-        let depth = inner.depth;
-        let slot = inner.open(Slot {
-            name,
-            depth,
-            epoch,
-            nvtx,
-            what: What::Gpu {
-                device,
-                stream: stream.as_raw() as usize as u64,
-                id: track_id(stream, lane.thread),
-                start,
-                end: None,
-            },
-            state: State::Open,
-        });
-        drop(inner);
-        Ok(GpuRange {
-            _trace: PhantomData,
-            stream,
-            open: Some((lane, slot)),
-        })
-    }
-
-    /// Runs `work` inside a GPU range named `name` on `stream` (the work that `work` submits to it).
-    ///
-    /// # Errors
-    /// Those of [`range`](Self::range), before `work` runs; those of [`GpuRange::end`], after.
-    pub fn in_range<R>(
-        &self,
-        stream: &Stream,
-        name: impl Into<Cow<'static, str>>,
-        work: impl FnOnce() -> R,
-    ) -> Result<R> {
-        let range = self.range(stream, name)?;
-        let out = work();
-        range.end()?;
-        Ok(out)
-    }
-
-    /// Opens a host span named `name` on the calling thread's track. Never fails; a full trace
-    /// drops it (see [`dropped`](Self::dropped)).
-    pub fn host_range(&self, name: impl Into<Cow<'static, str>>) -> HostRange<'_> {
-        if !self.take_room() {
-            return HostRange {
-                _trace: PhantomData,
-                open: None,
-            };
-        }
-        let lane = self.lane();
-        let name = name.into();
-        let nvtx = nvtx::start(&name);
-        let mut inner = lane.inner.lock();
-        let depth = inner.depth;
-        let slot = inner.open(Slot {
-            name,
-            depth,
-            epoch: 0,
-            nvtx,
-            what: What::Host {
-                start: Instant::now(),
-                end: None,
-            },
-            state: State::Open,
-        });
-        drop(inner);
-        HostRange {
-            _trace: PhantomData,
-            open: Some((lane, slot)),
-        }
-    }
-
-    /// Runs `work` inside a host span named `name`.
-    pub fn in_host_range<R>(&self, name: impl Into<Cow<'static, str>>, work: impl FnOnce() -> R) -> R {
-        let _span = self.host_range(name);
-        work()
-    }
-
-    /// Takes the complete ranges out of the trace without waiting for the others, and counts
-    /// what it left and what was lost. See [`Trace`] and [`TracedRange`].
-    pub fn take_complete(&self) -> Complete {
-        let mut clocks = self.clocks.lock();
-        let lanes: Vec<Arc<Lane>> = {
-            let mut lanes = self.lanes.lock();
-            // The lanes of exited threads whose ranges were all read before: no one uses them again.
-            lanes.retain(|lane| !lane.done());
-            lanes.clone()
-        };
-        let mut out = Complete::default();
-        // First see which GPU ranges are complete; the anchors are made after, so each is later on
-        // the GPU than every range it places.
-        let mut ready: Vec<(usize, usize, i32, f32)> = Vec::new();
-        for (l, lane) in lanes.iter().enumerate() {
-            let mut inner = lane.inner.lock();
-            for i in 0..inner.slots.len() {
-                let Some(slot) = &inner.slots[i] else { continue };
-                match (slot.state, &slot.what) {
-                    (State::Open, _) => out.open += 1,
-                    (State::Failed, _) => {
-                        self.release(&mut inner, i, false);
-                        out.lost += 1;
-                    }
-                    (State::Closed, What::Host { start, end }) => {
-                        let end = end.unwrap_or(*start);
-                        out.ranges.push(TracedRange {
-                            name: slot.name.clone(),
-                            track: Track::Host { thread: lane.thread },
-                            start: start.saturating_duration_since(self.started),
-                            duration: end.saturating_duration_since(*start),
-                            depth: slot.depth,
-                            thread: lane.thread,
-                        });
-                        self.release(&mut inner, i, true);
-                    }
-                    (
-                        State::Closed,
-                        What::Gpu {
-                            device, start, end, ..
-                        },
-                    ) => {
-                        // The interval itself says whether both ends are complete: one call, where
-                        // two queries would take several times as long.
-                        let interval = match end {
-                            Some(end) => start.elapsed_time(end),
-                            None => Err(Error::NotRecorded),
-                        };
-                        match interval {
-                            Ok(ms) => ready.push((l, i, *device, ms)),
-                            Err(Error::NotComplete) => out.pending += 1,
-                            Err(_) => {
-                                self.release(&mut inner, i, false);
-                                out.lost += 1;
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        // One anchor per device with ranges to place, then the epoch that ranges opened from now
-        // on note (the anchors are complete: they are before any such range).
-        let epoch = self.epoch.load(Ordering::Relaxed) + 1;
-        let mut anchored: BTreeMap<i32, bool> = BTreeMap::new();
-        for &(_, _, device, _) in &ready {
-            anchored.entry(device).or_insert_with(|| {
-                let made = anchor(&mut clocks, device, epoch);
-                if let Some(error) = made {
-                    out.max_anchor_error = out.max_anchor_error.max(error);
-                }
-                made.is_some()
-            });
-        }
-        if !anchored.is_empty() {
-            self.epoch.store(epoch, Ordering::Release);
-        }
-        for (l, i, device, ms) in ready {
-            let lane = &lanes[l];
-            let mut inner = lane.inner.lock();
-            let clock = clocks.get(&device).filter(|_| anchored[&device]);
-            let Some(clock) = clock else {
-                out.pending += 1;
-                continue;
-            };
-            let Some(Some(slot)) = inner.slots.get(i) else {
-                continue;
-            };
-            let What::Gpu {
-                start, stream, id, ..
-            } = &slot.what
-            else {
-                continue;
-            };
-            let after = clock.anchors.last().expect("anchored");
-            let placed = clock::place(start, clock.before(slot.epoch), after);
-            let read = placed.is_ok();
-            match placed {
-                Ok(at) => out.ranges.push(TracedRange {
-                    name: slot.name.clone(),
-                    track: Track::Gpu {
-                        device,
-                        stream: *stream,
-                        id: *id,
-                    },
-                    start: at.saturating_duration_since(self.started),
-                    duration: crate::timing::timer::from_ms(ms),
-                    depth: slot.depth,
-                    thread: lane.thread,
-                }),
-                Err(_) => out.lost += 1,
-            }
-            self.release(&mut inner, i, read);
-        }
-        // Anchors no held range needs any more.
-        let mut oldest: BTreeMap<i32, u64> = BTreeMap::new();
-        for lane in &lanes {
-            for slot in lane.inner.lock().slots.iter().flatten() {
-                if let What::Gpu { device, .. } = slot.what {
-                    let e = oldest.entry(device).or_insert(slot.epoch);
-                    *e = (*e).min(slot.epoch);
-                }
-            }
-        }
-        for (device, clock) in clocks.iter_mut() {
-            clock.prune(oldest.get(device).copied());
-        }
-        out
-    }
-
     /// Writes the complete ranges as a Chrome trace (JSON) to `out`, leaving the pending ones in
     /// the trace; see [`ChromeTrace`] for the format and for writing a long trace in parts.
     ///
@@ -567,154 +310,6 @@ impl Trace {
             .iter()
             .map(|l| (l.thread, l.name.clone()))
             .collect()
-    }
-}
-
-/// The `id` of a stream's track (see [`Track::Gpu`]).
-fn track_id(stream: &Stream, thread: u64) -> u64 {
-    match stream.id() {
-        Some(id) => crate::stream::StreamId::to_word(Some(id)),
-        None if stream.as_raw() == sys::cudaStreamPerThread => (1 << 63) | thread,
-        None => 0,
-    }
-}
-
-/// Records a timing event of the lane's on `stream` (refusing a capturing stream) and returns it.
-/// A kept event that fails with [`Error::DeviceWasReset`] died with its context: the lane's kept
-/// events of that device are dropped and a new one is tried.
-fn record_in(inner: &mut lanes::LaneInner, stream: &Stream) -> Result<crate::event::Event> {
-    let device = stream.device();
-    let event = inner.timing_event(device);
-    match event.record_as(stream, true) {
-        Ok(_) => return Ok(event),
-        Err(Error::DeviceWasReset { .. }) if event.device().is_some() => inner.forget_spares(device),
-        Err(e) => {
-            inner.give_back(event);
-            return Err(e);
-        }
-    }
-    let event = crate::timing::timer::timing_event();
-    event.record_as(stream, true).map(|_| event)
-}
-
-/// Makes `device`'s anchor for `epoch` (its clock made at the first, and made anew once if the
-/// old one's stream died, as after a device reset). Half its bracket, or `None` if it could not be
-/// made this time.
-fn anchor(clocks: &mut BTreeMap<i32, DeviceClock>, device: i32, epoch: u64) -> Option<Duration> {
-    for _ in 0..2 {
-        if let std::collections::btree_map::Entry::Vacant(v) = clocks.entry(device) {
-            v.insert(DeviceClock::new(device).ok()?);
-        }
-        match clocks.get_mut(&device)?.anchor(epoch) {
-            Ok(a) => return Some(a.bracket / 2),
-            Err(Error::NotComplete) => return None,
-            Err(_) => {
-                clocks.remove(&device);
-            }
-        }
-    }
-    None
-}
-
-impl GpuRange<'_, '_> {
-    /// Whether the range was dropped because the trace was full (its guard then does nothing).
-    pub fn is_dropped(&self) -> bool {
-        self.open.is_none()
-    }
-
-    /// Closes the range on the stream it opened on.
-    ///
-    /// # Errors
-    /// [`Error::StreamCapturing`] if that stream is being captured now, or CUDA's error of the
-    /// record: the range is then read as lost.
-    pub fn end(mut self) -> Result<()> {
-        self.close(None)
-    }
-
-    /// Closes the range on `stream`, another stream of its device whose work is ordered after the
-    /// opening stream's (see [`Trace`]).
-    ///
-    /// # Errors
-    /// [`Error::DeviceMismatch`] for a stream of another device (the range is closed on its own
-    /// stream instead); otherwise those of [`end`](Self::end).
-    pub fn end_on(mut self, stream: &Stream) -> Result<()> {
-        self.close(Some(stream))
-    }
-
-    fn close(&mut self, on: Option<&Stream>) -> Result<()> {
-        let Some((lane, slot)) = self.open.take() else {
-            return Ok(());
-        };
-        let mismatch = on.filter(|s| s.device() != self.stream.device());
-        let stream = match on {
-            Some(s) if mismatch.is_none() => s,
-            _ => self.stream,
-        };
-        let mut inner = lane.inner.lock();
-        let recorded = record_in(&mut inner, stream);
-        let (nvtx, recorded) = match recorded {
-            Ok(end) => (inner.close(slot, Ok(Some(end))), Ok(())),
-            Err(e) => (inner.close(slot, Err(())), Err(e)),
-        };
-        drop(inner);
-        nvtx::end(nvtx);
-        recorded?;
-        match mismatch {
-            Some(other) => Err(Error::DeviceMismatch {
-                event: self.stream.device(),
-                stream: other.device(),
-            }),
-            None => Ok(()),
-        }
-    }
-}
-
-impl Drop for GpuRange<'_, '_> {
-    fn drop(&mut self) {
-        let _ = self.close(None);
-    }
-}
-
-impl std::fmt::Debug for GpuRange<'_, '_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GpuRange")
-            .field("device", &self.stream.device())
-            .field("dropped", &self.is_dropped())
-            .finish_non_exhaustive()
-    }
-}
-
-impl HostRange<'_> {
-    /// Whether the span was dropped because the trace was full.
-    pub fn is_dropped(&self) -> bool {
-        self.open.is_none()
-    }
-
-    /// Closes the span now.
-    pub fn end(mut self) {
-        self.close();
-    }
-
-    fn close(&mut self) {
-        let Some((lane, slot)) = self.open.take() else {
-            return;
-        };
-        let nvtx = lane.inner.lock().close(slot, Ok(None));
-        nvtx::end(nvtx);
-    }
-}
-
-impl Drop for HostRange<'_> {
-    fn drop(&mut self) {
-        self.close();
-    }
-}
-
-impl std::fmt::Debug for HostRange<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HostRange")
-            .field("dropped", &self.is_dropped())
-            .finish_non_exhaustive()
     }
 }
 
@@ -835,6 +430,7 @@ mod tests {
 mod model_tests {
     use super::*;
     use crate::model::{check_once, reset};
+    use crate::stream::Stream;
     use crate::sync::thread;
 
     /// After a device reset, the events a lane kept died with the context: a range on a new
