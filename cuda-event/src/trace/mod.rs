@@ -1,9 +1,10 @@
 //! A GPU timeline: named ranges on streams and host spans, on the host's clock, read without
 //! blocking and written as a Chrome trace that Perfetto opens.
 //!
-//! A GPU range is two timing events, recorded where it opens and where it closes. They live in the
-//! opening thread's lane (`lanes`), and are read once complete, placed on the host's monotonic clock
-//! through anchors (`clock`), and written by [`ChromeTrace`] (`chrome`).
+//! A GPU range is two timing events, recorded where it opens and where it closes (`range`). They
+//! live in the opening thread's lane (`lanes`), and are read once complete (`read`), placed on the
+//! host's monotonic clock through anchors (`clock`), and written by [`ChromeTrace`] (`chrome`);
+//! with the `nvtx` feature they are NVTX ranges too (`nvtx`).
 
 mod chrome;
 mod clock;
