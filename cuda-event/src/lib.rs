@@ -184,7 +184,8 @@
 //! per-device anchors (with the GPU clock's drift measured between reads), and written as a
 //! Chrome trace that Perfetto and chrome://tracing open ([`ChromeTrace`]): no CUPTI, no profiler.
 //! With the `nvtx` feature the same ranges are NVTX ranges too, for Nsight Systems
-//! ([`Trace::nvtx_active`]); nothing is linked for it.
+//! ([`Trace::nvtx_active`]); nothing is linked for it. With the `tracing` feature, `TraceSpans`
+//! makes the `tracing` crate's spans host spans of a trace.
 //!
 //! # How it is built
 //! The modules stand in floors, each importing only from those below it (`ci/module-graph` checks
@@ -273,6 +274,8 @@ pub use timing::measurement::{Measurement, StopReason};
 pub use timing::options::MeasureOptions;
 pub use timing::scratch_memory::release_measure_memory;
 pub use timing::timer::{Timer, Timing};
+#[cfg(feature = "tracing")]
+pub use trace::TraceSpans;
 pub use trace::{ChromeTrace, TraceSummary};
 pub use trace::{Complete, DEFAULT_TRACE_CAPACITY, GpuRange, HostRange, Trace, TracedRange, Track};
 

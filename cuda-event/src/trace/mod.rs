@@ -12,9 +12,13 @@ mod lanes;
 mod nvtx;
 mod range;
 mod read;
+#[cfg(feature = "tracing")]
+mod spans;
 
 pub use chrome::{ChromeTrace, TraceSummary};
 pub use range::{GpuRange, HostRange};
+#[cfg(feature = "tracing")]
+pub use spans::TraceSpans;
 
 use crate::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use crate::sync::{Mutex, OnceLock, thread_local};

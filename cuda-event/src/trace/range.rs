@@ -105,14 +105,19 @@ impl Trace {
     /// Opens a host span named `name` on the calling thread's track. Never fails; a full trace
     /// drops it (see [`dropped`](Self::dropped)).
     pub fn host_range(&self, name: impl Into<Cow<'static, str>>) -> HostRange<'_> {
+        HostRange {
+            _trace: PhantomData,
+            open: self.open_host(name.into()),
+        }
+    }
+
+    /// Opens a host span on the calling thread's lane: its lane and slot, or `None` when the trace
+    /// is full.
+    pub(super) fn open_host(&self, name: Cow<'static, str>) -> Option<(Arc<Lane>, usize)> {
         if !self.take_room() {
-            return HostRange {
-                _trace: PhantomData,
-                open: None,
-            };
+            return None;
         }
         let lane = self.lane();
-        let name = name.into();
         let nvtx = nvtx::start(&name);
         let mut inner = lane.inner.lock();
         let depth = inner.depth;
@@ -128,10 +133,7 @@ impl Trace {
             state: State::Open,
         });
         drop(inner);
-        HostRange {
-            _trace: PhantomData,
-            open: Some((lane, slot)),
-        }
+        Some((lane, slot))
     }
 
     /// Runs `work` inside a host span named `name`.
@@ -248,12 +250,16 @@ impl HostRange<'_> {
     }
 
     fn close(&mut self) {
-        let Some((lane, slot)) = self.open.take() else {
-            return;
-        };
-        let nvtx = lane.inner.lock().close(slot, Ok(None));
-        nvtx::end(nvtx);
+        if let Some(open) = self.open.take() {
+            close_host(open);
+        }
     }
+}
+
+/// Closes a host span that [`Trace::open_host`] opened.
+pub(super) fn close_host((lane, slot): (Arc<Lane>, usize)) {
+    let nvtx = lane.inner.lock().close(slot, Ok(None));
+    nvtx::end(nvtx);
 }
 
 impl Drop for HostRange<'_> {
