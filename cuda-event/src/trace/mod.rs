@@ -432,7 +432,7 @@ mod tests {
 }
 
 #[cfg(all(test, cuda_event_model))]
-mod model_tests {
+mod model {
     use super::*;
     use crate::model::{check_once, reset};
     use crate::stream::Stream;
