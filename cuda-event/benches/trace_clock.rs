@@ -13,8 +13,13 @@
 //! median, p1, p99, min and max, and the median per tenth of the phase (a drift that the anchors
 //! miss shows as a trend). `bench/trace_clock_cupti.py` measures the same launch-to-start offset
 //! with CUPTI (PyTorch's profiler) for the referee's column.
+//!
+//! It also writes every timed range to `trace_clock_ranges.csv` on `CLOCK_MONOTONIC` (the host
+//! clock `Instant` reads on Linux): run under `bench/cupti_referee/` (a CUPTI injection library
+//! that writes the same process's kernel records on that clock), `bench/trace_clock_referee.py`
+//! sets each range beside the very kernel it timed.
 
-use cuda_event::{Stream, Trace};
+use cuda_event::{Stream, Trace, TracedRange};
 use cuda_event_testkit as common;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
@@ -34,6 +39,8 @@ fn main() {
     let _watchdog = common::deadline_for("the trace_clock benchmark", Duration::from_secs(3 * long + 60));
     let stream = Stream::new(0).expect("a CUDA GPU");
     let trace = Trace::new();
+    let to_monotonic = MonotonicOffset::now();
+    let mut csv = String::from("phase,launch_ns,start_ns,end_ns\n");
     // Warm: the kernel loaded, device 0's first anchor made.
     trace
         .in_range(&stream, "warm", || common::gpu_spin(&stream, KERNEL))
@@ -52,7 +59,18 @@ fn main() {
         ("long, read every second", long, true),
         ("long, read at the end only", long, false),
     ] {
-        let (offsets, max_error) = phase(&trace, &stream, Duration::from_secs(seconds), read_every_second);
+        let (offsets, max_error, rows) =
+            phase(&trace, &stream, Duration::from_secs(seconds), read_every_second);
+        for (launched, range) in rows {
+            let start = trace.started() + range.start;
+            let _ = writeln!(
+                csv,
+                "\"{name}\",{},{},{}",
+                to_monotonic.ns(launched),
+                to_monotonic.ns(start),
+                to_monotonic.ns(start + range.duration)
+            );
+        }
         let row = summary(&offsets);
         let tenths: Vec<String> = offsets
             .chunks(offsets.len().div_ceil(10).max(1))
@@ -70,10 +88,47 @@ fn main() {
     }
     let dir = std::path::PathBuf::from(std::env::var("CUDA_EVENT_BENCH_OUT").unwrap_or_else(|_| ".".into()));
     std::fs::write(dir.join("trace_clock.md"), md).unwrap();
+    std::fs::write(dir.join("trace_clock_ranges.csv"), csv).unwrap();
 }
 
-/// One phase: the offsets (us) in launch order and the widest anchor error bound of its reads.
-fn phase(trace: &Trace, stream: &Stream, length: Duration, read_every_second: bool) -> (Vec<f64>, Duration) {
+/// `CLOCK_MONOTONIC` at one `Instant`, read back to back: turns later `Instant`s into that clock's
+/// nanoseconds (within the pair's own gap, tens of nanoseconds).
+struct MonotonicOffset {
+    at: Instant,
+    ns: i128,
+}
+
+impl MonotonicOffset {
+    fn now() -> Self {
+        let mut t = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        let at = Instant::now();
+        // SAFETY: writes a timespec through a live local.
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+        MonotonicOffset {
+            at,
+            ns: t.tv_sec as i128 * 1_000_000_000 + t.tv_nsec as i128,
+        }
+    }
+
+    fn ns(&self, at: Instant) -> i128 {
+        match at.checked_duration_since(self.at) {
+            Some(after) => self.ns + after.as_nanos() as i128,
+            None => self.ns - self.at.duration_since(at).as_nanos() as i128,
+        }
+    }
+}
+
+/// One phase: the offsets (us) in launch order, the widest anchor error bound of its reads, and
+/// each range beside the host's time before its open.
+fn phase(
+    trace: &Trace,
+    stream: &Stream,
+    length: Duration,
+    read_every_second: bool,
+) -> (Vec<f64>, Duration, Vec<(Instant, TracedRange)>) {
     let begin = Instant::now();
     let mut launched = Vec::new();
     let mut ranges = Vec::new();
@@ -112,7 +167,7 @@ fn phase(trace: &Trace, stream: &Stream, length: Duration, read_every_second: bo
             (r.start.as_secs_f64() - at.as_secs_f64()) * 1e6
         })
         .collect();
-    (offsets, max_error)
+    (offsets, max_error, launched.into_iter().zip(ranges).collect())
 }
 
 fn median(v: &[f64]) -> f64 {

@@ -140,6 +140,7 @@ fn a_range_around_a_kernel_of_known_length_starts_at_its_launch_on_the_hosts_clo
     stream.synchronize().unwrap();
     trace.take_complete();
     let mut worst = Duration::ZERO;
+    let mut lengths = Vec::new();
     for _ in 0..20 {
         let launched = Instant::now();
         trace
@@ -148,10 +149,14 @@ fn a_range_around_a_kernel_of_known_length_starts_at_its_launch_on_the_hosts_clo
         stream.synchronize().unwrap();
         let read = trace.take_complete();
         let r = &read.ranges[0];
+        // On an idle stream the start record runs at once and the kernel once the host's launch
+        // reaches the GPU: a range holds that launch time too, tens of microseconds at worst on a
+        // busy host (its median is held to the kernel's length below).
         assert!(
-            close(r.duration, Duration::from_millis(1), Duration::from_micros(20)),
+            r.duration >= Duration::from_micros(990) && r.duration <= Duration::from_micros(1200),
             "{r:?}"
         );
+        lengths.push(r.duration);
         // The GPU starts the range after the host asked for it, and soon on an idle stream.
         let at = launched.saturating_duration_since(trace.started());
         let slack = read.max_anchor_error + Duration::from_micros(2);
@@ -162,7 +167,10 @@ fn a_range_around_a_kernel_of_known_length_starts_at_its_launch_on_the_hosts_clo
         );
         worst = worst.max(r.start.saturating_sub(at));
     }
-    println!("range start after the host's launch: worst {worst:?}");
+    lengths.sort();
+    let median = lengths[lengths.len() / 2];
+    println!("range start after the host's launch: worst {worst:?}; median length {median:?}");
+    assert!(close(median, Duration::from_millis(1), Duration::from_micros(20)), "{lengths:?}");
     assert!(worst < Duration::from_micros(200), "{worst:?}");
 }
 

@@ -1,6 +1,7 @@
 //! A deadline for a test or a child process: a hang ends the process, so it fails the run instead
 //! of stalling it.
 
+use std::io::Write;
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -22,7 +23,12 @@ pub fn deadline_for(what: &str, limit: Duration) -> Deadline {
     let what = what.to_string();
     std::thread::spawn(move || {
         if let Err(mpsc::RecvTimeoutError::Timeout) = wait.recv_timeout(limit) {
-            eprintln!("{what}: still running after {limit:?}, ending the process");
+            // Straight to the process's stderr: `eprintln!` here would go to the test's captured
+            // output (a thread inherits its spawner's capture), which the exit below discards.
+            let _ = writeln!(
+                std::io::stderr(),
+                "{what}: still running after {limit:?}, ending the process"
+            );
             std::process::exit(124);
         }
     });
