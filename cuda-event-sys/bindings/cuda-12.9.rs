@@ -1163,6 +1163,35 @@ impl CUdevice_attribute_enum {
 pub struct CUdevice_attribute_enum(pub ::libc::c_uint);
 #[doc = " Device properties"]
 pub use self::CUdevice_attribute_enum as CUdevice_attribute;
+impl CUlimit_enum {
+    #[doc = "< GPU thread stack size"]
+    pub const CU_LIMIT_STACK_SIZE: CUlimit_enum = CUlimit_enum(0);
+    #[doc = "< GPU printf FIFO size"]
+    pub const CU_LIMIT_PRINTF_FIFO_SIZE: CUlimit_enum = CUlimit_enum(1);
+    #[doc = "< GPU malloc heap size"]
+    pub const CU_LIMIT_MALLOC_HEAP_SIZE: CUlimit_enum = CUlimit_enum(2);
+    #[doc = "< GPU device runtime launch synchronize depth"]
+    pub const CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH: CUlimit_enum = CUlimit_enum(3);
+    #[doc = "< GPU device runtime pending launch count"]
+    pub const CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT: CUlimit_enum = CUlimit_enum(4);
+    #[doc = "< A value between 0 and 128 that indicates the maximum fetch granularity of L2 (in Bytes). This is a hint"]
+    pub const CU_LIMIT_MAX_L2_FETCH_GRANULARITY: CUlimit_enum = CUlimit_enum(5);
+    #[doc = "< A size in bytes for L2 persisting lines cache size"]
+    pub const CU_LIMIT_PERSISTING_L2_CACHE_SIZE: CUlimit_enum = CUlimit_enum(6);
+    #[doc = "< A maximum size in bytes of shared memory available to CUDA kernels on a CIG context. Can only be queried, cannot be set"]
+    pub const CU_LIMIT_SHMEM_SIZE: CUlimit_enum = CUlimit_enum(7);
+    #[doc = "< A non-zero value indicates this CUDA context is a CIG-enabled context. Can only be queried, cannot be set"]
+    pub const CU_LIMIT_CIG_ENABLED: CUlimit_enum = CUlimit_enum(8);
+    #[doc = "< When set to zero, CUDA will fail to launch a kernel on a CIG context, instead of using the fallback path, if the kernel uses more shared memory than available"]
+    pub const CU_LIMIT_CIG_SHMEM_FALLBACK_ENABLED: CUlimit_enum = CUlimit_enum(9);
+    pub const CU_LIMIT_MAX: CUlimit_enum = CUlimit_enum(10);
+}
+#[repr(transparent)]
+#[doc = " Limits"]
+#[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
+pub struct CUlimit_enum(pub ::libc::c_uint);
+#[doc = " Limits"]
+pub use self::CUlimit_enum as CUlimit;
 #[doc = " CUDA host function\n \\param userData Argument value passed to the function"]
 pub type CUhostFn = ::core::option::Option<unsafe extern "C" fn(userData: *mut ::libc::c_void)>;
 impl CUstreamCaptureStatus_enum {
@@ -1432,6 +1461,9 @@ pub type PFN_cuCtxPopCurrent_v4000 =
     ::core::option::Option<unsafe extern "C" fn(pctx: *mut CUcontext) -> CUresult>;
 pub type PFN_cuCtxGetCurrent_v4000 =
     ::core::option::Option<unsafe extern "C" fn(pctx: *mut CUcontext) -> CUresult>;
+pub type PFN_cuCtxGetLimit_v3010 =
+    ::core::option::Option<unsafe extern "C" fn(pvalue: *mut usize, limit: CUlimit) -> CUresult>;
+pub type PFN_cuCtxResetPersistingL2Cache_v11000 = ::core::option::Option<unsafe extern "C" fn() -> CUresult>;
 pub type PFN_cuModuleLoadData_v2000 = ::core::option::Option<
     unsafe extern "C" fn(module: *mut CUmodule, image: *const ::libc::c_void) -> CUresult,
 >;
@@ -1490,6 +1522,14 @@ pub type PFN_cuGraphExecDestroy_v10000 =
     ::core::option::Option<unsafe extern "C" fn(hGraphExec: CUgraphExec) -> CUresult>;
 pub type PFN_cuGraphDestroy_v10000 =
     ::core::option::Option<unsafe extern "C" fn(hGraph: CUgraph) -> CUresult>;
+pub type PFN_cuMemcpyDtoDAsync_v3020 = ::core::option::Option<
+    unsafe extern "C" fn(
+        dstDevice: CUdeviceptr_v2,
+        srcDevice: CUdeviceptr_v2,
+        ByteCount: usize,
+        hStream: CUstream,
+    ) -> CUresult,
+>;
 pub type PFN_cuMemsetD32Async_v3020 = ::core::option::Option<
     unsafe extern "C" fn(
         dstDevice: CUdeviceptr_v2,

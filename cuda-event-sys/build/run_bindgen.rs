@@ -51,6 +51,12 @@ const TYPES: &[&str] = &[
     "PFN_cuStreamWaitValue32_v[0-9]+",
     "PFN_cuMem(Alloc|Free|HostAlloc|FreeHost|HostGetDevicePointer)_v[0-9]+",
     "PFN_cuMemsetD32Async_v[0-9]+",
+    // timing's cold-cache check: persisting L2 lines reset (where the context's limit lets lines
+    // persist), and timed device-to-device reads that show whether the flush evicted a buffer
+    "PFN_cuCtxResetPersistingL2Cache_v[0-9]+",
+    "PFN_cuCtxGetLimit_v[0-9]+",
+    "CUlimit_enum",
+    "PFN_cuMemcpyDtoDAsync_v[0-9]+",
     // timing in graph mode: repetitions captured into a graph once and replayed
     "PFN_cuStream(BeginCapture|EndCapture)_v[0-9]+",
     "PFN_cuGraph(InstantiateWithFlags|Launch|Destroy|ExecDestroy)_v[0-9]+",

@@ -174,6 +174,9 @@ driver_table! {
     device_get_attribute: PFN_cuDeviceGetAttribute_v2000 = c"cuDeviceGetAttribute" @ 2000;
     mem_alloc: PFN_cuMemAlloc_v3020 = c"cuMemAlloc" @ 3020;
     memset_d32_async: PFN_cuMemsetD32Async_v3020 = c"cuMemsetD32Async" @ 3020;
+    memcpy_dtod_async: PFN_cuMemcpyDtoDAsync_v3020 = c"cuMemcpyDtoDAsync" @ 3020;
+    ctx_reset_persisting_l2: PFN_cuCtxResetPersistingL2Cache_v11000 = c"cuCtxResetPersistingL2Cache" @ 11000;
+    ctx_get_limit: PFN_cuCtxGetLimit_v3010 = c"cuCtxGetLimit" @ 3010;
     mem_host_alloc: PFN_cuMemHostAlloc_v2020 = c"cuMemHostAlloc" @ 2020;
     mem_free: PFN_cuMemFree_v3020 = c"cuMemFree" @ 3020;
     mem_free_host: PFN_cuMemFreeHost_v2000 = c"cuMemFreeHost" @ 2000;

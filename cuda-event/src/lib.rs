@@ -266,9 +266,11 @@ pub use event::ipc::IpcEventHandle;
 pub use event::pool::{POOL_PER_THREAD, empty_event_pool, set_event_pool};
 pub use event::{Event, EventBuilder};
 pub use stream::{Stream, StreamOptions};
+pub use timing::calibration::{Calibration, NoNet};
 pub use timing::compare::{CONFIDENCE, CompareOptions, Comparison, Verdict, compare};
 #[cfg(feature = "criterion")]
 pub use timing::criterion::GpuTime;
+pub use timing::flush_check::{FlushCheck, FlushVerdict};
 pub use timing::measure::measure;
 pub use timing::measurement::{Measurement, StopReason};
 pub use timing::options::MeasureOptions;

@@ -575,8 +575,7 @@ fn first_records_and_records_on_a_stream_race_captured_records_of_one_event() {
                 }
             }
         });
-        let (current_ref, plain_ref, start_b_ref, stop_ref, records_ref) =
-            (&current, &plain, &start_b, &stop, &records);
+        let (current_ref, plain_ref, start_b_ref, records_ref) = (&current, &plain, &start_b, &records);
         let refused_ref = &refused;
         s.spawn(move || {
             // Relaxed, as a thread working beside another's global capture should be (in global
@@ -584,11 +583,11 @@ fn first_records_and_records_on_a_stream_race_captured_records_of_one_event() {
             // main thread at the barrier for good.
             relaxed_capture_mode();
             let _ = plain_ref.record_event(); // this thread's pool holds a CUDA event
-            loop {
+            // One barrier per round, as many as the main thread's: a stop flag read after the
+            // barrier could already be set by a main thread that raced through the last round,
+            // and this thread would leave without the wait that the main thread then waits for.
+            for _ in 0..ROUNDS {
                 start_b_ref.wait();
-                if stop_ref.load(Ordering::Relaxed) {
-                    break;
-                }
                 let event = current_ref.lock().clone().expect("set before the barrier");
                 for _ in 0..4 {
                     // Not unwrapped: a panic here would leave the main thread at the barrier.
@@ -619,7 +618,6 @@ fn first_records_and_records_on_a_stream_race_captured_records_of_one_event() {
             }
         }
         stop.store(true, Ordering::Relaxed);
-        start_b.wait();
     });
     println!(
         "{ROUNDS} rounds; {} reads and {} records on other threads; {} captures went wrong",

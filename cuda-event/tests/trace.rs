@@ -1,6 +1,6 @@
 //! The GPU timeline on a GPU: ranges on four streams from two threads, nested, placed on the host's
 //! clock beside host spans, written as a Chrome trace and read back; pending ranges left for a later
-//! read; a capturing stream refused.
+//! read; a capturing stream refused; a device reset in mid-trace.
 
 use cuda_event_testkit as common;
 
@@ -170,7 +170,10 @@ fn a_range_around_a_kernel_of_known_length_starts_at_its_launch_on_the_hosts_clo
     lengths.sort();
     let median = lengths[lengths.len() / 2];
     println!("range start after the host's launch: worst {worst:?}; median length {median:?}");
-    assert!(close(median, Duration::from_millis(1), Duration::from_micros(20)), "{lengths:?}");
+    assert!(
+        close(median, Duration::from_millis(1), Duration::from_micros(20)),
+        "{lengths:?}"
+    );
     assert!(worst < Duration::from_micros(200), "{worst:?}");
 }
 
@@ -207,4 +210,56 @@ fn pending_ranges_stay_for_a_later_read_and_a_capturing_stream_is_refused() {
         (0, 1, 0),
         "{read:?}"
     );
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_device_reset_mid_trace_loses_the_pending_ranges_counted_and_later_ranges_work() {
+    let test = common::this_test!();
+    if common::in_a_child(test, "reset").is_none() {
+        return;
+    }
+    let trace = Trace::new();
+    let stream = Stream::new(0).unwrap();
+    trace
+        .in_range(&stream, "read before", || {
+            gpu_spin(&stream, Duration::from_micros(10))
+        })
+        .unwrap();
+    stream.synchronize().unwrap();
+    assert_eq!(trace.take_complete().ranges.len(), 1);
+    // Closed, its work queued; then open across the reset.
+    trace
+        .in_range(&stream, "pending", || {
+            gpu_spin(&stream, Duration::from_millis(20))
+        })
+        .unwrap();
+    let open = trace.range(&stream, "open across the reset").unwrap();
+    cuda_event::set_device(0).unwrap();
+    // SAFETY: resets device 0; the stream and the trace's events are stale afterwards, the point.
+    common::ok(unsafe { cuda_event::sys::cudaDeviceReset() });
+    let closed = open.end();
+    println!("closing a range across the reset: {closed:?}");
+    drop(stream);
+    let read = trace.take_complete();
+    println!("read after the reset: {read:?}");
+    assert!(read.ranges.is_empty(), "{read:?}");
+    assert_eq!((read.pending, read.open), (0, 0), "{read:?}");
+    assert!(read.lost >= 1, "the pending range is lost, and counted: {read:?}");
+    // A new stream of the reset device: ranges are recorded, read and written again (around a
+    // memset: the test kit's kernels were loaded into the context the reset destroyed).
+    let fresh = Stream::new(0).unwrap();
+    let buffer = common::TestBuffer::new(0, 1 << 20);
+    for i in 0..3 {
+        trace
+            .in_range(&fresh, format!("after {i}"), || buffer.memset(&fresh, 0))
+            .unwrap();
+    }
+    fresh.synchronize().unwrap();
+    let read = trace.take_complete();
+    assert_eq!((read.ranges.len(), read.pending), (3, 0), "{read:?}");
+    let mut file = Vec::new();
+    trace.in_host_range("written", || ());
+    assert_eq!(trace.write_chrome(&mut file).unwrap().written, 1);
+    let _ = cuda_event::take_drop_errors();
 }

@@ -1,6 +1,8 @@
 //! [`Measurement`]: the samples that [`measure`](crate::measure) took and their statistics, and
 //! why it stopped ([`StopReason`]).
 
+use crate::timing::calibration::{Calibrated, Calibration, NoNet, net};
+use crate::timing::flush_check::FlushCheck;
 use std::time::Duration;
 
 /// Why [`measure`](crate::measure) stopped. New reasons may be added, so a `match` needs a
@@ -29,6 +31,7 @@ pub struct Measurement {
     noise: f64,
     sm_clocks_mhz: Vec<Option<f64>>,
     conditions: Conditions,
+    calibrated: Calibrated,
 }
 
 /// How the samples of a [`Measurement`] were taken and why the measurement stopped: the same for
@@ -44,6 +47,8 @@ pub(crate) struct Conditions {
     pub(crate) wall_time: Duration,
     pub(crate) max_sm_clock_mhz: Option<f64>,
     pub(crate) throttled: usize,
+    pub(crate) flush_check: Option<FlushCheck>,
+    pub(crate) max_calibration_share: f64,
 }
 
 impl Measurement {
@@ -147,6 +152,49 @@ impl Measurement {
     pub fn throttled_samples(&self) -> usize {
         self.conditions.throttled
     }
+    /// The calibration: empty kernels timed beside the work
+    /// ([`MeasureOptions::calibrate`](crate::MeasureOptions::calibrate)); `None` when they were
+    /// not (the option off, or the kernel not loaded: [`net`](Self::net) says which).
+    pub fn calibration(&self) -> Option<&Calibration> {
+        match &self.calibrated {
+            Calibrated::Done(calibration) => Some(calibration),
+            Calibrated::NotAsked | Calibrated::KernelUnavailable => None,
+        }
+    }
+    /// The work's time net of the launch's own cost: the [`median`](Self::median) less the
+    /// [`calibration`](Self::calibration)'s [`empty`](Calibration::empty) kernel's interval, the
+    /// time the work takes beyond an empty kernel (see
+    /// [`MeasureOptions::calibrate`](crate::MeasureOptions::calibrate)).
+    ///
+    /// For work of one kernel, that is the kernel's run less an empty kernel's: CUPTI's duration
+    /// of the kernel (its start to its end on the GPU) less CUPTI's duration of an empty kernel,
+    /// which CUPTI counts inside every kernel's duration (the launch of its blocks, well under a
+    /// microsecond). So the net time reads that much shorter than CUPTI's duration; the
+    /// difference is a fixed amount, a share of a kernel of a few microseconds. For work of
+    /// several launches, every launch but the first keeps its cost. Work that is not a kernel (a
+    /// memset, a copy) has a fixed cost of its own, not a kernel's: its net time is off by the
+    /// difference, and a small one can read below an empty kernel (no net time then). Trust it for
+    /// kernels on an otherwise idle device; at a few microseconds, read it beside the
+    /// calibration's [`uncertainty`](Calibration::uncertainty).
+    ///
+    /// # Errors
+    /// [`NoNet`]: not calibrated, the work's median not above the empty kernel's (never a negative
+    /// or zero net time), or the calibration's uncertainty above
+    /// [`MeasureOptions::max_calibration_share`](crate::MeasureOptions::max_calibration_share) of
+    /// the net time.
+    pub fn net(&self) -> Result<Duration, NoNet> {
+        net(
+            self.median(),
+            self.calibrated,
+            self.conditions.max_calibration_share,
+        )
+    }
+    /// The check of the L2 flush, run once before the samples
+    /// ([`MeasureOptions::flush_l2`](crate::MeasureOptions::flush_l2)); `None` without a flush.
+    /// Its [`verdict`](FlushCheck::verdict) says whether the flush evicted a buffer read before it.
+    pub fn flush_check(&self) -> Option<&FlushCheck> {
+        self.conditions.flush_check.as_ref()
+    }
     /// `bytes` per median sample, in GB/s (10^9 bytes per second); 0.0 when the median is 0 (the
     /// work took less than the timing events' resolution, about half a microsecond: its bandwidth
     /// cannot be read from these samples).
@@ -176,7 +224,13 @@ impl Measurement {
             noise,
             sm_clocks_mhz,
             conditions,
+            calibrated: Calibrated::NotAsked,
         }
+    }
+
+    /// This measurement with its calibration.
+    pub(crate) fn calibrated(self, calibrated: Calibrated) -> Measurement {
+        Measurement { calibrated, ..self }
     }
 }
 
@@ -234,6 +288,8 @@ mod tests {
             wall_time: Duration::from_secs(1),
             max_sm_clock_mhz: None,
             throttled: 0,
+            flush_check: None,
+            max_calibration_share: 0.05,
         };
         let clocks = vec![None; samples.len()];
         Measurement::new(samples, clocks, conditions)

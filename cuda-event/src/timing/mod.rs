@@ -1,11 +1,14 @@
 //! Timing: `Timer`, `measure` (its options and its results) and `compare`, the sampler that both
 //! run on, and the gate, the SM clock probe and the scratch memory that the sampler uses.
 
+pub(crate) mod calibration;
 pub(crate) mod compare;
 #[cfg(feature = "criterion")]
 pub(crate) mod criterion;
+pub(crate) mod flush_check;
 mod gate;
 mod graph;
+mod kernels;
 pub(crate) mod measure;
 pub(crate) mod measurement;
 pub(crate) mod options;

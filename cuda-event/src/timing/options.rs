@@ -24,7 +24,26 @@ pub struct MeasureOptions {
     pub timeout: Duration,
     /// Before each repetition, overwrite a buffer twice the device's L2 size (untimed), so that
     /// every repetition starts with a cold L2 as a single call in a program would.
+    ///
+    /// Before the samples, the flush is checked once: a timed read of a buffer read just before a
+    /// flush, beside one of a buffer not read since a flush and one of a buffer read just before
+    /// (no flush). [`Measurement::flush_check`](crate::Measurement::flush_check) reports the
+    /// three and whether the flush evicted: a flush that does not is flagged there, never silent.
+    /// A flush does not evict L2 lines that an access policy window made persisting: see
+    /// [`reset_persisting_l2`](Self::reset_persisting_l2).
     pub flush_l2: bool,
+    /// Before the samples, reset the context's persisting L2 lines to normal
+    /// (`cuCtxResetPersistingL2Cache`), so that lines which an access policy window (of this
+    /// program's streams or kernels) made persisting do not stay in L2 through the flushes. Only
+    /// where the context lets lines persist (its `cudaLimitPersistingL2CacheSize` is above zero).
+    /// Lines the measured work itself makes persisting persist again at each repetition: no reset
+    /// between repetitions can help there; measure such work without its window for a cold time.
+    ///
+    /// Off by default: the reset is context-wide and can wait for other streams' work (a held
+    /// blocking stream of the device held a measurement with it until released), where `measure`
+    /// otherwise never waits for other streams. Turn it on in a program that uses access policy
+    /// windows and measures while the device is otherwise idle.
+    pub reset_persisting_l2: bool,
     /// Hold the stream while a batch of repetitions is queued, so that they run back to back and
     /// no interval contains time the GPU waited for the host.
     ///
@@ -88,6 +107,28 @@ pub struct MeasureOptions {
     /// can; so does one whose clocks are locked low (`nvidia-smi -lgc`): lower the threshold to
     /// time it there.
     pub throttle_threshold: f64,
+    /// Time an empty kernel beside the work, in the same run and conditions (the same stream,
+    /// gated or graph mode, L2 flush, interleaved with the work's repetitions as
+    /// [`compare`](crate::compare)'s arms are), and report the work's time net of it:
+    /// [`Measurement::net`](crate::Measurement::net).
+    ///
+    /// Every interval between two timing events around a launch holds the GPU's own cost of
+    /// starting and ending a launch, a few microseconds whatever the kernel does: a third of a
+    /// 10 us kernel's reading. The interval around an empty kernel, taken as one more arm of each
+    /// repetition, is that cost (and the empty kernel's own run): see
+    /// [`Calibration`](crate::Calibration).
+    ///
+    /// Off by default, for what it takes the first time: the empty kernel is one of the timing
+    /// kernels that [`sm_clock`](Self::sm_clock) loads (once per context instance, by the first
+    /// measurement with either option), and loading waits for all the work queued in the
+    /// context, on every stream of the device. Where the driver cannot compile the kernels
+    /// (PTX compilation disabled) the measurement goes on without calibration and says so.
+    pub calibrate: bool,
+    /// With [`calibrate`](Self::calibrate): the most the calibration's uncertainty (the 95%
+    /// confidence half-width of its median) may be, as a share of the net time, for a net time to
+    /// be given; above it [`Measurement::net`](crate::Measurement::net) says why there is none.
+    /// 0.05 (5%) by default.
+    pub max_calibration_share: f64,
 }
 
 impl Default for MeasureOptions {
@@ -99,11 +140,14 @@ impl Default for MeasureOptions {
             max_noise: 0.005,
             timeout: Duration::from_secs(15),
             flush_l2: true,
+            reset_persisting_l2: false,
             gate: true,
             max_batch: 64,
             graph: false,
             sm_clock: false,
             throttle_threshold: 0.75,
+            calibrate: false,
+            max_calibration_share: 0.05,
         }
     }
 }
@@ -132,6 +176,8 @@ setters! {
     timeout: Duration;
     /// Sets [`flush_l2`](Self::flush_l2).
     flush_l2: bool;
+    /// Sets [`reset_persisting_l2`](Self::reset_persisting_l2).
+    reset_persisting_l2: bool;
     /// Sets [`gate`](Self::gate).
     gate: bool;
     /// Sets [`max_batch`](Self::max_batch).
@@ -142,6 +188,10 @@ setters! {
     sm_clock: bool;
     /// Sets [`throttle_threshold`](Self::throttle_threshold).
     throttle_threshold: f64;
+    /// Sets [`calibrate`](Self::calibrate).
+    calibrate: bool;
+    /// Sets [`max_calibration_share`](Self::max_calibration_share).
+    max_calibration_share: f64;
 }
 
 impl MeasureOptions {
@@ -162,6 +212,9 @@ impl MeasureOptions {
         }
         if !(0.0..=1.0).contains(&self.throttle_threshold) {
             return invalid("throttle_threshold must be a number from 0 to 1");
+        }
+        if !(self.max_calibration_share >= 0.0 && self.max_calibration_share.is_finite()) {
+            return invalid("max_calibration_share must be a finite number at least 0");
         }
         Ok(())
     }

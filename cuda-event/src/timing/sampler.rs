@@ -4,16 +4,20 @@
 //! replayed from a captured graph; an optional L2 flush before each arm; repetitions at a throttled
 //! clock discarded; until the caller's stop rule says so.
 
+use crate::capture_mode::RelaxedCapture;
 use crate::context::ContextInstance;
-use crate::driver::{Driver, driver};
+use crate::driver::{CUresult, Driver, driver};
 use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::stream::Stream;
+use crate::timing::calibration::{Calibrated, Calibration};
+use crate::timing::flush_check::FlushCheck;
 use crate::timing::gate::{Gate, Watchdog};
 use crate::timing::graph::{self, GraphBatch};
+use crate::timing::kernels::TimingKernels;
 use crate::timing::measurement::{Conditions, Measurement, StopReason, median};
 use crate::timing::options::MeasureOptions;
-use crate::timing::scratch_memory::{DeviceBuffer, ScratchLease};
+use crate::timing::scratch_memory::{DeviceBuffer, Needs, ScratchLease};
 use crate::timing::sm_clock::{ClockStamps, Throttle};
 use crate::timing::timer::{Timer, from_ms, timing_event};
 use cuda_event_sys as sys;
@@ -34,7 +38,14 @@ pub(crate) struct Sampler<'r, 'w, E> {
     /// The SM clock's stamps, when read.
     clock: Option<ClockStamps<'r>>,
     throttle: Throttle,
+    /// Arms, the calibration's included.
     arms: usize,
+    /// The calibration's arm, when calibrating: the last, an empty kernel of `kernels`.
+    calibration_arm: Option<usize>,
+    kernels: Option<&'r TimingKernels>,
+    /// The flush check's buffers and the device's L2 size in bytes, until the check has run.
+    probe: Option<(&'r DeviceBuffer, usize)>,
+    flush_check: Option<FlushCheck>,
     work: &'r mut ArmWork<'w, E>,
     stop: &'r mut StopRule<'w>,
     /// Timed repetitions queued so far, for the alternation of arms across batches.
@@ -86,25 +97,41 @@ where
             return Err(Error::StreamCapturing.into());
         }
         let (instance, _current) = ContextInstance::enter_primary(d, stream.device())?;
-        let flush_bytes = match options.flush_l2 {
-            true => Some(L2Flush::bytes(d, instance)?),
+        let l2 = match options.flush_l2 {
+            true => Some(L2Flush::l2_bytes(d, instance)?),
             false => None,
         };
         let gated = options.gate && !options.graph;
         // A stamp before each interval of the largest batch (a two-arm graph may add a repetition)
         // and one after the last; larger batches are cut to fit (see `Sampler::batch_size`).
+        let all_arms = arms + usize::from(options.calibrate);
         let stamp_slots = match options.sm_clock {
             true => {
-                ((options.max_batch / arms).max(1).saturating_add(1))
-                    .saturating_mul(arms)
+                ((options.max_batch / all_arms).max(1).saturating_add(1))
+                    .saturating_mul(all_arms)
                     .min(MOST_CLOCKED_INTERVALS)
                     + 1
             }
             false => 0,
         };
         let mut scratch = ScratchLease::take(stream.device(), instance);
-        scratch.prepare(d, flush_bytes, gated, stamp_slots)?;
-        let flush = flush_bytes.and(scratch.flush()).map(|buffer| L2Flush { buffer });
+        let needs = Needs {
+            flush_bytes: l2.map(|l2| 2 * l2),
+            probe_bytes: l2.map(FlushCheck::scratch_bytes),
+            word: gated,
+            kernels: options.calibrate,
+            stamp_slots,
+        };
+        scratch.prepare(d, &needs)?;
+        if options.reset_persisting_l2 {
+            reset_persisting_l2(d)?;
+        }
+        let flush = scratch
+            .flush()
+            .filter(|_| l2.is_some())
+            .map(|buffer| L2Flush { buffer });
+        let kernels = scratch.kernels();
+        let calibration_arm = kernels.filter(|_| options.calibrate).map(|_| arms);
         let gate = scratch.word().filter(|_| gated).map(Gate::new);
         let watchdog = gate
             .as_ref()
@@ -126,14 +153,18 @@ where
             mode,
             clock,
             throttle: Throttle::new(floor_mhz),
-            arms,
+            arms: arms + usize::from(calibration_arm.is_some()),
+            calibration_arm,
+            kernels,
+            probe: scratch.probe().zip(l2),
+            flush_check: None,
             work,
             stop,
             reps: 0,
             max_batch: options.max_batch,
             gate_timeouts: 0,
-            samples: vec![Vec::new(); arms],
-            clocks: vec![Vec::new(); arms],
+            samples: vec![Vec::new(); arms + usize::from(calibration_arm.is_some())],
+            clocks: vec![Vec::new(); arms + usize::from(calibration_arm.is_some())],
         };
         // From the first flush on, the GPU may use the scratch memory until the stream is drained.
         scratch.in_use(true);
@@ -172,8 +203,8 @@ struct L2Flush<'b> {
 }
 
 impl L2Flush<'_> {
-    /// The size of the buffer for the device of `instance`.
-    fn bytes(d: &Driver, instance: ContextInstance) -> Result<usize> {
+    /// The L2 size of the device of `instance`, in bytes (the buffer is twice that).
+    fn l2_bytes(d: &Driver, instance: ContextInstance) -> Result<usize> {
         let mut l2 = 0;
         let attribute = sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE;
         let device = instance.context()?.cu_device();
@@ -181,7 +212,7 @@ impl L2Flush<'_> {
             // SAFETY: a device the driver handed out; writes through a live local.
             unsafe { f(&mut l2, attribute, device) }
         })?;
-        Ok(2 * usize::try_from(l2).unwrap_or(0).max(1 << 20))
+        Ok(usize::try_from(l2).unwrap_or(0).max(1 << 19))
     }
 
     fn queue(&self, d: &Driver, stream: &Stream) -> Result<()> {
@@ -190,6 +221,34 @@ impl L2Flush<'_> {
         // SAFETY: writes `words` 32-bit words of a live allocation of that size on a live stream of
         // its device, whose context is current (`Sampler::run` entered it).
         d.memset_d32_async.call(|f| unsafe { f(ptr, 0, words, raw) })
+    }
+}
+
+/// Resets the current context's persisting L2 lines to normal, so that none stays in L2 across the
+/// flushes ([`MeasureOptions::reset_persisting_l2`]); only where lines can persist (the context's
+/// persisting-L2 limit is above zero).
+fn reset_persisting_l2(d: &Driver) -> Result<()> {
+    let mut limit = 0usize;
+    let limit_code = d.ctx_get_limit.code(|f| {
+        // SAFETY: writes the limit through a live local; the measurement's context is current.
+        unsafe { f(&mut limit, sys::CUlimit::CU_LIMIT_PERSISTING_L2_CACHE_SIZE) }
+    });
+    match limit_code {
+        // A device without persisting lines: nothing to reset.
+        CUresult::CUDA_ERROR_UNSUPPORTED_LIMIT | CUresult::CUDA_ERROR_NOT_SUPPORTED => return Ok(()),
+        code => d.ctx_get_limit.check(code)?,
+    }
+    if limit == 0 {
+        return Ok(());
+    }
+    // A context-wide call, which a capture in global mode on another thread could forbid (and be
+    // invalidated by): this thread's mode is relaxed meanwhile.
+    let _relaxed = RelaxedCapture::enter(d);
+    // SAFETY: takes nothing; the measurement's context is current.
+    let code = d.ctx_reset_persisting_l2.code(|f| unsafe { f() });
+    match code {
+        CUresult::CUDA_ERROR_NOT_SUPPORTED => Ok(()),
+        code => d.ctx_reset_persisting_l2.check(code),
     }
 }
 
@@ -271,6 +330,10 @@ where
         let per_rep = gpu.max(host).max(Duration::from_micros(1));
         let count = |budget: Duration| (budget.as_secs_f64() / per_rep.as_secs_f64()).ceil() as usize;
         self.warm_up(count(self.options.warmup).max(1))?;
+        if let Some((probe, l2)) = self.probe.take() {
+            let flush = || self.flush();
+            self.flush_check = Some(FlushCheck::run(self.d, self.stream, probe, l2, &flush)?);
+        }
 
         let wanted = count(BATCH_TIME);
         let mut events: Vec<(Event, Event)> = Vec::new();
@@ -351,13 +414,24 @@ where
             wall_time,
             max_sm_clock_mhz: self.clock.as_ref().map(ClockStamps::max_mhz),
             throttled: self.throttle.discarded(),
+            flush_check: self.flush_check,
+            max_calibration_share: self.options.max_calibration_share,
         };
-        let samples = std::mem::take(&mut self.samples);
+        let mut samples = std::mem::take(&mut self.samples);
         let clocks = std::mem::take(&mut self.clocks);
+        let calibrated = match self.calibration_arm {
+            Some(arm) => {
+                let mut sorted = samples.remove(arm);
+                sorted.sort_unstable();
+                Calibration::of_sorted(&sorted).map_or(Calibrated::NotAsked, Calibrated::Done)
+            }
+            None if self.options.calibrate => Calibrated::KernelUnavailable,
+            None => Calibrated::NotAsked,
+        };
         samples
             .into_iter()
             .zip(clocks)
-            .map(|(samples, clocks)| Measurement::new(samples, clocks, conditions))
+            .map(|(samples, clocks)| Measurement::new(samples, clocks, conditions).calibrated(calibrated))
             .collect()
     }
 
@@ -419,7 +493,7 @@ where
         our_step(capturing, self.stamp(at), "a stamp of the SM clock")?;
         our_step(capturing, self.flush(), "the L2 flush")?;
         record(self.stream, false)?;
-        (self.work)(self.stream, arm)?;
+        self.run_arm(arm, capturing)?;
         Ok(record(self.stream, true)?)
     }
 
@@ -538,10 +612,22 @@ where
         for i in 0..n {
             for arm in self.order(i) {
                 self.flush()?;
-                (self.work)(self.stream, arm)?;
+                self.run_arm(arm, false)?;
             }
         }
         Ok(())
+    }
+
+    /// Queues arm `arm`'s work: the caller's, or the calibration's empty kernel (`capturing`: into
+    /// a graph's capture).
+    fn run_arm(&mut self, arm: usize, capturing: bool) -> Result<(), E> {
+        match self.kernels.filter(|_| self.calibration_arm == Some(arm)) {
+            Some(kernels) => {
+                let launched = kernels.launch_empty(self.d, self.stream);
+                Ok(our_step(capturing, launched, "the calibration's empty kernel")?)
+            }
+            None => (self.work)(self.stream, arm),
+        }
     }
 
     fn flush(&self) -> Result<()> {

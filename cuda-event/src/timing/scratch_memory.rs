@@ -1,14 +1,15 @@
-//! Memory the timing code needs of its own: a device buffer (the L2 flush), a word of mapped host
-//! memory (the gate's flag) and the SM clock's stamp slots (mapped host memory) with the kernel
-//! that writes them, made in a device's primary context and kept for the next measurement instead
-//! of freed.
+//! Memory the timing code needs of its own: device buffers (the L2 flush and its check), a word of
+//! mapped host memory (the gate's flag) and the SM clock's stamp slots (mapped host memory), with
+//! the timing kernels, made in a device's primary context and kept for the next measurement
+//! instead of freed.
 //!
 //! Why kept: `cuMemFree` (and possibly `cuMemFreeHost`) waits for the work of every stream of the
 //! device, so a measurement that freed its buffers would not return while another stream of the
 //! device is held (by a `cuStreamWaitValue32`, a host function, a long kernel) however idle the
 //! measured stream is. Allocating does not wait, so the first measurement in a context instance
-//! allocates, later ones reuse, and nothing on the measuring path frees. (Loading the SM clock's
-//! kernel does wait, which is why only measurements that ask for the clock load it.)
+//! allocates, later ones reuse, and nothing on the measuring path frees. (Loading the timing
+//! kernels does wait, which is why only measurements that ask for the clock or the calibration
+//! load them.)
 //!
 //! Kept per context instance: a device reset destroys the instance and, with it, everything
 //! allocated in it, so the memory of an earlier instance is forgotten (never freed, never touched)
@@ -21,7 +22,8 @@ use crate::driver::Driver;
 use crate::error::Result;
 use crate::sync::Mutex;
 use crate::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use crate::timing::sm_clock::{ClockKernel, ClockStamps, SLOT_BYTES, instance_kernel, unload_unused_kernels};
+use crate::timing::kernels::{TimingKernels, instance_kernels, unload_unused_kernels};
+use crate::timing::sm_clock::{ClockStamps, SLOT_BYTES};
 use cuda_event_sys as sys;
 use std::cell::Cell;
 use std::ffi::c_void;
@@ -130,10 +132,12 @@ struct Scratch {
     device: i32,
     instance: ContextInstance,
     flush: Option<DeviceBuffer>,
+    /// The flush check's buffers.
+    probe: Option<DeviceBuffer>,
     word: Option<MappedWord>,
-    /// The SM clock's stamp kernel of this instance (see [`CLOCK_KERNELS`]), once a measurement
-    /// asked for it and the driver could compile it.
-    clock_kernel: Option<Arc<ClockKernel>>,
+    /// The timing kernels of this instance, once a measurement asked for them and the driver
+    /// could compile them.
+    kernels: Option<Arc<TimingKernels>>,
     /// The clock stamps' slots; smaller ones that measurements outgrew are kept (freeing waits)
     /// until [`release_measure_memory`].
     stamps: Option<MappedMemory>,
@@ -152,6 +156,20 @@ pub(crate) struct ScratchLease {
     in_use: Cell<bool>,
 }
 
+/// What a measurement needs of its scratch memory ([`ScratchLease::prepare`]).
+pub(crate) struct Needs {
+    /// A flush buffer of at least this many bytes.
+    pub(crate) flush_bytes: Option<usize>,
+    /// The flush check's buffers, at least this many bytes.
+    pub(crate) probe_bytes: Option<usize>,
+    /// The gate's word.
+    pub(crate) word: bool,
+    /// The timing kernels (for the calibration).
+    pub(crate) kernels: bool,
+    /// The SM clock's stamp slots, this many (and the kernels, for the stamp).
+    pub(crate) stamp_slots: usize,
+}
+
 impl ScratchLease {
     /// The scratch memory of `instance` (the current instance of `device`'s primary context), out
     /// of the cache, or an empty one. Forgets the memory of `device`'s earlier instances, which a
@@ -165,8 +183,9 @@ impl ScratchLease {
                 device,
                 instance,
                 flush: None,
+                probe: None,
                 word: None,
-                clock_kernel: None,
+                kernels: None,
                 stamps: None,
                 outgrown: Vec::new(),
             },
@@ -177,44 +196,41 @@ impl ScratchLease {
         }
     }
 
-    /// Makes what is missing, in the instance's context, which is current on this thread: a flush
-    /// buffer of at least `flush_bytes` (if given), the gate's word (if `word`), and the SM clock's
-    /// kernel with at least `stamp_slots` slots (if that many; a kernel the driver cannot compile
-    /// leaves the measurement without clocks). Allocating does not wait for other streams; loading
-    /// the kernel does (see `MeasureOptions::sm_clock`).
-    pub(crate) fn prepare(
-        &mut self,
-        d: &Driver,
-        flush_bytes: Option<usize>,
-        word: bool,
-        stamp_slots: usize,
-    ) -> Result<()> {
+    /// Makes what is missing of `needs`, in the instance's context, which is current on this
+    /// thread. A kernel the driver cannot compile leaves the measurement without clocks and
+    /// calibration. Allocating does not wait for other streams; loading the kernels does (see
+    /// `MeasureOptions::sm_clock`).
+    pub(crate) fn prepare(&mut self, d: &Driver, needs: &Needs) -> Result<()> {
         let scratch = self
             .scratch
             .as_mut()
             .expect("a lease holds its scratch until dropped");
-        if let Some(bytes) = flush_bytes
-            && scratch.flush.as_ref().is_none_or(|b| b.bytes < bytes)
-        {
-            // A smaller buffer already there (the size depends on the device alone, so not
-            // expected) is forgotten, not freed: freeing would wait for the whole device.
-            scratch.flush = Some(DeviceBuffer::new(d, bytes)?);
+        // A smaller buffer already there (the sizes depend on the device alone, so not expected)
+        // is forgotten, not freed: freeing would wait for the whole device.
+        for (buffer, bytes) in [
+            (&mut scratch.flush, needs.flush_bytes),
+            (&mut scratch.probe, needs.probe_bytes),
+        ] {
+            if let Some(bytes) = bytes
+                && buffer.as_ref().is_none_or(|b| b.bytes < bytes)
+            {
+                *buffer = Some(DeviceBuffer::new(d, bytes)?);
+            }
         }
-        if word && scratch.word.is_none() {
+        if needs.word && scratch.word.is_none() {
             scratch.word = Some(MappedWord::new(d)?);
         }
-        if stamp_slots > 0 {
+        if (needs.kernels || needs.stamp_slots > 0) && scratch.kernels.is_none() {
             let device = scratch.instance.context()?.cu_device();
-            if scratch.clock_kernel.is_none() {
-                scratch.clock_kernel = instance_kernel(d, scratch.device, scratch.instance, device)?;
-            }
-            let kernel = &scratch.clock_kernel;
+            scratch.kernels = instance_kernels(d, scratch.device, scratch.instance, device)?;
+        }
+        if needs.stamp_slots > 0 {
             let short = scratch
                 .stamps
                 .as_ref()
-                .is_none_or(|m| m.bytes < stamp_slots * SLOT_BYTES);
-            if kernel.is_some() && short {
-                let bytes = stamp_slots.next_power_of_two().max(256) * SLOT_BYTES;
+                .is_none_or(|m| m.bytes < needs.stamp_slots * SLOT_BYTES);
+            if scratch.kernels.is_some() && short {
+                let bytes = needs.stamp_slots.next_power_of_two().max(256) * SLOT_BYTES;
                 let grown = MappedMemory::new(d, bytes)?;
                 scratch.outgrown.extend(scratch.stamps.replace(grown));
             }
@@ -222,10 +238,20 @@ impl ScratchLease {
         Ok(())
     }
 
+    /// The timing kernels, once [`prepare`](Self::prepare) loaded them.
+    pub(crate) fn kernels(&self) -> Option<&TimingKernels> {
+        self.scratch.as_ref()?.kernels.as_deref()
+    }
+
+    /// The flush check's buffers, once [`prepare`](Self::prepare) made them.
+    pub(crate) fn probe(&self) -> Option<&DeviceBuffer> {
+        self.scratch.as_ref()?.probe.as_ref()
+    }
+
     /// The SM clock's kernel and stamp slots, once [`prepare`](Self::prepare) made them.
     pub(crate) fn clock_stamps(&self) -> Option<ClockStamps<'_>> {
         let scratch = self.scratch.as_ref()?;
-        let kernel = scratch.clock_kernel.as_deref()?;
+        let kernel = scratch.kernels.as_deref()?;
         let stamps = scratch.stamps.as_ref()?;
         Some(ClockStamps::new(kernel, stamps.words(), stamps.device_ptr))
     }
@@ -262,8 +288,9 @@ impl Drop for ScratchLease {
 }
 
 /// Frees the memory that [`measure`](crate::measure) keeps per device for the next measurement
-/// (an L2-sized flush buffer, a word of mapped host memory, the SM clock's stamp slots and the
-/// module of its kernel), for a program done measuring or about to exit under a leak checker.
+/// (a flush buffer twice the L2's size and the flush check's three quarters of it, a word of
+/// mapped host memory, the SM clock's stamp slots and the module of the timing kernels), for a
+/// program done measuring or about to exit under a leak checker.
 /// Measurements under way keep theirs; a later one allocates anew.
 ///
 /// It waits for all work of each device it frees memory on (`cuMemFree` does), which is why the
@@ -297,7 +324,7 @@ pub fn release_measure_memory() -> Result<()> {
 fn free(scratch: Scratch) -> Result<()> {
     ContextInstance::destroy_unless_reset(Some(scratch.instance), |d| {
         let _current = scratch.instance.context()?.enter(d)?;
-        if let Some(buffer) = scratch.flush {
+        for buffer in scratch.flush.into_iter().chain(scratch.probe) {
             // SAFETY: device memory allocated in this context instance, idle (out of the cache, so
             // no measurement uses it), freed once.
             d.mem_free.call(|f| unsafe { f(buffer.ptr) })?;

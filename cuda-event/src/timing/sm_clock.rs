@@ -5,240 +5,17 @@
 //! GPU that has not ramped up, or that throttles (power, heat), runs slower than its maximum, and
 //! so does the work timed then.
 //!
-//! The stamp kernel is loaded from PTX (the driver compiles it for the device) and kept with the
-//! scratch memory; where the driver cannot compile it (PTX compilation disabled, say),
-//! measurements go on without clocks. Loading it waits for all the work of the context (see
-//! `MeasureOptions::sm_clock`), which is why clocks are asked for, not read by default.
+//! The stamp kernel is one of the timing kernels (`timing/kernels.rs`); where the
+//! driver cannot compile them, measurements go on without clocks.
 
-use crate::capture_mode::RelaxedCapture;
-use crate::context::ContextInstance;
-use crate::driver::{CUresult, Driver};
+use crate::driver::Driver;
 use crate::error::Result;
 use crate::stream::Stream;
-use crate::sync::Mutex;
 use crate::sync::atomic::{AtomicU64, Ordering};
+use crate::timing::kernels::TimingKernels;
 use cuda_event_sys as sys;
-use std::ffi::{CStr, c_void};
-use std::sync::Arc;
+use std::ffi::c_void;
 use std::time::Duration;
-
-/// One thread per block; the block that runs on SM 0 stores the timer and the cycle counter, read
-/// back to back, as one 16-byte store to `out`.
-const STAMP_PTX: &CStr = c".version 6.0
-.target sm_50
-.address_size 64
-.visible .entry stamp(.param .u64 out)
-{
-    .reg .u32 %sm;
-    .reg .u64 %o, %t, %c;
-    .reg .pred %p;
-    mov.u32 %sm, %smid;
-    setp.ne.u32 %p, %sm, 0;
-    @%p bra DONE;
-    ld.param.u64 %o, [out];
-    mov.u64 %t, %globaltimer;
-    mov.u64 %c, %clock64;
-    st.volatile.v2.u64 [%o], {%t, %c};
-DONE:
-    ret;
-}
-";
-
-/// The stamp kernel, loaded in one context instance (see [`instance_kernel`]). Unloaded only
-/// when no measurement holds it.
-pub(crate) struct ClockKernel {
-    module: sys::CUmodule,
-    function: sys::CUfunction,
-    /// Blocks per launch: one per SM, so that one of them runs on SM 0.
-    blocks: u32,
-    /// The device's maximum SM clock.
-    max_mhz: f64,
-}
-
-// SAFETY: module and function handles are plain driver handles, usable from any thread with their
-// context current (every use here enters it).
-unsafe impl Send for ClockKernel {}
-// SAFETY: the handles never change after loading; the driver's API is thread safe, and launching
-// one function from several threads at once (measurements sharing the kernel) is allowed.
-unsafe impl Sync for ClockKernel {}
-
-impl ClockKernel {
-    /// Loads the kernel into the context current on this thread, that of `device`; `None` where
-    /// the driver cannot compile its PTX for the device (PTX compilation disabled or missing, a
-    /// PTX version or device it does not know): measurements then go on without clocks. Other
-    /// errors (out of memory, a broken context) are returned, and a later measurement tries again.
-    pub(crate) fn load(d: &Driver, device: sys::CUdevice) -> Result<Option<ClockKernel>> {
-        let attribute = |attribute| {
-            let mut value = 0;
-            // SAFETY: a device the driver handed out; writes through a live local.
-            d.device_get_attribute
-                .call(|f| unsafe { f(&mut value, attribute, device) })
-                .map(|()| value)
-        };
-        let sms = attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
-        let khz = attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)?;
-        let mut module = std::ptr::null_mut();
-        // Loading is a call that a capture in global mode on another thread forbids (and would be
-        // invalidated by): this thread's mode is relaxed meanwhile, as for the crate's queries.
-        let relaxed = RelaxedCapture::enter(d);
-        let code = d.module_load_data.code(|f| {
-            // SAFETY: NUL-terminated PTX text; writes the module through a live local; a context
-            // is current.
-            unsafe { f(&mut module, STAMP_PTX.as_ptr().cast()) }
-        });
-        drop(relaxed);
-        if cannot_compile(code) {
-            return Ok(None);
-        }
-        d.module_load_data.check(code)?;
-        let mut function = std::ptr::null_mut();
-        // SAFETY: a module just loaded, a NUL-terminated name it defines; writes through a local.
-        let found = d
-            .module_get_function
-            .call(|f| unsafe { f(&mut function, module, c"stamp".as_ptr()) });
-        let kernel = ClockKernel {
-            module,
-            function,
-            blocks: u32::try_from(sms).unwrap_or(1).max(1),
-            max_mhz: f64::from(khz) / 1e3,
-        };
-        match found {
-            Ok(()) => Ok(Some(kernel)),
-            Err(e) => {
-                let _ = kernel.unload(d);
-                Err(e)
-            }
-        }
-    }
-
-    /// Unloads the module (its context current on this thread, nothing queued that launches it).
-    pub(crate) fn unload(self, d: &Driver) -> Result<()> {
-        // SAFETY: a module loaded once in the current context, no longer launched, unloaded once.
-        d.module_unload.call(|f| unsafe { f(self.module) })
-    }
-}
-
-/// Whether a module load's `code` says that the driver cannot compile the PTX for this device.
-fn cannot_compile(code: CUresult) -> bool {
-    [
-        CUresult::CUDA_ERROR_INVALID_IMAGE,
-        CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU,
-        CUresult::CUDA_ERROR_INVALID_PTX,
-        CUresult::CUDA_ERROR_JIT_COMPILER_NOT_FOUND,
-        CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION,
-        CUresult::CUDA_ERROR_JIT_COMPILATION_DISABLED,
-    ]
-    .contains(&code)
-}
-
-/// The SM clock's kernel of each context instance, shared by every measurement in it (overlapping
-/// ones included: loading waits for all the context's work, so it is done once per instance).
-/// Unloaded by `release_measure_memory` once no measurement holds it; an earlier instance's is
-/// forgotten, as the scratch memory is.
-static KERNELS: Mutex<Vec<InstanceKernel>> = Mutex::new(Vec::new());
-
-/// An entry of [`KERNELS`]: its kernel behind a lock of its own, which a first use holds while it
-/// loads (so that a second waits for that load instead of loading again), and which nothing else
-/// waits for.
-struct InstanceKernel {
-    device: i32,
-    instance: ContextInstance,
-    loaded: Arc<Mutex<Loaded>>,
-}
-
-/// An instance's kernel, as far as it got.
-enum Loaded {
-    /// Not loaded yet (or the last load failed for another reason than compiling).
-    NotYet,
-    /// The driver cannot compile it for the device: measurements there go without clocks.
-    Cannot,
-    Kernel(Arc<ClockKernel>),
-}
-
-/// The SM clock's kernel of `instance` (of `device`, the driver's `cu_device`, whose context is
-/// current), loaded on first use; `None` where the driver cannot compile it. A load that fails for
-/// another reason is returned, and the next measurement tries again.
-pub(crate) fn instance_kernel(
-    d: &Driver,
-    device: i32,
-    instance: ContextInstance,
-    cu_device: sys::CUdevice,
-) -> Result<Option<Arc<ClockKernel>>> {
-    let loaded = {
-        let mut kernels = KERNELS.lock();
-        kernels.retain(|k| k.device != device || k.instance == instance);
-        match kernels.iter().find(|k| k.instance == instance) {
-            Some(k) => Arc::clone(&k.loaded),
-            None => {
-                let loaded = Arc::new(Mutex::new(Loaded::NotYet));
-                kernels.push(InstanceKernel {
-                    device,
-                    instance,
-                    loaded: Arc::clone(&loaded),
-                });
-                loaded
-            }
-        }
-    };
-    // Only this instance's first uses wait here (the registry's lock is not held).
-    let mut loaded = loaded.lock();
-    if let Loaded::NotYet = *loaded {
-        *loaded = match ClockKernel::load(d, cu_device)? {
-            Some(kernel) => Loaded::Kernel(Arc::new(kernel)),
-            None => Loaded::Cannot,
-        };
-    }
-    Ok(match &*loaded {
-        Loaded::Kernel(kernel) => Some(Arc::clone(kernel)),
-        Loaded::NotYet | Loaded::Cannot => None,
-    })
-}
-
-/// Unloads every kernel that no measurement holds (nor is about to take: the entry's lock is
-/// shared only by the registry), each in its context instance unless a reset destroyed it;
-/// returns the first failure.
-pub(crate) fn unload_unused_kernels() -> Result<()> {
-    let unused: Vec<(ContextInstance, ClockKernel)> = {
-        let mut kernels = KERNELS.lock();
-        let mut unused = Vec::new();
-        kernels.retain(|k| {
-            // A measurement that found the entry holds a clone of its lock until it has its
-            // kernel, and then the kernel: either keeps the entry.
-            if Arc::strong_count(&k.loaded) > 1 {
-                return true;
-            }
-            let mut loaded = k.loaded.lock();
-            match std::mem::replace(&mut *loaded, Loaded::NotYet) {
-                Loaded::Kernel(kernel) => match Arc::try_unwrap(kernel) {
-                    Ok(kernel) => {
-                        unused.push((k.instance, kernel));
-                        false
-                    }
-                    Err(kernel) => {
-                        *loaded = Loaded::Kernel(kernel);
-                        true
-                    }
-                },
-                other => {
-                    *loaded = other;
-                    true
-                }
-            }
-        });
-        unused
-    };
-    let mut first_error = Ok(());
-    for (instance, kernel) in unused {
-        let unloaded = ContextInstance::destroy_unless_reset(Some(instance), |d| {
-            let _current = instance.context()?.enter(d)?;
-            kernel.unload(d)
-        });
-        if first_error.is_ok() {
-            first_error = unloaded;
-        }
-    }
-    first_error
-}
 
 /// One stamp: the GPU's timer (ns) and SM 0's cycle counter, read together.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -251,7 +28,7 @@ pub(crate) struct Stamp {
 /// interval `k - 1`), slot `n` after the last of `n`; in mapped host memory of the measurement's
 /// scratch.
 pub(crate) struct ClockStamps<'s> {
-    kernel: &'s ClockKernel,
+    kernel: &'s TimingKernels,
     /// The slots' 64-bit words, as the host sees them, two a slot.
     words: &'s [AtomicU64],
     /// The device address of the first word.
@@ -265,7 +42,7 @@ impl<'s> ClockStamps<'s> {
     /// The slots in mapped memory whose words the host sees as `words` and the device at
     /// `device_ptr` (16-byte aligned).
     pub(crate) fn new(
-        kernel: &'s ClockKernel,
+        kernel: &'s TimingKernels,
         words: &'s [AtomicU64],
         device_ptr: sys::CUdeviceptr,
     ) -> ClockStamps<'s> {
@@ -299,7 +76,7 @@ impl<'s> ClockStamps<'s> {
         assert!(slot < self.slots(), "stamp slot {slot} out of range");
         let mut out = self.device_ptr + (slot * SLOT_BYTES) as u64;
         let mut params = [(&raw mut out).cast::<c_void>()];
-        let (function, blocks, raw) = (self.kernel.function, self.kernel.blocks, stream.as_raw());
+        let (function, blocks, raw) = (self.kernel.stamp, self.kernel.blocks, stream.as_raw());
         // SAFETY: a function of a module loaded in the stream's context (current here), launched
         // with the one 64-bit parameter its PTX declares, pointing at a slot inside mapped memory
         // that outlives every launch (the measurement drains the stream before giving it back);
@@ -526,14 +303,5 @@ mod tests {
         );
         let never = Throttle::new(0.0);
         assert!(never.keeps(Some(1.0)));
-    }
-
-    #[test]
-    fn only_a_compilation_failure_leaves_measurements_without_clocks() {
-        assert!(cannot_compile(CUresult::CUDA_ERROR_JIT_COMPILATION_DISABLED));
-        assert!(cannot_compile(CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION));
-        assert!(!cannot_compile(CUresult::CUDA_ERROR_OUT_OF_MEMORY));
-        assert!(!cannot_compile(CUresult::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED));
-        assert!(!cannot_compile(CUresult::CUDA_SUCCESS));
     }
 }

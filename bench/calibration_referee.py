@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""The calibration's validation table: `measure`'s raw and net medians beside CUPTI's times of the
+very same launches, do_bench, do_bench_cudagraph and PyTorch's profiler, and the spread of the 10 us
+kernel's median over ten runs.
+
+usage: calibration_referee.py DIR
+DIR holds `plain/calibration.jsonl` (the calibration benchmark alone), `referee/calibration.jsonl`
+and `referee/cupti.csv` (the benchmark again with bench/cupti_referee/'s library loaded through
+CUDA_INJECTION64_PATH), and `triton.json` (bench/calibration_triton.py). Writes
+DIR/calibration_referee.md.
+
+CUPTI's column is the median duration of the measurement's own work launches (the spinning kernel,
+or memsets of the row's size), found by the measurement's CLOCK_MONOTONIC window; CUPTI's empty
+kernel is the calibration's. CUPTI counts a kernel's own launch (what an empty kernel takes) inside
+its duration, and a pair of timing events cannot separate it from the rest of the fixed cost, so
+the net time is set beside both CUPTI's duration and CUPTI's duration less CUPTI's empty kernel
+("CUPTI net"). CUPTI lengthens every timed interval a little (its own records), so the plain run's
+net time is compared, and the referee run's own net time too.
+"""
+import json
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "cupti_referee"))
+from records import Records  # noqa: E402
+
+
+def rows(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def in_window(records, row, what):
+    return [r for r in records
+            if row["from_ns"] <= r["start_mono"] <= row["to_ns"] and what(r)]
+
+
+def cupti_times(cupti, row):
+    """CUPTI's median work time, empty kernel time and step between two empty kernels (us)."""
+    if row["op"].startswith("kernel"):
+        work = in_window(cupti.kernels, row, lambda r: "spin" in r["what"])
+    else:
+        work = in_window(cupti.memsets, row, lambda r: int(r["what"]) == row["bytes"])
+    empties = in_window(cupti.kernels, row, lambda r: r["what"] == "empty")
+    med = lambda v: statistics.median(v) if v else None
+    return med([r["duration_ns"] / 1e3 for r in work]), med([r["duration_ns"] / 1e3 for r in empties])
+
+
+def pct(a, b):
+    return "" if a is None or b in (None, 0) else f"{100 * (a / b - 1):+.2f}%"
+
+
+def f(x, digits=3):
+    return "" if x is None else f"{x:.{digits}f}"
+
+
+def main(folder):
+    plain = [r for r in rows(os.path.join(folder, "plain", "calibration.jsonl"))]
+    referee = {(r["phase"], r["op"], r["mode"]): r for r in rows(os.path.join(folder, "referee", "calibration.jsonl"))}
+    cupti = Records(os.path.join(folder, "referee", "cupti.csv"))
+    triton_path = os.path.join(folder, "triton.json")
+    triton = json.load(open(triton_path)) if os.path.exists(triton_path) else {}
+    out = ["# The calibration against CUPTI\n",
+           f"CUPTI records: {len(cupti.kernels)} kernels, {len(cupti.memsets)} memsets, {cupti.dropped} dropped; "
+           f"clock pairs {len(cupti.pairs)} (median width {cupti.pair_width_ns()[0]:.0f} ns).\n",
+           "Times in us. raw: measure's median; net: raw less the calibration's empty-kernel interval; "
+           "CUPTI: the same launches' median duration in the referee run; CUPTI net: that less CUPTI's "
+           "median duration of the calibration's empty kernel in the same measurement; referee net: the "
+           "referee run's own net time.\n",
+           "| op | mode | raw | net | CUPTI | net vs CUPTI | CUPTI net | net vs CUPTI net | referee net | vs CUPTI net "
+           "| CUPTI empty | empty +- | flush after/cold | do_bench | do_bench_cudagraph | profiler |",
+           "|" + "---|" * 16]
+    for r in plain:
+        if r["phase"] != "table":
+            continue
+        ref = referee.get((r["phase"], r["op"], r["mode"]))
+        c_work, c_empty = cupti_times(cupti, ref) if ref else (None, None)
+        c_net = c_work - c_empty if c_work is not None and c_empty is not None else None
+        t = triton.get(r["op"], {})
+        out.append(
+            f"| {r['op']} | {r['mode']} | {f(r['median_us'])} | {f(r['net_us']) or r['no_net']} | {f(c_work)} | "
+            f"{pct(r['net_us'], c_work)} | {f(c_net)} | {pct(r['net_us'], c_net)} | {f(ref and ref['net_us'])} | "
+            f"{pct(ref and ref['net_us'], c_net)} | {f(c_empty)} | {f(r['empty_us'])} +- {f(r['uncertainty_us'])} | "
+            f"{r['flush_after_us'] / r['flush_cold_us']:.3f} ({r['flush_verdict']}) | "
+            f"{f(t.get('do_bench'))} | {f(t.get('do_bench_cudagraph'))} | {f(t.get('profiler'))} |")
+    out += ["\n## The 10 us kernel's median over ten runs (plain run)\n",
+            "| mode | runs | raw: median of medians | raw: (max - min) / median | net: median of medians | "
+            "net: (max - min) / median | net: stdev / mean | empty: min - max |", "|---|---|---|---|---|---|---|---|"]
+    for mode in ("gated", "graph"):
+        spread = [r for r in plain if r["phase"] == "spread" and r["mode"] == mode]
+        raw = [r["median_us"] for r in spread]
+        net = [r["net_us"] for r in spread if r["net_us"] is not None]
+        if not raw:
+            continue
+        empty = [r["empty_us"] for r in spread]
+        line = (f"| {mode} | {len(raw)} | {statistics.median(raw):.3f} | "
+                f"{100 * (max(raw) - min(raw)) / statistics.median(raw):.2f}% |")
+        if len(net) > 1:
+            line += (f" {statistics.median(net):.3f} | {100 * (max(net) - min(net)) / statistics.median(net):.2f}% | "
+                     f"{100 * statistics.stdev(net) / statistics.mean(net):.2f}% | {min(empty):.3f} - {max(empty):.3f} |")
+        out.append(line)
+    text = "\n".join(out) + "\n"
+    open(os.path.join(folder, "calibration_referee.md"), "w").write(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else ".")

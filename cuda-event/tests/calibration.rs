@@ -1,0 +1,179 @@
+//! `measure`'s calibration and its L2 flush check on the GPU: a kernel's net time beside the same
+//! kernel ending at once, every mode and `compare` calibrated, the flush shown to evict, and the
+//! answers without a calibration.
+
+use cuda_event_testkit as common;
+
+use common::{GpuTest, TestBuffer, gpu_spin};
+use cuda_event::{
+    CompareOptions, FlushVerdict, MeasureOptions, Measurement, NoNet, Stream, compare, measure,
+};
+use std::time::Duration;
+
+/// A GPU test of this binary, which frees `measure`'s memory when it ends (`ci/sanitize` runs it
+/// with a leak check).
+struct Measuring(#[allow(dead_code)] GpuTest);
+
+impl Drop for Measuring {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            cuda_event::release_measure_memory().expect("freeing measure's memory");
+        }
+    }
+}
+
+fn gpu() -> Measuring {
+    Measuring(common::gpu_for(Duration::from_secs(120)))
+}
+
+fn calibrated() -> MeasureOptions {
+    MeasureOptions::default()
+        .calibrate(true)
+        .min_time(Duration::from_millis(300))
+        .timeout(Duration::from_secs(4))
+}
+
+fn spin(stream: &Stream, options: &MeasureOptions, length: Duration) -> Measurement {
+    let m = measure(stream, options, |s| -> cuda_event::Result<()> {
+        gpu_spin(s, length);
+        Ok(())
+    })
+    .unwrap();
+    let c = m.calibration().expect("calibrated");
+    println!(
+        "{length:?} kernel, graph {}: median {:?}, net {:?}; empty kernel {:?} +- {:?}, {} samples",
+        m.graph(),
+        m.median(),
+        m.net(),
+        c.empty,
+        c.uncertainty,
+        c.samples
+    );
+    m
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_net_time_of_a_10us_kernel_is_10us_within_2_percent_in_both_modes() {
+    if common::skip_under_sanitizer("its bounds are kernels' own lengths, which memcheck stretches") {
+        return;
+    }
+    let _gpu = gpu();
+    let stream = Stream::new(0).unwrap();
+    for graph in [false, true] {
+        let options = calibrated().graph(graph);
+        let ten = spin(&stream, &options, Duration::from_micros(10));
+        let net = ten.net().expect("a net time");
+        let off = net.as_secs_f64() / 10e-6 - 1.0;
+        assert!(off.abs() <= 0.02, "net {net:?}: {:+.2}%", 100.0 * off);
+        // The raw median holds the launch's fixed cost, which the net time leaves out.
+        assert!(ten.median() > net + Duration::from_micros(1), "{ten:?}");
+        assert_eq!(ten.graph(), graph);
+        // The same kernel ending at once is hardly longer than an empty one: a net time of a
+        // fraction of a microsecond, or none (never a negative one).
+        let at_once = spin(&stream, &options, Duration::ZERO);
+        match at_once.net() {
+            Ok(net) => assert!(net < Duration::from_micros(1), "{net:?}"),
+            Err(NoNet::NotAboveEmptyKernel { .. } | NoNet::NoisyCalibration { .. }) => {}
+            Err(other) => panic!("{other:?}"),
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_flush_check_shows_the_flush_evicts_and_is_absent_without_a_flush() {
+    if common::skip_under_sanitizer("its reads are timed against each other, which memcheck stretches") {
+        return;
+    }
+    let _gpu = gpu();
+    let stream = Stream::new(0).unwrap();
+    let buffer = TestBuffer::new(0, 1 << 20);
+    let options = MeasureOptions::default().min_time(Duration::from_millis(100));
+    let m = measure(&stream, &options, |s| -> cuda_event::Result<()> {
+        buffer.memset(s, 1);
+        Ok(())
+    })
+    .unwrap();
+    let check = *m.flush_check().expect("a flush, so a check");
+    println!("{check:?}: ratio {:.3}, {:?}", check.ratio(), check.verdict());
+    assert_eq!(check.verdict(), FlushVerdict::Evicts, "{check:?}");
+    assert!((0.9..1.15).contains(&check.ratio()), "{check:?}");
+    assert!(check.warm < check.cold, "{check:?}");
+    let unflushed = measure(
+        &stream,
+        &options.clone().flush_l2(false),
+        |s| -> cuda_event::Result<()> {
+            buffer.memset(s, 1);
+            Ok(())
+        },
+    )
+    .unwrap();
+    assert!(unflushed.flush_check().is_none() && !unflushed.l2_flushed());
+    // With persisting lines reset first (the device otherwise idle): the same check.
+    let reset = measure(
+        &stream,
+        &options.clone().reset_persisting_l2(true),
+        |s| -> cuda_event::Result<()> {
+            buffer.memset(s, 1);
+            Ok(())
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        reset.flush_check().map(|c| c.verdict()),
+        Some(FlushVerdict::Evicts)
+    );
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn without_calibration_there_is_no_net_time_and_compare_calibrates_both_sides() {
+    let _gpu = gpu();
+    let stream = Stream::new(0).unwrap();
+    let options = MeasureOptions::default().min_time(Duration::from_millis(100));
+    let plain = measure(&stream, &options, |s| -> cuda_event::Result<()> {
+        gpu_spin(s, Duration::from_micros(5));
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(plain.net(), Err(NoNet::NotCalibrated));
+    assert!(plain.calibration().is_none());
+    let compare_options =
+        CompareOptions::default().measure(calibrated().min_time(Duration::from_millis(100)));
+    let comparison = compare(
+        &stream,
+        &compare_options,
+        |s| -> cuda_event::Result<()> {
+            gpu_spin(s, Duration::from_micros(20));
+            Ok(())
+        },
+        |s| -> cuda_event::Result<()> {
+            gpu_spin(s, Duration::from_micros(40));
+            Ok(())
+        },
+    )
+    .unwrap();
+    let (a, b) = (comparison.a(), comparison.b());
+    assert_eq!(a.calibration(), b.calibration(), "one calibration for both sides");
+    let (net_a, net_b) = (a.net().unwrap(), b.net().unwrap());
+    println!("compare: A net {net_a:?}, B net {net_b:?}");
+    assert!(net_b > net_a + Duration::from_micros(15), "{net_a:?} {net_b:?}");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_net_time_is_refused_when_the_calibration_is_noisier_than_the_share_allows() {
+    let _gpu = gpu();
+    let stream = Stream::new(0).unwrap();
+    // No share at all: any uncertainty above zero refuses; a zero one (every sample alike) passes.
+    let options = calibrated()
+        .max_calibration_share(0.0)
+        .min_time(Duration::from_millis(100));
+    let m = spin(&stream, &options, Duration::from_micros(5));
+    match m.net() {
+        Err(NoNet::NoisyCalibration { max_share, .. }) => assert_eq!(max_share, 0.0),
+        Ok(_) => assert_eq!(m.calibration().unwrap().uncertainty, Duration::ZERO),
+        other => panic!("{other:?}"),
+    }
+}
