@@ -215,6 +215,11 @@ fn pending_ranges_stay_for_a_later_read_and_a_capturing_stream_is_refused() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn a_device_reset_mid_trace_loses_the_pending_ranges_counted_and_later_ranges_work() {
+    if common::skip_under_sanitizer(
+        "its point is a device reset: the crate then asks CUDA whether the destroyed context is gone, an error memcheck reports",
+    ) {
+        return;
+    }
     let test = common::this_test!();
     if common::in_a_child(test, "reset").is_none() {
         return;

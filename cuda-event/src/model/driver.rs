@@ -655,6 +655,20 @@ unsafe extern "C" fn mem_alloc(_: *mut sys::CUdeviceptr_v2, _: usize) -> Code {
 unsafe extern "C" fn memset_d32_async(_: sys::CUdeviceptr_v2, _: c_uint, _: usize, _: sys::CUstream) -> Code {
     Code::CUDA_ERROR_NOT_SUPPORTED
 }
+unsafe extern "C" fn memcpy_dtod_async(
+    _: sys::CUdeviceptr_v2,
+    _: sys::CUdeviceptr_v2,
+    _: usize,
+    _: sys::CUstream,
+) -> Code {
+    Code::CUDA_ERROR_NOT_SUPPORTED
+}
+unsafe extern "C" fn ctx_reset_persisting_l2() -> Code {
+    Code::CUDA_ERROR_NOT_SUPPORTED
+}
+unsafe extern "C" fn ctx_get_limit(_: *mut usize, _: sys::CUlimit) -> Code {
+    Code::CUDA_ERROR_NOT_SUPPORTED
+}
 unsafe extern "C" fn mem_host_alloc(_: *mut *mut c_void, _: usize, _: c_uint) -> Code {
     Code::CUDA_ERROR_NOT_SUPPORTED
 }
@@ -763,6 +777,9 @@ pub(crate) fn entry_point(symbol: &CStr) -> *mut c_void {
         c"cuDeviceGetAttribute" => PFN_cuDeviceGetAttribute_v2000(device_get_attribute),
         c"cuMemAlloc" => PFN_cuMemAlloc_v3020(mem_alloc),
         c"cuMemsetD32Async" => PFN_cuMemsetD32Async_v3020(memset_d32_async),
+        c"cuMemcpyDtoDAsync" => PFN_cuMemcpyDtoDAsync_v3020(memcpy_dtod_async),
+        c"cuCtxResetPersistingL2Cache" => PFN_cuCtxResetPersistingL2Cache_v11000(ctx_reset_persisting_l2),
+        c"cuCtxGetLimit" => PFN_cuCtxGetLimit_v3010(ctx_get_limit),
         c"cuMemHostAlloc" => PFN_cuMemHostAlloc_v2020(mem_host_alloc),
         c"cuMemFree" => PFN_cuMemFree_v3020(mem_free),
         c"cuMemFreeHost" => PFN_cuMemFreeHost_v2000(mem_free_host),
