@@ -7,6 +7,7 @@
 //! stamps out). A median holds the kernel's length and what lies between the timing
 //! events and the kernel's first and last reads of the timer (the GPU starting and ending the
 //! kernel): the 0 us kernel's median is that part alone, a larger share of a shorter kernel.
+//! Measured with `calibrate`: `net_us` is the median net of an empty kernel's interval.
 //! `--ptx` prints the kernel's PTX instead, so that bench/graph_validation.py times the very same
 //! kernel with triton. Without a GPU it exits with status 1 and one line naming the CUDA error.
 //! The kernel is the test kit's (`gpu_spin` launches it in the tests), so this example is the
@@ -54,7 +55,8 @@ fn run(ptx: bool, sm_clock: bool) -> Result<(), Box<dyn std::error::Error>> {
     let kernel = SpinKernel::load(stream.device())?;
     let options = MeasureOptions::default()
         .timeout(Duration::from_secs(5))
-        .sm_clock(sm_clock);
+        .sm_clock(sm_clock)
+        .calibrate(true);
     for (op, length) in KERNELS {
         for (mode, options) in [("gated", options.clone()), ("graph", options.clone().graph(true))] {
             // `measure` runs the work with the stream's device's primary context current, as

@@ -1,6 +1,7 @@
 //! A measurement as one JSON object: the row format of the examples' machine-readable output, which
 //! `bench/*.py` read. The caller's leading fields, then the measurement's statistics (in us), stop
-//! reason, gate timeouts and SM clock (`null` when not read), then the caller's trailing fields.
+//! reason, gate timeouts, SM clock (`null` when not read) and net time (`null` when there is none:
+//! not calibrated, say), then the caller's trailing fields.
 
 use cuda_event::Measurement;
 use std::time::Duration;
@@ -27,6 +28,7 @@ pub(crate) fn row(leading: &[(&str, String)], m: &Measurement, trailing: &[(&str
         ("sm_clock_mhz", mhz(m.sm_clock_mhz())),
         ("max_sm_clock_mhz", mhz(m.max_sm_clock_mhz())),
         ("throttled", m.throttled_samples().to_string()),
+        ("net_us", m.net().map_or_else(|_| "null".to_string(), us)),
     ];
     let fields: Vec<String> = leading
         .iter()
