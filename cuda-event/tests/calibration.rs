@@ -4,26 +4,14 @@
 
 use cuda_event_testkit as common;
 
-use common::{GpuTest, TestBuffer, gpu_spin};
+use common::{MeasuringGpuTest, TestBuffer, gpu_spin};
 use cuda_event::{
     CompareOptions, FlushVerdict, MeasureOptions, Measurement, NoNet, Stream, compare, measure,
 };
 use std::time::Duration;
 
-/// A GPU test of this binary, which frees `measure`'s memory when it ends (`ci/sanitize` runs it
-/// with a leak check).
-struct Measuring(#[allow(dead_code)] GpuTest);
-
-impl Drop for Measuring {
-    fn drop(&mut self) {
-        if !std::thread::panicking() {
-            cuda_event::release_measure_memory().expect("freeing measure's memory");
-        }
-    }
-}
-
-fn gpu() -> Measuring {
-    Measuring(common::gpu_for(Duration::from_secs(120)))
+fn gpu() -> MeasuringGpuTest {
+    common::measuring_gpu_for(Duration::from_secs(120))
 }
 
 fn calibrated() -> MeasureOptions {

@@ -4,7 +4,7 @@
 
 use cuda_event_testkit as common;
 
-use common::{GpuTest, TestBuffer, driver_fn, gpu_sleep, ok};
+use common::{MeasuringGpuTest, TestBuffer, driver_fn, gpu_sleep, ok};
 use cuda_event::{
     CompareOptions, DeviceGuard, Error, MeasureOptions, Measurement, StopReason, Stream, Timer, Verdict,
     compare, measure, sys,
@@ -16,24 +16,12 @@ use std::time::{Duration, Instant};
 const KERNEL_LENGTHS: &str =
     "its bounds are kernels' own lengths, which memcheck's instrumentation stretches";
 
-/// A GPU test of this binary: when it ends, the memory `measure` keeps per device is freed, so
-/// that the binary exits with nothing of it allocated (`ci/sanitize` runs it with a leak check).
-struct Measuring(#[allow(dead_code)] GpuTest);
-
-impl Drop for Measuring {
-    fn drop(&mut self) {
-        if !std::thread::panicking() {
-            cuda_event::release_measure_memory().expect("freeing measure's memory");
-        }
-    }
+fn gpu() -> MeasuringGpuTest {
+    common::measuring_gpu()
 }
 
-fn gpu() -> Measuring {
-    Measuring(common::gpu())
-}
-
-fn gpu_for(deadline: Duration) -> Measuring {
-    Measuring(common::gpu_for(deadline))
+fn gpu_for(deadline: Duration) -> MeasuringGpuTest {
+    common::measuring_gpu_for(deadline)
 }
 
 /// Free device memory on device 0, as `cuMemGetInfo` reports it.

@@ -31,7 +31,9 @@ pub use host_flags::HostFlags;
 pub use kernels::{gpu_sleep, gpu_sleep_then_set, gpu_spin, launch_trap, poison_the_context};
 pub use memory::TestBuffer;
 pub use ptx::{Ptx, SPIN_KERNEL};
-pub use serial::{GpuTest, gpu, gpu_for, two_gpus, two_gpus_for};
+pub use serial::{
+    GpuTest, MeasuringGpuTest, gpu, gpu_for, measuring_gpu, measuring_gpu_for, two_gpus, two_gpus_for,
+};
 pub use wakers::{
     CountingWaker, block_on, block_on_timeout, counting_waker, panicking_waker, poll_once, poll_with,
 };

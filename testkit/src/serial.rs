@@ -32,6 +32,30 @@ pub fn gpu_for(limit: Duration) -> GpuTest {
     }
 }
 
+/// A GPU test of `measure` and its kin: when it ends, the memory `measure` keeps per device is
+/// freed, so that the binary exits with nothing of it allocated (`ci/sanitize` runs it with a leak
+/// check).
+#[derive(Debug)]
+pub struct MeasuringGpuTest(#[allow(dead_code)] GpuTest);
+
+impl Drop for MeasuringGpuTest {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            cuda_event::release_measure_memory().expect("freeing measure's memory");
+        }
+    }
+}
+
+/// [`gpu_for`] for a test of `measure` ([`MeasuringGpuTest`]).
+pub fn measuring_gpu_for(limit: Duration) -> MeasuringGpuTest {
+    MeasuringGpuTest(gpu_for(limit))
+}
+
+/// [`measuring_gpu_for`] of the default limit.
+pub fn measuring_gpu() -> MeasuringGpuTest {
+    measuring_gpu_for(TEST_TIME_LIMIT)
+}
+
 /// Like [`gpu`], for the tests that need two GPUs: `None` with fewer, after saying on stdout that
 /// the test was skipped (it then passes: a machine with one GPU runs the rest of the suite green),
 /// unless `CUDA_EVENT_TEST_GPUS=2` (a run on two GPUs) requires them: then it fails.
