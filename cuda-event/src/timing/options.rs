@@ -219,3 +219,39 @@ impl MeasureOptions {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(options: MeasureOptions) -> &'static str {
+        match options.check() {
+            Err(Error::InvalidMeasureOptions { reason }) => reason,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_defaults_pass_and_leave_calibration_and_the_reset_off() {
+        let options = MeasureOptions::default();
+        assert!(options.check().is_ok());
+        assert!(!options.calibrate && !options.reset_persisting_l2 && options.flush_l2);
+        assert_eq!(options.max_calibration_share, 0.05);
+        let on = options
+            .calibrate(true)
+            .reset_persisting_l2(true)
+            .max_calibration_share(0.0);
+        assert!(on.check().is_ok());
+        assert!(on.calibrate && on.reset_persisting_l2);
+    }
+
+    #[test]
+    fn a_calibration_share_that_is_not_a_finite_number_at_least_zero_is_refused() {
+        for share in [-0.01, f64::NAN, f64::INFINITY] {
+            let reason = refused(MeasureOptions::default().max_calibration_share(share));
+            assert!(reason.contains("max_calibration_share"), "{reason}");
+        }
+        assert!(refused(MeasureOptions::default().min_samples(1)).contains("min_samples"));
+        assert!(refused(MeasureOptions::default().max_batch(0)).contains("max_batch"));
+    }
+}
