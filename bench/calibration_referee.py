@@ -82,7 +82,7 @@ def main(folder):
             f"| {r['op']} | {r['mode']} | {f(r['median_us'])} | {f(r['net_us']) or r['no_net']} | {f(c_work)} | "
             f"{pct(r['net_us'], c_work)} | {f(c_net)} | {pct(r['net_us'], c_net)} | {f(ref and ref['net_us'])} | "
             f"{pct(ref and ref['net_us'], c_net)} | {f(c_empty)} | {f(r['empty_us'])} +- {f(r['uncertainty_us'])} | "
-            f"{r['flush_after_us'] / r['flush_cold_us']:.3f} ({r['flush_verdict']}) | "
+            f"{r['flush_after_us'] / max(r['flush_cold_us'], 1e-9):.3f} ({r['flush_verdict']}) | "
             f"{f(t.get('do_bench'))} | {f(t.get('do_bench_cudagraph'))} | {f(t.get('profiler'))} |")
     out += ["\n## The 10 us kernel's median over ten runs (plain run)\n",
             "| mode | runs | raw: median of medians | raw: (max - min) / median | net: median of medians | "

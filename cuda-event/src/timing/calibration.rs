@@ -2,6 +2,7 @@
 //! around an empty kernel, timed beside the work; and the work's time net of them, or why there is
 //! none.
 
+use crate::timing::measurement::{median_bounds, smallest_step};
 use std::fmt;
 use std::time::Duration;
 
@@ -21,8 +22,9 @@ pub struct Calibration {
     /// See [`empty_p10`](Self::empty_p10).
     pub empty_p90: Duration,
     /// Half the width of a 95% confidence interval of [`empty`](Self::empty) (distribution-free,
-    /// from the order statistics; half the samples' range when there are fewer than 8): how far
-    /// the calibration's noise can move the net time.
+    /// from the order statistics; half the samples' range when there are too few for one), and at
+    /// least half the timing events' resolution as the samples show it: how far the calibration's
+    /// noise can move the net time.
     pub uncertainty: Duration,
     /// How many samples it has.
     pub samples: usize,
@@ -57,18 +59,23 @@ fn median_of_sorted(sorted: &[Duration]) -> Duration {
 }
 
 /// Half the width of the distribution-free 95% confidence interval of the median of `sorted` (not
-/// empty): between the order statistics `n/2 - 0.98 sqrt(n)` and `n/2 + 0.98 sqrt(n)` (the normal
-/// approximation of the binomial's, 1.96 standard deviations of a count whose deviation is
-/// `sqrt(n)/2`); the whole range for fewer than 8 samples, too few for that approximation.
+/// empty; the sign test's bounds, as `compare`'s), and at least half the smallest step between two
+/// different samples (the timing events' resolution: tied samples do not make a median exact);
+/// half the whole range when there are too few samples for the interval.
 fn median_half_width(sorted: &[Duration]) -> Duration {
     let n = sorted.len();
-    if n < 8 {
-        return (sorted[n - 1] - sorted[0]) / 2;
-    }
-    let reach = 0.98 * (n as f64).sqrt();
-    let low = ((n as f64 / 2.0 - reach).floor().max(0.0)) as usize;
-    let high = ((n as f64 / 2.0 + reach).ceil() as usize).min(n - 1);
-    (sorted[high] - sorted[low]) / 2
+    let interval = match median_bounds(n, 0.05) {
+        Some(k) => sorted[n - 1 - k] - sorted[k],
+        None => sorted[n - 1] - sorted[0],
+    };
+    let secs: Vec<f64> = sorted.iter().map(Duration::as_secs_f64).collect();
+    let step = smallest_step(&secs);
+    let resolution = if step.is_finite() {
+        Duration::from_secs_f64(step)
+    } else {
+        Duration::ZERO
+    };
+    interval.max(resolution) / 2
 }
 
 /// Why a [`Measurement`](crate::Measurement) has no net time
@@ -236,9 +243,10 @@ mod tests {
 
     #[test]
     fn the_uncertainty_comes_from_the_order_statistics() {
-        // 100 samples 1..=100 us: ranks 50 -+ 9.8 -> 40 and 60, values 41 and 61, half-width 10.
+        // 100 samples 1..=100 us: the sign test's 95% bounds are the 40th and 61st (40 and 61 us),
+        // half-width 10.5 us.
         let c = Calibration::of_sorted(&us(&(1..=100).map(f64::from).collect::<Vec<_>>())).unwrap();
-        assert!(close(c.uncertainty, 10.0), "{c:?}");
+        assert!(close(c.uncertainty, 10.5), "{c:?}");
         assert!(close(c.empty, 50.5), "{c:?}");
         assert!(close(c.empty_p10, 11.0) && close(c.empty_p90, 90.0), "{c:?}");
         // Identical samples: no uncertainty. Few samples: half their range.
@@ -247,6 +255,21 @@ mod tests {
         let few = Calibration::of_sorted(&us(&[3.0, 4.0, 5.0])).unwrap();
         assert!(close(few.uncertainty, 1.0), "{few:?}");
         assert_eq!(Calibration::of_sorted(&[]), None);
+    }
+
+    #[test]
+    fn tied_samples_keep_half_a_step_of_the_timer_as_their_uncertainty() {
+        // 32 ns steps, the median's interval all one value: the uncertainty is half a step.
+        let mut v = vec![3.2; 90];
+        v.extend([3.168, 3.232, 3.264, 3.232, 3.168]);
+        let c = Calibration::of_sorted(&us(&v)).unwrap();
+        assert!(close(c.uncertainty, 0.016), "{c:?}");
+        // So a net time of one step is refused at any share under 50%.
+        let refused = net(Duration::from_secs_f64(3.232e-6), Calibrated::Done(c), 0.05);
+        assert!(
+            matches!(refused, Err(NoNet::NoisyCalibration { .. })),
+            "{refused:?}"
+        );
     }
 
     #[test]

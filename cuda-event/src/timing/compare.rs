@@ -3,7 +3,7 @@
 
 use crate::error::{Error, Result};
 use crate::stream::Stream;
-use crate::timing::measurement::{Measurement, StopReason, median_of_sorted};
+use crate::timing::measurement::{Measurement, StopReason, median_bounds, median_of_sorted, smallest_step};
 use crate::timing::options::MeasureOptions;
 use crate::timing::sampler::Sampler;
 use std::fmt;
@@ -266,11 +266,7 @@ impl Ratio {
         };
         let mut times: Vec<f64> = a.iter().chain(b).map(Duration::as_secs_f64).collect();
         times.sort_unstable_by(f64::total_cmp);
-        let step = times
-            .windows(2)
-            .map(|w| w[1] - w[0])
-            .filter(|&d| d > 0.0)
-            .fold(f64::INFINITY, f64::min);
+        let step = smallest_step(&times);
         let mut a_times: Vec<f64> = a.iter().map(Duration::as_secs_f64).collect();
         a_times.sort_unstable_by(f64::total_cmp);
         let a_median = median(&a_times);
@@ -305,36 +301,6 @@ impl Ratio {
     }
 }
 
-/// The (0-based) rank `k` such that the `k`-th smallest and the `k`-th largest of `n` samples
-/// bound their population's median with probability at least `1 - alpha` (the sign test: the
-/// number of samples below the median is Binomial(n, 1/2)); `None` when `n` is too small for any.
-fn median_bounds(n: usize, alpha: f64) -> Option<usize> {
-    if n == 0 {
-        return None;
-    }
-    // P(X <= k) for X ~ Binomial(n, 1/2), summed in logs (0.5^n underflows past n = 1074).
-    let ln_half_n = n as f64 * 0.5f64.ln();
-    let mut ln_pmf = ln_half_n; // ln P(X = 0)
-    let mut cdf = ln_pmf.exp();
-    // The largest k with P(X <= k) <= alpha / 2.
-    if cdf > alpha / 2.0 {
-        return None;
-    }
-    let mut k = 0;
-    while k + 1 < n.div_ceil(2) {
-        // ln P(X = k + 1) = ln P(X = k) + ln((n - k) / (k + 1))
-        ln_pmf += ((n - k) as f64 / (k + 1) as f64).ln();
-        let next = cdf + ln_pmf.exp();
-        if next > alpha / 2.0 {
-            break;
-        }
-        cdf = next;
-        k += 1;
-    }
-    // P(X <= k) <= alpha / 2: the (k+1)-th smallest (0-based rank k + 1 - 1 = k) is a lower bound.
-    Some(k)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -344,18 +310,6 @@ mod tests {
             .iter()
             .map(|&v| Duration::from_secs_f64(v * 1e-6))
             .collect()
-    }
-
-    #[test]
-    fn the_median_bounds_match_the_sign_tests_tables() {
-        // Too few samples for 99.9%: 2 * 0.5^n must be at most 0.001 (n >= 11).
-        assert_eq!(median_bounds(10, 0.001), None);
-        assert_eq!(median_bounds(11, 0.001), Some(0));
-        // n = 100 at 95%: the 40th and 61st of the sorted samples (ranks 39 and 60 from 0).
-        assert_eq!(median_bounds(100, 0.05), Some(39));
-        // Large n: close to the normal approximation n/2 - z * sqrt(n) / 2.
-        let k = median_bounds(10_000, 0.001).unwrap() as f64;
-        assert!((k - (5_000.0 - 3.29 * 50.0)).abs() < 3.0, "{k}");
     }
 
     const ALPHA: f64 = 0.001;

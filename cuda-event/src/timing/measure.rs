@@ -40,7 +40,9 @@ use std::time::Duration;
 /// pushed), as it would inside torch's device guard.
 ///
 /// Each repetition is: a stamp of the SM clock (optional, untimed), the L2 flush (optional,
-/// untimed), a timing event, `work`, a timing event (and a stamp after a batch). Repetitions during
+/// untimed), a timing event, `work`, a timing event (and a stamp after a batch); with
+/// [`MeasureOptions::calibrate`], the same around an empty kernel first. Before the samples, after
+/// the warm-up, the flush is checked once ([`Measurement::flush_check`]). Repetitions during
 /// which the clock was throttled are discarded ([`MeasureOptions::throttle_threshold`]).
 /// Repetitions are queued in batches of up to [`MeasureOptions::max_batch`] behind a hold on the
 /// stream (a wait on a flag in mapped host memory, `cuStreamWaitValue32`), released once the batch
@@ -49,9 +51,11 @@ use std::time::Duration;
 /// with timing events of its own, and replayed for each batch instead: no hold.
 ///
 /// It never waits for other streams of the device (but for the first measurement with
-/// [`MeasureOptions::sm_clock`] in a context: see there): the flush buffer and the gate's flag are
-/// made once per device (per instance of its primary context: again after a device reset) and kept
-/// for later measurements, not freed by `measure` (CUDA's frees wait for every stream of the
+/// [`MeasureOptions::sm_clock`] or [`MeasureOptions::calibrate`] in a context, which loads the
+/// timing kernels, and with [`MeasureOptions::reset_persisting_l2`]: see there): the flush buffer,
+/// the flush check's buffers, the gate's flag and the timing kernels are made once per device
+/// (per instance of its primary context: again after a device reset) and kept for later
+/// measurements, not freed by `measure` (CUDA's frees wait for every stream of the
 /// device): [`release_measure_memory`](crate::release_measure_memory) frees them when asked.
 /// Measurements on one device at the same time each get their own.
 ///

@@ -168,9 +168,9 @@ impl Measurement {
     ///
     /// For work of one kernel, that is the kernel's run less an empty kernel's: CUPTI's duration
     /// of the kernel (its start to its end on the GPU) less CUPTI's duration of an empty kernel,
-    /// which CUPTI counts inside every kernel's duration (the launch of its blocks, well under a
-    /// microsecond). So the net time reads that much shorter than CUPTI's duration; the
-    /// difference is a fixed amount, a share of a kernel of a few microseconds. For work of
+    /// which CUPTI counts inside every kernel's duration (the launch of its blocks). So the net
+    /// time reads that much shorter than CUPTI's duration: a fixed amount, a noticeable share of a
+    /// kernel of a few microseconds (`bench/results` has it measured). For work of
     /// several launches, every launch but the first keeps its cost. Work that is not a kernel (a
     /// memset, a copy) has a fixed cost of its own, not a kernel's: its net time is off by the
     /// difference, and a small one can read below an empty kernel (no net time then). Trust it for
@@ -190,8 +190,12 @@ impl Measurement {
         )
     }
     /// The check of the L2 flush, run once before the samples
-    /// ([`MeasureOptions::flush_l2`](crate::MeasureOptions::flush_l2)); `None` without a flush.
-    /// Its [`verdict`](FlushCheck::verdict) says whether the flush evicted a buffer read before it.
+    /// ([`MeasureOptions::flush_l2`](crate::MeasureOptions::flush_l2)); `None` without a flush, or
+    /// when the device had no memory left for the check's buffers. Its
+    /// [`verdict`](FlushCheck::verdict) says whether the flush evicted a buffer read before it.
+    /// The check queues the flush on the stream; in graph mode the samples' flushes are nodes of
+    /// the captured graph, which CUDA may run differently: there the check vouches for the same
+    /// memset, queued on the stream.
     pub fn flush_check(&self) -> Option<&FlushCheck> {
         self.conditions.flush_check.as_ref()
     }
@@ -250,6 +254,46 @@ pub(crate) fn median_of_sorted(sorted: &[f64]) -> Option<f64> {
     }
 }
 
+/// The (0-based) rank `k` such that the `k`-th smallest and the `k`-th largest of `n` samples
+/// bound their population's median with probability at least `1 - alpha` (the sign test: the
+/// number of samples below the median is Binomial(n, 1/2)); `None` when `n` is too small for any.
+pub(crate) fn median_bounds(n: usize, alpha: f64) -> Option<usize> {
+    if n == 0 {
+        return None;
+    }
+    // P(X <= k) for X ~ Binomial(n, 1/2), summed in logs (0.5^n underflows past n = 1074).
+    let ln_half_n = n as f64 * 0.5f64.ln();
+    let mut ln_pmf = ln_half_n; // ln P(X = 0)
+    let mut cdf = ln_pmf.exp();
+    // The largest k with P(X <= k) <= alpha / 2.
+    if cdf > alpha / 2.0 {
+        return None;
+    }
+    let mut k = 0;
+    while k + 1 < n.div_ceil(2) {
+        // ln P(X = k + 1) = ln P(X = k) + ln((n - k) / (k + 1))
+        ln_pmf += ((n - k) as f64 / (k + 1) as f64).ln();
+        let next = cdf + ln_pmf.exp();
+        if next > alpha / 2.0 {
+            break;
+        }
+        cdf = next;
+        k += 1;
+    }
+    // P(X <= k) <= alpha / 2: the (k+1)-th smallest (0-based rank k + 1 - 1 = k) is a lower bound.
+    Some(k)
+}
+
+/// The smallest step between two different values of `sorted` (ascending): the timing events'
+/// resolution as the samples show it; infinite when all are equal.
+pub(crate) fn smallest_step(sorted: &[f64]) -> f64 {
+    sorted
+        .windows(2)
+        .map(|w| w[1] - w[0])
+        .filter(|&d| d > 0.0)
+        .fold(f64::INFINITY, f64::min)
+}
+
 /// Standard deviation (of a sample, n - 1) over mean; infinite for fewer than two samples, 0 when
 /// every sample is 0 (they do not deviate; the ratio would be 0/0).
 pub(crate) fn relative_deviation(samples: &[Duration]) -> f64 {
@@ -293,6 +337,25 @@ mod tests {
         };
         let clocks = vec![None; samples.len()];
         Measurement::new(samples, clocks, conditions)
+    }
+
+    #[test]
+    fn the_median_bounds_match_the_sign_tests_tables() {
+        // Too few samples for 99.9%: 2 * 0.5^n must be at most 0.001 (n >= 11).
+        assert_eq!(median_bounds(10, 0.001), None);
+        assert_eq!(median_bounds(11, 0.001), Some(0));
+        // n = 100 at 95%: the 40th and 61st of the sorted samples (ranks 39 and 60 from 0).
+        assert_eq!(median_bounds(100, 0.05), Some(39));
+        // Large n: close to the normal approximation n/2 - z * sqrt(n) / 2.
+        let k = median_bounds(10_000, 0.001).unwrap() as f64;
+        assert!((k - (5_000.0 - 3.29 * 50.0)).abs() < 3.0, "{k}");
+    }
+
+    #[test]
+    fn the_smallest_step_is_between_different_values() {
+        assert_eq!(smallest_step(&[1.0, 1.0, 1.5, 3.0]), 0.5);
+        assert!(smallest_step(&[2.0, 2.0]).is_infinite());
+        assert!(smallest_step(&[]).is_infinite());
     }
 
     #[test]

@@ -39,9 +39,8 @@ pub struct MeasureOptions {
     /// Lines the measured work itself makes persisting persist again at each repetition: no reset
     /// between repetitions can help there; measure such work without its window for a cold time.
     ///
-    /// Off by default: the reset is context-wide and can wait for other streams' work (a held
-    /// blocking stream of the device held a measurement with it until released), where `measure`
-    /// otherwise never waits for other streams. Turn it on in a program that uses access policy
+    /// Off by default: the reset is context-wide and can wait for other streams' work (a stream
+    /// held on the host, say), where `measure` otherwise never waits for other streams. Turn it on in a program that uses access policy
     /// windows and measures while the device is otherwise idle.
     pub reset_persisting_l2: bool,
     /// Hold the stream while a batch of repetitions is queued, so that they run back to back and
@@ -55,11 +54,13 @@ pub struct MeasureOptions {
     /// about a second: see [`Measurement::gated`](crate::Measurement::gated) for what happens
     /// when a repetition does not fit).
     pub gate: bool,
-    /// Most repetitions queued behind one hold. CUDA's queue of a stream is finite and the held
+    /// Most timed intervals queued behind one hold: a repetition has one per arm (one for
+    /// `measure`, two for [`compare`](crate::compare), and one more with
+    /// [`calibrate`](Self::calibrate)). CUDA's queue of a stream is finite and the held
     /// GPU does not drain it: a batch of more stream operations than it holds blocks the host until
     /// the gate's watchdog opens the gate (the batch is dropped, and the next is 16 times smaller).
-    /// The default leaves room for a few stream operations per repetition, the flush and the two
-    /// timing events included. In graph mode, the most repetitions captured into one graph.
+    /// The default leaves room for a few stream operations per interval, the flush and the two
+    /// timing events included. In graph mode, the most intervals captured into one graph.
     pub max_batch: usize,
     /// Graph mode: capture a batch of repetitions (each its flush, a timing event, the work, a
     /// timing event) into a CUDA graph once and replay it, so that they run back to back whatever
@@ -91,7 +92,9 @@ pub struct MeasureOptions {
     /// the stream's context (once per context instance, by the first measurement with this
     /// option), and loading a kernel into a context waits for all the work queued in it, on every
     /// stream of the device, and holds the context's other CUDA calls meanwhile (as the first
-    /// launch of any lazily loaded kernel can). Otherwise `measure` never waits for other streams:
+    /// launch of any lazily loaded kernel can; [`calibrate`](Self::calibrate) loads the same
+    /// kernels). Otherwise (and without [`reset_persisting_l2`](Self::reset_persisting_l2))
+    /// `measure` never waits for other streams:
     /// a measurement beside a stream that waits on the host would wait until it is released.
     /// Turn it on where the device is otherwise idle at the first such measurement (a benchmark
     /// program), or once a measurement with it has run in the context; later measurements in that
@@ -113,8 +116,8 @@ pub struct MeasureOptions {
     /// [`Measurement::net`](crate::Measurement::net).
     ///
     /// Every interval between two timing events around a launch holds the GPU's own cost of
-    /// starting and ending a launch, a few microseconds whatever the kernel does: a third of a
-    /// 10 us kernel's reading. The interval around an empty kernel, taken as one more arm of each
+    /// starting and ending a launch, the same whatever the kernel does: a large share of a short
+    /// kernel's reading. The interval around an empty kernel, taken as one more arm of each
     /// repetition, is that cost (and the empty kernel's own run): see
     /// [`Calibration`](crate::Calibration).
     ///

@@ -80,9 +80,10 @@ impl<E> Sampler<'_, '_, E>
 where
     E: From<Error>,
 {
-    /// Times `arms` pieces of work repeatedly: each repetition runs every arm once, each arm timed
-    /// alone (L2 flushed before it, if asked), in alternating order (0, 1, ... then ..., 1, 0) so that
-    /// no arm always runs first; until `stop` says so (after at least one batch with two samples per
+    /// Times `arms` pieces of work repeatedly (and the calibration's empty kernel as one more arm,
+    /// with [`MeasureOptions::calibrate`], run first in each repetition): each repetition runs
+    /// every arm once, each arm timed alone (L2 flushed before it, if asked), the caller's in
+    /// alternating order (0, 1, ... then ..., 1, 0) so that none always runs first; until `stop` says so (after at least one batch with two samples per
     /// arm, unless the timeout ended it). Returns one [`Measurement`] per arm.
     pub(crate) fn run(
         stream: &Stream,
@@ -212,7 +213,7 @@ impl L2Flush<'_> {
             // SAFETY: a device the driver handed out; writes through a live local.
             unsafe { f(&mut l2, attribute, device) }
         })?;
-        Ok(usize::try_from(l2).unwrap_or(0).max(1 << 19))
+        Ok(usize::try_from(l2).unwrap_or(0).max(1 << 20))
     }
 
     fn queue(&self, d: &Driver, stream: &Stream) -> Result<()> {
@@ -357,12 +358,12 @@ where
     }
 
     /// The repetitions of the next batch, of the `wanted` that fill [`BATCH_TIME`]: at most
-    /// `max_batch` stream operations behind one hold (each repetition has every arm's), and as
-    /// many as the clock's stamp slots hold. A graph of two arms holds an even number of
-    /// repetitions, so that each arm runs first equally often in every replay.
+    /// `max_batch` intervals behind one hold (each repetition has every arm's), and as many as the
+    /// clock's stamp slots hold. A graph of two of the caller's arms holds an even number of
+    /// repetitions, so that each runs first equally often in every replay.
     fn batch_size(&self, wanted: usize) -> usize {
         let mut n = wanted.clamp(1, (self.max_batch / self.arms).max(1));
-        let even = matches!(self.mode, Mode::Graph(_)) && self.arms > 1;
+        let even = matches!(self.mode, Mode::Graph(_)) && self.user_arms() > 1;
         if let Some(clock) = &self.clock {
             let slots = clock.slots().min(MOST_CLOCKED_INTERVALS + 1);
             n = n.min(most_clocked(slots, self.arms, even));
@@ -390,7 +391,8 @@ where
             Batch::Opened { first_blocked } => {
                 self.gate_timeouts += 1;
                 match after_opened(n, first_blocked) {
-                    AfterOpened::Smaller(batch) => self.max_batch = batch,
+                    // `max_batch` counts intervals, `batch` repetitions.
+                    AfterOpened::Smaller(batch) => self.max_batch = batch * self.arms,
                     AfterOpened::Ungated => {
                         // Every sample is taken one way: the gated ones so far go.
                         self.mode = Mode::Ungated;
@@ -418,11 +420,14 @@ where
             max_calibration_share: self.options.max_calibration_share,
         };
         let mut samples = std::mem::take(&mut self.samples);
-        let clocks = std::mem::take(&mut self.clocks);
+        let mut clocks = std::mem::take(&mut self.clocks);
         let calibrated = match self.calibration_arm {
             Some(arm) => {
                 let mut sorted = samples.remove(arm);
+                clocks.remove(arm);
                 sorted.sort_unstable();
+                // The stop rules take at least two samples of every arm.
+                debug_assert!(!sorted.is_empty(), "a calibration without samples");
                 Calibration::of_sorted(&sorted).map_or(Calibrated::NotAsked, Calibrated::Done)
             }
             None if self.options.calibrate => Calibrated::KernelUnavailable,
@@ -469,12 +474,19 @@ where
         })
     }
 
-    /// The arms of repetition `i` in the order they run: alternating, so that no arm always runs
-    /// right after the flush or right after another given arm. `i` counts across batches (a
-    /// batch may hold an odd number of repetitions, or one).
+    /// The arms of repetition `i` in the order they run: the calibration's first (if any), then
+    /// the caller's alternating, so that none of them always runs first or always right after
+    /// another given one. `i` counts across batches (a batch may hold an odd number of
+    /// repetitions, or one).
     fn order(&self, i: usize) -> impl Iterator<Item = usize> + use<E> {
-        let arms = self.arms;
-        (0..arms).map(move |k| if i.is_multiple_of(2) { k } else { arms - 1 - k })
+        let users = self.user_arms();
+        let alternating = (0..users).map(move |k| if i.is_multiple_of(2) { k } else { users - 1 - k });
+        self.calibration_arm.into_iter().chain(alternating)
+    }
+
+    /// The caller's arms (the calibration's is after them).
+    fn user_arms(&self) -> usize {
+        self.calibration_arm.unwrap_or(self.arms)
     }
 
     /// Queues one interval, the `at`-th of its batch: a stamp of the clock into slot `at`, the flush

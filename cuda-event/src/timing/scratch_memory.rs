@@ -207,15 +207,17 @@ impl ScratchLease {
             .expect("a lease holds its scratch until dropped");
         // A smaller buffer already there (the sizes depend on the device alone, so not expected)
         // is forgotten, not freed: freeing would wait for the whole device.
-        for (buffer, bytes) in [
-            (&mut scratch.flush, needs.flush_bytes),
-            (&mut scratch.probe, needs.probe_bytes),
-        ] {
-            if let Some(bytes) = bytes
-                && buffer.as_ref().is_none_or(|b| b.bytes < bytes)
-            {
-                *buffer = Some(DeviceBuffer::new(d, bytes)?);
-            }
+        if let Some(bytes) = needs.flush_bytes
+            && scratch.flush.as_ref().is_none_or(|b| b.bytes < bytes)
+        {
+            scratch.flush = Some(DeviceBuffer::new(d, bytes)?);
+        }
+        if let Some(bytes) = needs.probe_bytes
+            && scratch.probe.as_ref().is_none_or(|b| b.bytes < bytes)
+        {
+            // The check is worth less than the measurement: a device too full for its buffers
+            // measures without it (and tries again next time).
+            scratch.probe = DeviceBuffer::new(d, bytes).ok();
         }
         if needs.word && scratch.word.is_none() {
             scratch.word = Some(MappedWord::new(d)?);
