@@ -203,8 +203,8 @@
 //!    first pending future, that finds complete events by querying them (`lanes`, bookkeeping
 //!    without CUDA), and queues nothing on any stream.
 //! 6. `timing/`: [`Timer`]; [`measure`] over its options, sampler (gated, ungated and graph
-//!    batches) and measurement; [`compare`]; the calibration's net time and the L2 flush's
-//!    check; the gate, the timing kernels (the SM clock's stamp, the calibration's empty
+//!    batches), measurement and the samples' statistics; [`compare`]; the calibration's net time
+//!    and the L2 flush's check; the gate, the timing kernels (the SM clock's stamp, the calibration's empty
 //!    kernel), the SM clock probe and scratch memory.
 //! 7. `trace/`: [`Trace`], its per-thread lanes, the clock's anchors and the Chrome writer.
 //!

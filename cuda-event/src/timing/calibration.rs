@@ -2,7 +2,7 @@
 //! around an empty kernel, timed beside the work; and the work's time net of them, or why there is
 //! none.
 
-use crate::timing::measurement::{median_bounds, smallest_step};
+use crate::timing::statistics::{median_bounds, smallest_step};
 use std::fmt;
 use std::time::Duration;
 

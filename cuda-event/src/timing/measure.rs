@@ -5,9 +5,10 @@
 
 use crate::error::Error;
 use crate::stream::Stream;
-use crate::timing::measurement::{Measurement, StopReason, relative_deviation};
+use crate::timing::measurement::{Measurement, StopReason};
 use crate::timing::options::MeasureOptions;
 use crate::timing::sampler::Sampler;
+use crate::timing::statistics::relative_deviation;
 use std::time::Duration;
 
 /// Times the GPU work that `work` submits to `stream`, repeatedly, and returns the samples and their

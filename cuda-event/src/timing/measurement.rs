@@ -3,6 +3,7 @@
 
 use crate::timing::calibration::{Calibrated, Calibration, NoNet, net};
 use crate::timing::flush_check::FlushCheck;
+use crate::timing::statistics::{median, relative_deviation};
 use std::time::Duration;
 
 /// Why [`measure`](crate::measure) stopped. New reasons may be added, so a `match` needs a
@@ -238,81 +239,6 @@ impl Measurement {
     }
 }
 
-/// The median of `values` (none when there are none).
-pub(crate) fn median(values: &[f64]) -> Option<f64> {
-    let mut sorted = values.to_vec();
-    sorted.sort_unstable_by(f64::total_cmp);
-    median_of_sorted(&sorted)
-}
-
-/// The median of `sorted` (in ascending order; none when empty).
-pub(crate) fn median_of_sorted(sorted: &[f64]) -> Option<f64> {
-    match sorted.len() {
-        0 => None,
-        n if n % 2 == 1 => Some(sorted[n / 2]),
-        n => Some((sorted[n / 2 - 1] + sorted[n / 2]) / 2.0),
-    }
-}
-
-/// The (0-based) rank `k` such that the `k`-th smallest and the `k`-th largest of `n` samples
-/// bound their population's median with probability at least `1 - alpha` (the sign test: the
-/// number of samples below the median is Binomial(n, 1/2)); `None` when `n` is too small for any.
-pub(crate) fn median_bounds(n: usize, alpha: f64) -> Option<usize> {
-    if n == 0 {
-        return None;
-    }
-    // P(X <= k) for X ~ Binomial(n, 1/2), summed in logs (0.5^n underflows past n = 1074).
-    let ln_half_n = n as f64 * 0.5f64.ln();
-    let mut ln_pmf = ln_half_n; // ln P(X = 0)
-    let mut cdf = ln_pmf.exp();
-    // The largest k with P(X <= k) <= alpha / 2.
-    if cdf > alpha / 2.0 {
-        return None;
-    }
-    let mut k = 0;
-    while k + 1 < n.div_ceil(2) {
-        // ln P(X = k + 1) = ln P(X = k) + ln((n - k) / (k + 1))
-        ln_pmf += ((n - k) as f64 / (k + 1) as f64).ln();
-        let next = cdf + ln_pmf.exp();
-        if next > alpha / 2.0 {
-            break;
-        }
-        cdf = next;
-        k += 1;
-    }
-    // P(X <= k) <= alpha / 2: the (k+1)-th smallest (0-based rank k + 1 - 1 = k) is a lower bound.
-    Some(k)
-}
-
-/// The smallest step between two different values of `sorted` (ascending): the timing events'
-/// resolution as the samples show it; infinite when all are equal.
-pub(crate) fn smallest_step(sorted: &[f64]) -> f64 {
-    sorted
-        .windows(2)
-        .map(|w| w[1] - w[0])
-        .filter(|&d| d > 0.0)
-        .fold(f64::INFINITY, f64::min)
-}
-
-/// Standard deviation (of a sample, n - 1) over mean; infinite for fewer than two samples, 0 when
-/// every sample is 0 (they do not deviate; the ratio would be 0/0).
-pub(crate) fn relative_deviation(samples: &[Duration]) -> f64 {
-    if samples.len() < 2 {
-        return f64::INFINITY;
-    }
-    let n = samples.len() as f64;
-    let mean = samples.iter().map(Duration::as_secs_f64).sum::<f64>() / n;
-    if mean == 0.0 {
-        return 0.0;
-    }
-    let variance = samples
-        .iter()
-        .map(|s| (s.as_secs_f64() - mean).powi(2))
-        .sum::<f64>()
-        / (n - 1.0);
-    variance.sqrt() / mean
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -337,39 +263,6 @@ mod tests {
         };
         let clocks = vec![None; samples.len()];
         Measurement::new(samples, clocks, conditions)
-    }
-
-    #[test]
-    fn the_median_bounds_match_the_sign_tests_tables() {
-        // Too few samples for 99.9%: 2 * 0.5^n must be at most 0.001 (n >= 11).
-        assert_eq!(median_bounds(10, 0.001), None);
-        assert_eq!(median_bounds(11, 0.001), Some(0));
-        // n = 100 at 95%: the 40th and 61st of the sorted samples (ranks 39 and 60 from 0).
-        assert_eq!(median_bounds(100, 0.05), Some(39));
-        // Large n: close to the normal approximation n/2 - z * sqrt(n) / 2.
-        let k = median_bounds(10_000, 0.001).unwrap() as f64;
-        assert!((k - (5_000.0 - 3.29 * 50.0)).abs() < 3.0, "{k}");
-    }
-
-    #[test]
-    fn the_smallest_step_is_between_different_values() {
-        assert_eq!(smallest_step(&[1.0, 1.0, 1.5, 3.0]), 0.5);
-        assert!(smallest_step(&[2.0, 2.0]).is_infinite());
-        assert!(smallest_step(&[]).is_infinite());
-    }
-
-    #[test]
-    fn median_of_clocks() {
-        assert_eq!(median(&[]), None);
-        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
-        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), Some(2.5));
-    }
-
-    #[test]
-    fn relative_deviation_of_known_samples() {
-        let samples = secs(&[1.0, 2.0, 3.0]);
-        assert!((relative_deviation(&samples) - 0.5).abs() < 1e-12);
-        assert!(relative_deviation(&samples[..1]).is_infinite());
     }
 
     #[test]

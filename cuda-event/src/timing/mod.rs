@@ -15,4 +15,5 @@ pub(crate) mod options;
 mod sampler;
 pub(crate) mod scratch_memory;
 mod sm_clock;
+pub(crate) mod statistics;
 pub(crate) mod timer;
