@@ -41,7 +41,8 @@ pub(crate) struct Sampler<'r, 'w, E> {
     throttle: Throttle,
     /// Arms, the calibration's included.
     arms: usize,
-    /// The calibration's arm, when calibrating: the last, an empty kernel of `kernels`.
+    /// The calibration's arm, when calibrating: numbered last (run first), an empty kernel of
+    /// `kernels`.
     calibration_arm: Option<usize>,
     kernels: Option<&'r TimingKernels>,
     /// The flush check's buffers and the device's L2 size in bytes, until the check has run.
@@ -84,8 +85,9 @@ where
     /// Times `arms` pieces of work repeatedly (and the calibration's empty kernel as one more arm,
     /// with [`MeasureOptions::calibrate`], run first in each repetition): each repetition runs
     /// every arm once, each arm timed alone (L2 flushed before it, if asked), the caller's in
-    /// alternating order (0, 1, ... then ..., 1, 0) so that none always runs first; until `stop` says so (after at least one batch with two samples per
-    /// arm, unless the timeout ended it). Returns one [`Measurement`] per arm.
+    /// alternating order (0, 1, ... then ..., 1, 0) so that none always runs first; until `stop`
+    /// says so (after at least one batch with two samples per arm, unless the timeout ended it).
+    /// Returns one [`Measurement`] per arm of the caller's, each with the calibration.
     pub(crate) fn run(
         stream: &Stream,
         options: &MeasureOptions,
