@@ -6,7 +6,8 @@ use cuda_event_testkit as common;
 
 use common::{MeasuringGpuTest, TestBuffer, gpu_spin};
 use cuda_event::{
-    CompareOptions, FlushVerdict, MeasureOptions, Measurement, NoNet, Stream, Verdict, compare, measure,
+    CompareOptions, Comparison, FlushVerdict, MeasureOptions, Measurement, NoNet, Stream, Verdict, compare,
+    measure,
 };
 use std::time::Duration;
 
@@ -19,6 +20,17 @@ fn calibrated() -> MeasureOptions {
         .calibrate(true)
         .min_time(Duration::from_millis(300))
         .timeout(Duration::from_secs(4))
+}
+
+/// `compare` of a 20 us kernel (A) against a 40 us one (B).
+fn twenty_against_forty_us(stream: &Stream, options: &CompareOptions) -> Comparison {
+    let spin = |us| {
+        move |s: &Stream| -> cuda_event::Result<()> {
+            gpu_spin(s, Duration::from_micros(us));
+            Ok(())
+        }
+    };
+    compare(stream, options, spin(20), spin(40)).unwrap()
 }
 
 fn spin(stream: &Stream, options: &MeasureOptions, length: Duration) -> Measurement {
@@ -129,19 +141,7 @@ fn without_calibration_there_is_no_net_time_and_compare_calibrates_both_sides() 
     assert!(plain.calibration().is_none());
     let compare_options =
         CompareOptions::default().measure(calibrated().min_time(Duration::from_millis(100)));
-    let comparison = compare(
-        &stream,
-        &compare_options,
-        |s| -> cuda_event::Result<()> {
-            gpu_spin(s, Duration::from_micros(20));
-            Ok(())
-        },
-        |s| -> cuda_event::Result<()> {
-            gpu_spin(s, Duration::from_micros(40));
-            Ok(())
-        },
-    )
-    .unwrap();
+    let comparison = twenty_against_forty_us(&stream, &compare_options);
     let (a, b) = (comparison.a(), comparison.b());
     assert!(a.calibration().is_some(), "{a:?}");
     assert_eq!(a.calibration(), b.calibration(), "one calibration for both sides");
@@ -185,19 +185,7 @@ fn compare_in_graph_mode_calibrates_both_sides_and_keeps_its_verdict() {
     let _gpu = gpu();
     let stream = Stream::new(0).unwrap();
     let options = CompareOptions::default().measure(calibrated().graph(true));
-    let comparison = compare(
-        &stream,
-        &options,
-        |s| -> cuda_event::Result<()> {
-            gpu_spin(s, Duration::from_micros(20));
-            Ok(())
-        },
-        |s| -> cuda_event::Result<()> {
-            gpu_spin(s, Duration::from_micros(40));
-            Ok(())
-        },
-    )
-    .unwrap();
+    let comparison = twenty_against_forty_us(&stream, &options);
     let (a, b) = (comparison.a(), comparison.b());
     assert!(a.graph() && b.graph());
     assert_eq!(comparison.verdict(), Verdict::Slower, "{comparison:?}");
