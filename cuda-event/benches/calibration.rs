@@ -36,13 +36,13 @@ fn main() {
         |phase: &str, op: &str, length_us: Option<u64>, bytes: usize, graph: bool, work: &dyn Fn(&Stream)| {
             let options = options.clone().graph(graph);
             let (from, m) = (
-                monotonic_ns(),
+                common::monotonic_ns(),
                 measure(&stream, &options, |s| -> cuda_event::Result<()> {
                     work(s);
                     Ok(())
                 }),
             );
-            let to = monotonic_ns();
+            let to = common::monotonic_ns();
             let m = m.expect("a measurement");
             let line = json(phase, op, length_us, bytes, graph, &m, from, to);
             println!("{line}");
@@ -123,15 +123,4 @@ fn json(
         us(flush.after_flush),
         us(flush.cold),
     )
-}
-
-/// CLOCK_MONOTONIC in nanoseconds: the clock the referee's CUPTI records are put on.
-fn monotonic_ns() -> u128 {
-    let mut t = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: writes a timespec through a live local.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
-    t.tv_sec as u128 * 1_000_000_000 + t.tv_nsec as u128
 }

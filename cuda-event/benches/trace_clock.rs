@@ -100,16 +100,10 @@ struct MonotonicOffset {
 
 impl MonotonicOffset {
     fn now() -> Self {
-        let mut t = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
         let at = Instant::now();
-        // SAFETY: writes a timespec through a live local.
-        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
         MonotonicOffset {
             at,
-            ns: t.tv_sec as i128 * 1_000_000_000 + t.tv_nsec as i128,
+            ns: common::monotonic_ns() as i128,
         }
     }
 

@@ -11,6 +11,9 @@ use cuda_event::{
 };
 use std::time::Duration;
 
+/// Why the tests whose bounds are kernels' own lengths are skipped under compute-sanitizer.
+const KERNEL_LENGTHS: &str = "its bounds are kernels' own lengths, which memcheck stretches";
+
 fn gpu() -> MeasuringGpuTest {
     common::measuring_gpu_for(Duration::from_secs(120))
 }
@@ -55,7 +58,7 @@ fn spin(stream: &Stream, options: &MeasureOptions, length: Duration) -> Measurem
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn the_net_time_of_a_10us_kernel_is_10us_within_2_percent_in_both_modes() {
-    if common::skip_under_sanitizer("its bounds are kernels' own lengths, which memcheck stretches") {
+    if common::skip_under_sanitizer(KERNEL_LENGTHS) {
         return;
     }
     let _gpu = gpu();
@@ -162,7 +165,7 @@ fn a_net_time_is_refused_when_the_calibration_is_noisier_than_the_share_allows()
     let m = spin(&stream, &options, Duration::from_micros(5));
     let c = *m.calibration().unwrap();
     if c.empty_p10 == c.empty_p90 && c.uncertainty.is_zero() {
-        // Every sample alike (not seen on an H200): nothing to refuse.
+        // Every sample alike: nothing to refuse.
         assert!(m.net().is_ok(), "{:?}", m.net());
     } else {
         // Samples that differ by at least one step of the timer: an uncertainty of at least half
@@ -179,7 +182,7 @@ fn a_net_time_is_refused_when_the_calibration_is_noisier_than_the_share_allows()
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn compare_in_graph_mode_calibrates_both_sides_and_keeps_its_verdict() {
-    if common::skip_under_sanitizer("its bounds are kernels' own lengths, which memcheck stretches") {
+    if common::skip_under_sanitizer(KERNEL_LENGTHS) {
         return;
     }
     let _gpu = gpu();

@@ -1,7 +1,19 @@
 //! What a test measures its own cost with: CPU time of a thread or of the process, and resident
-//! memory.
+//! memory; and `CLOCK_MONOTONIC`, the clock a benchmark shares with the CUPTI referee's records.
 
 use std::time::Duration;
+
+/// `CLOCK_MONOTONIC` in nanoseconds (what `Instant` reads on Linux): the clock on which
+/// `bench/cupti_referee/` puts CUPTI's records.
+pub fn monotonic_ns() -> u128 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: writes a timespec through a live local.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+    t.tv_sec as u128 * 1_000_000_000 + t.tv_nsec as u128
+}
 
 /// CPU time (user + system) of the calling thread.
 pub fn thread_cpu_time() -> Duration {

@@ -2,7 +2,7 @@
 //! around an empty kernel, timed beside the work; and the work's time net of them, or why there is
 //! none.
 
-use crate::timing::statistics::{median_bounds, smallest_step};
+use crate::timing::statistics::{median_bounds, median_duration, smallest_step};
 use std::fmt;
 use std::time::Duration;
 
@@ -40,21 +40,12 @@ impl Calibration {
         }
         let at = |p: f64| sorted[((n - 1) as f64 * p).round() as usize];
         Some(Calibration {
-            empty: median_of_sorted(sorted),
+            empty: median_duration(sorted),
             empty_p10: at(0.1),
             empty_p90: at(0.9),
             uncertainty: median_half_width(sorted),
             samples: n,
         })
-    }
-}
-
-/// The median of `sorted` (not empty), the mean of the middle two for an even count.
-fn median_of_sorted(sorted: &[Duration]) -> Duration {
-    let n = sorted.len();
-    match n % 2 {
-        1 => sorted[n / 2],
-        _ => (sorted[n / 2 - 1] + sorted[n / 2]) / 2,
     }
 }
 

@@ -6,6 +6,7 @@ use crate::driver::Driver;
 use crate::error::Result;
 use crate::stream::Stream;
 use crate::timing::scratch_memory::DeviceBuffer;
+use crate::timing::statistics::median_duration;
 use crate::timing::timer::{from_ms, timing_event};
 use std::time::Duration;
 
@@ -123,7 +124,7 @@ fn part_bytes(l2: usize) -> usize {
 
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort_unstable();
-    v[v.len() / 2]
+    median_duration(&v)
 }
 
 #[cfg(test)]

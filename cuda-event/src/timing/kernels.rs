@@ -10,7 +10,7 @@ use crate::error::Result;
 use crate::stream::Stream;
 use crate::sync::Mutex;
 use cuda_event_sys as sys;
-use std::ffi::CStr;
+use std::ffi::{CStr, c_void};
 use std::sync::Arc;
 
 /// Two kernels. `stamp` (one thread per block): the block that runs on SM 0 stores the timer and
@@ -45,11 +45,11 @@ DONE:
 pub(crate) struct TimingKernels {
     module: sys::CUmodule,
     /// The SM clock's stamp.
-    pub(crate) stamp: sys::CUfunction,
+    stamp: sys::CUfunction,
     /// The calibration's empty kernel.
     empty: sys::CUfunction,
     /// Blocks per stamp launch: one per SM, so that one of them runs on SM 0.
-    pub(crate) blocks: u32,
+    blocks: u32,
     /// The device's maximum SM clock.
     pub(crate) max_mhz: f64,
 }
@@ -118,13 +118,48 @@ impl TimingKernels {
     /// Queues the empty kernel, one thread, on `stream`, whose context is current (a capture
     /// records it).
     pub(crate) fn launch_empty(&self, d: &Driver, stream: &Stream) -> Result<()> {
-        let (function, raw) = (self.empty, stream.as_raw());
-        // SAFETY: a function of a module loaded in the stream's context (current here), which
-        // declares no parameter, launched with none.
+        // SAFETY: the empty kernel declares no parameter, and gets none.
+        unsafe { self.launch(d, self.empty, 1, std::ptr::null_mut(), stream) }
+    }
+
+    /// Queues a stamp on `stream`, whose context is current (a capture records it): one block per
+    /// SM, the one on SM 0 writing the timer and the cycle counter to `out`.
+    ///
+    /// # Safety
+    /// `out` is 16 bytes of 16-byte aligned memory the device can write (mapped host memory), live
+    /// until the launch has run.
+    pub(crate) unsafe fn launch_stamp(
+        &self,
+        d: &Driver,
+        stream: &Stream,
+        out: sys::CUdeviceptr,
+    ) -> Result<()> {
+        let mut out = out;
+        let mut params = [(&raw mut out).cast::<c_void>()];
+        // SAFETY: the stamp declares one 64-bit parameter, given here; the driver copies it before
+        // returning, and the caller vouches for the memory it points at.
+        unsafe { self.launch(d, self.stamp, self.blocks, params.as_mut_ptr(), stream) }
+    }
+
+    /// Launches `function` of this module, `blocks` blocks of one thread, with `params`.
+    ///
+    /// # Safety
+    /// `params` is what `function`'s PTX declares (null for none), each pointing at a live value.
+    unsafe fn launch(
+        &self,
+        d: &Driver,
+        function: sys::CUfunction,
+        blocks: u32,
+        params: *mut *mut c_void,
+        stream: &Stream,
+    ) -> Result<()> {
+        let raw = stream.as_raw();
+        // SAFETY: a function of this module, loaded in the stream's context (current here, as the
+        // callers require), launched on a live stream with the parameters the caller vouches for.
         d.launch_kernel.call(|f| unsafe {
             f(
                 function,
-                1,
+                blocks,
                 1,
                 1,
                 1,
@@ -132,7 +167,7 @@ impl TimingKernels {
                 1,
                 0,
                 raw,
-                std::ptr::null_mut(),
+                params,
                 std::ptr::null_mut(),
             )
         })

@@ -108,11 +108,11 @@ where
         let gated = options.gate && !options.graph;
         // A stamp before each interval of the largest batch (a two-arm graph may add a repetition)
         // and one after the last; larger batches are cut to fit (see `Sampler::batch_size`).
-        let all_arms = arms + usize::from(options.calibrate);
+        let asked_arms = arms + usize::from(options.calibrate);
         let stamp_slots = match options.sm_clock {
             true => {
-                ((options.max_batch / all_arms).max(1).saturating_add(1))
-                    .saturating_mul(all_arms)
+                ((options.max_batch / asked_arms).max(1).saturating_add(1))
+                    .saturating_mul(asked_arms)
                     .min(MOST_CLOCKED_INTERVALS)
                     + 1
             }
@@ -136,6 +136,7 @@ where
             .map(|buffer| L2Flush { buffer });
         let kernels = scratch.kernels();
         let calibration_arm = kernels.filter(|_| options.calibrate).map(|_| arms);
+        let all_arms = arms + usize::from(calibration_arm.is_some());
         let gate = scratch.word().filter(|_| gated).map(Gate::new);
         let watchdog = gate
             .as_ref()
@@ -157,7 +158,7 @@ where
             mode,
             clock,
             throttle: Throttle::new(floor_mhz),
-            arms: arms + usize::from(calibration_arm.is_some()),
+            arms: all_arms,
             calibration_arm,
             kernels,
             probe: scratch.probe().zip(l2),
@@ -167,8 +168,8 @@ where
             reps: 0,
             max_batch: options.max_batch,
             gate_timeouts: 0,
-            samples: vec![Vec::new(); arms + usize::from(calibration_arm.is_some())],
-            clocks: vec![Vec::new(); arms + usize::from(calibration_arm.is_some())],
+            samples: vec![Vec::new(); all_arms],
+            clocks: vec![Vec::new(); all_arms],
         };
         // From the first flush on, the GPU may use the scratch memory until the stream is drained.
         scratch.in_use(true);

@@ -14,7 +14,6 @@ use crate::stream::Stream;
 use crate::sync::atomic::{AtomicU64, Ordering};
 use crate::timing::kernels::TimingKernels;
 use cuda_event_sys as sys;
-use std::ffi::c_void;
 use std::time::Duration;
 
 /// One stamp: the GPU's timer (ns) and SM 0's cycle counter, read together.
@@ -74,28 +73,10 @@ impl<'s> ClockStamps<'s> {
     /// Queues a stamp into `slot` on `stream`, whose context is current (a capture records it).
     pub(crate) fn queue(&self, d: &Driver, stream: &Stream, slot: usize) -> Result<()> {
         assert!(slot < self.slots(), "stamp slot {slot} out of range");
-        let mut out = self.device_ptr + (slot * SLOT_BYTES) as u64;
-        let mut params = [(&raw mut out).cast::<c_void>()];
-        let (function, blocks, raw) = (self.kernel.stamp, self.kernel.blocks, stream.as_raw());
-        // SAFETY: a function of a module loaded in the stream's context (current here), launched
-        // with the one 64-bit parameter its PTX declares, pointing at a slot inside mapped memory
-        // that outlives every launch (the measurement drains the stream before giving it back);
-        // the driver copies the parameter before returning.
-        d.launch_kernel.call(|f| unsafe {
-            f(
-                function,
-                blocks,
-                1,
-                1,
-                1,
-                1,
-                1,
-                0,
-                raw,
-                params.as_mut_ptr(),
-                std::ptr::null_mut(),
-            )
-        })
+        let out = self.device_ptr + (slot * SLOT_BYTES) as u64;
+        // SAFETY: a slot inside mapped memory, 16-byte aligned, that outlives every launch (the
+        // measurement drains the stream before giving it back).
+        unsafe { self.kernel.launch_stamp(d, stream, out) }
     }
 
     /// The stamp in `slot`, once the GPU wrote it (the work that wrote it is complete); `None` when

@@ -49,6 +49,16 @@ pub(crate) fn median_bounds(n: usize, alpha: f64) -> Option<usize> {
     Some(k)
 }
 
+/// The median of `sorted` durations (ascending, not empty), the mean of the middle two for an even
+/// count.
+pub(crate) fn median_duration(sorted: &[Duration]) -> Duration {
+    let n = sorted.len();
+    match n % 2 {
+        1 => sorted[n / 2],
+        _ => (sorted[n / 2 - 1] + sorted[n / 2]) / 2,
+    }
+}
+
 /// The smallest step between two different values of `sorted` (ascending): the timing events'
 /// resolution as the samples show it; infinite when all are equal.
 pub(crate) fn smallest_step(sorted: &[f64]) -> f64 {
