@@ -1052,20 +1052,9 @@ fn wake_once(runtime: &tokio::runtime::Runtime, stream: &Stream, waiter: &str, e
 
 /// The share of one core the whole process used while idle for `span`.
 fn idle_cpu(span: Duration) -> f64 {
-    let before = process_cpu();
+    let before = common::process_cpu_time();
     std::thread::sleep(span);
-    (process_cpu() - before).as_secs_f64() / span.as_secs_f64()
-}
-
-fn process_cpu() -> Duration {
-    // SAFETY: getrusage writes one rusage through a pointer to a live, zeroed local.
-    let usage = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
-        usage
-    };
-    let time = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-    time(usage.ru_utime) + time(usage.ru_stime)
+    (common::process_cpu_time() - before).as_secs_f64() / span.as_secs_f64()
 }
 
 /// Completions per second: futures on the runtime, then blocking synchronize on spawn_blocking.

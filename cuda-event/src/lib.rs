@@ -204,8 +204,8 @@
 //!    without CUDA), and queues nothing on any stream.
 //! 6. `timing/`: [`Timer`]; [`measure`] over its options, sampler (gated, ungated and graph
 //!    batches), measurement and the samples' statistics; [`compare`]; the calibration's net time
-//!    and the L2 flush's check; the gate, the timing kernels (the SM clock's stamp, the calibration's empty
-//!    kernel), the SM clock probe and scratch memory.
+//!    and the L2 flush's check; the gate, the timing kernels (the SM clock's stamp, the
+//!    calibration's empty kernel), the SM clock probe, the throttle rule and scratch memory.
 //! 7. `trace/`: [`Trace`], its per-thread lanes, the clock's anchors and the Chrome writer.
 //!
 //! Beside them, `model/` exists only under `--cfg cuda_event_model`: a model of the driver that
@@ -220,8 +220,9 @@
 //! Where a context must be current (creating, IPC handles, timing, default streams), the device's
 //! primary context is pushed for the call and popped after. Streams are the one thing made by the
 //! runtime (`cudaStreamCreateWithPriority`, in the pushed context, so no other context is made).
-//! Each driver function's type is the `PFN_*` declaration of `cudaTypedefs.h` at the ABI version the crate asks for, so a wrong
-//! signature does not compile; [`driver_entry_point`] resolves others the same way.
+//! Each driver function's type is the `PFN_*` declaration of `cudaTypedefs.h` at the ABI version
+//! the crate asks for, so a wrong signature does not compile; [`driver_entry_point`] resolves
+//! others the same way.
 //!
 //! # Performance
 //! Every hot call (record, wait, query, a pooled first record) is benchmarked against the raw

@@ -1,5 +1,5 @@
 //! Timing: `Timer`, `measure` (its options and its results) and `compare`, the sampler that both
-//! run on, and the gate, the SM clock probe and the scratch memory that the sampler uses.
+//! run on, and the gate, the SM clock probe, the throttle rule and the scratch memory that the sampler uses.
 
 pub(crate) mod calibration;
 pub(crate) mod compare;
@@ -16,4 +16,5 @@ mod sampler;
 pub(crate) mod scratch_memory;
 mod sm_clock;
 pub(crate) mod statistics;
+mod throttle;
 pub(crate) mod timer;
