@@ -31,9 +31,11 @@ pub struct Calibration {
 }
 
 impl Calibration {
-    /// The calibration of `sorted` (the intervals around an empty kernel, in ascending order); none
-    /// when there are none.
-    pub(crate) fn of_sorted(sorted: &[Duration]) -> Option<Calibration> {
+    /// The calibration of `sorted` (the intervals around an empty kernel, in ascending order), with
+    /// `work_step` the smallest step between two different samples of the work timed beside it
+    /// (the same timing events, so the same resolution; `None` where it has none); none when there
+    /// are no samples.
+    pub(crate) fn of_sorted(sorted: &[Duration], work_step: Option<Duration>) -> Option<Calibration> {
         let n = sorted.len();
         if n == 0 {
             return None;
@@ -43,7 +45,7 @@ impl Calibration {
             empty: median_duration(sorted),
             empty_p10: at(0.1),
             empty_p90: at(0.9),
-            uncertainty: median_half_width(sorted),
+            uncertainty: median_half_width(sorted, work_step),
             samples: n,
         })
     }
@@ -51,22 +53,24 @@ impl Calibration {
 
 /// Half the width of the distribution-free 95% confidence interval of the median of `sorted` (not
 /// empty; the sign test's bounds, as `compare`'s), and at least half the smallest step between two
-/// different samples (the timing events' resolution: tied samples do not make a median exact);
-/// half the whole range when there are too few samples for the interval.
-fn median_half_width(sorted: &[Duration]) -> Duration {
+/// different samples, its own or the work's (`work_step`): the timing events' resolution, since
+/// tied samples do not make a median exact; half the whole range when there are too few samples
+/// for the interval.
+fn median_half_width(sorted: &[Duration], work_step: Option<Duration>) -> Duration {
     let n = sorted.len();
     let interval = match median_bounds(n, 0.05) {
         Some(k) => sorted[n - 1 - k] - sorted[k],
         None => sorted[n - 1] - sorted[0],
     };
+    let resolution = [step_of_sorted(sorted), work_step].into_iter().flatten().min();
+    interval.max(resolution.unwrap_or(Duration::ZERO)) / 2
+}
+
+/// The smallest step between two different samples of `sorted` (ascending); none if all are equal.
+pub(crate) fn step_of_sorted(sorted: &[Duration]) -> Option<Duration> {
     let secs: Vec<f64> = sorted.iter().map(Duration::as_secs_f64).collect();
     let step = smallest_step(&secs);
-    let resolution = if step.is_finite() {
-        Duration::from_secs_f64(step)
-    } else {
-        Duration::ZERO
-    };
-    interval.max(resolution) / 2
+    step.is_finite().then(|| Duration::from_secs_f64(step))
 }
 
 /// Why a [`Measurement`](crate::Measurement) has no net time
@@ -236,16 +240,19 @@ mod tests {
     fn the_uncertainty_comes_from_the_order_statistics() {
         // 100 samples 1..=100 us: the sign test's 95% bounds are the 40th and 61st (40 and 61 us),
         // half-width 10.5 us.
-        let c = Calibration::of_sorted(&us(&(1..=100).map(f64::from).collect::<Vec<_>>())).unwrap();
+        let c = Calibration::of_sorted(&us(&(1..=100).map(f64::from).collect::<Vec<_>>()), None).unwrap();
         assert!(close(c.uncertainty, 10.5), "{c:?}");
         assert!(close(c.empty, 50.5), "{c:?}");
         assert!(close(c.empty_p10, 11.0) && close(c.empty_p90, 90.0), "{c:?}");
-        // Identical samples: no uncertainty. Few samples: half their range.
-        let same = Calibration::of_sorted(&us(&[3.0; 50])).unwrap();
+        // Identical samples: no uncertainty, unless the work's samples show the timer's step.
+        let same = Calibration::of_sorted(&us(&[3.0; 50]), None).unwrap();
         assert_eq!(same.uncertainty, Duration::ZERO);
-        let few = Calibration::of_sorted(&us(&[3.0, 4.0, 5.0])).unwrap();
+        let stepped = Calibration::of_sorted(&us(&[3.0; 50]), Some(Duration::from_nanos(32))).unwrap();
+        assert_eq!(stepped.uncertainty, Duration::from_nanos(16));
+        // Few samples: half their range.
+        let few = Calibration::of_sorted(&us(&[3.0, 4.0, 5.0]), None).unwrap();
         assert!(close(few.uncertainty, 1.0), "{few:?}");
-        assert_eq!(Calibration::of_sorted(&[]), None);
+        assert_eq!(Calibration::of_sorted(&[], None), None);
     }
 
     #[test]
@@ -253,8 +260,11 @@ mod tests {
         // 32 ns steps, the median's interval all one value: the uncertainty is half a step.
         let mut v = vec![3.2; 90];
         v.extend([3.168, 3.232, 3.264, 3.232, 3.168]);
-        let c = Calibration::of_sorted(&us(&v)).unwrap();
+        let c = Calibration::of_sorted(&us(&v), None).unwrap();
         assert!(close(c.uncertainty, 0.016), "{c:?}");
+        // A finer step in the work's samples is the resolution.
+        let finer = Calibration::of_sorted(&us(&v), Some(Duration::from_nanos(8))).unwrap();
+        assert!(close(finer.uncertainty, 0.004), "{finer:?}");
         // So a net time of one step is refused at any share under 50%.
         let refused = net(Duration::from_secs_f64(3.232e-6), Calibrated::Done(c), 0.05);
         assert!(
@@ -269,7 +279,7 @@ mod tests {
             let v: Vec<f64> = (0..n)
                 .map(|i| 3.0 + ((i * 7919) % 1000) as f64 / 1000.0)
                 .collect();
-            median_half_width(&us(&v))
+            median_half_width(&us(&v), None)
         };
         assert!(
             noisy(10_000) < noisy(100) / 5,

@@ -39,8 +39,9 @@ pub struct MeasureOptions {
     /// Lines the measured work itself makes persisting persist again at each repetition: no reset
     /// between repetitions can help there; measure such work without its window for a cold time.
     ///
-    /// Off by default: the reset is context-wide and can wait for other streams' work (a stream
-    /// held on the host, say), where `measure` otherwise never waits for other streams. Turn it on in a program that uses access policy
+    /// Off by default: the reset is context-wide and can wait for other streams' work, for as
+    /// long as that work takes (a stream held on the host: as long as it is held), where `measure`
+    /// otherwise never waits for other streams. Turn it on in a program that uses access policy
     /// windows and measures while the device is otherwise idle.
     pub reset_persisting_l2: bool,
     /// Hold the stream while a batch of repetitions is queued, so that they run back to back and
@@ -60,7 +61,9 @@ pub struct MeasureOptions {
     /// GPU does not drain it: a batch of more stream operations than it holds blocks the host until
     /// the gate's watchdog opens the gate (the batch is dropped, and the next is 16 times smaller).
     /// The default leaves room for a few stream operations per interval, the flush and the two
-    /// timing events included. In graph mode, the most intervals captured into one graph.
+    /// timing events included. In graph mode, the most intervals captured into one graph. A batch
+    /// holds at least one repetition whatever this says, and in graph mode a comparison's holds
+    /// an even number (at least two), so that each arm runs first equally often.
     pub max_batch: usize,
     /// Graph mode: capture a batch of repetitions (each its flush, a timing event, the work, a
     /// timing event) into a CUDA graph once and replay it, so that they run back to back whatever

@@ -10,7 +10,7 @@ use crate::driver::{CUresult, Driver, driver};
 use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::stream::Stream;
-use crate::timing::calibration::{Calibrated, Calibration};
+use crate::timing::calibration::{Calibrated, Calibration, step_of_sorted};
 use crate::timing::flush_check::FlushCheck;
 use crate::timing::gate::{Gate, Watchdog};
 use crate::timing::graph::{self, GraphBatch};
@@ -302,6 +302,24 @@ fn most_clocked(slots: usize, arms: usize, even: bool) -> usize {
     }
 }
 
+/// Of `wanted` repetitions of `arms` arms, as many as fit in `max_intervals` intervals and in the
+/// clock's stamp slots (if stamped): at least one, and an even number if `even` (at least two).
+fn batch_repetitions(
+    wanted: usize,
+    max_intervals: usize,
+    arms: usize,
+    even: bool,
+    stamp_slots: Option<usize>,
+) -> usize {
+    let most = (max_intervals / arms).max(1);
+    let most = stamp_slots.map_or(most, |slots| most.min(most_clocked(slots, arms, even)));
+    let n = wanted.clamp(1, most);
+    match even {
+        true => (n - n % 2).max(2),
+        false => n,
+    }
+}
+
 fn after_opened(n: usize, first_blocked: bool) -> AfterOpened {
     // A batch of one that the watchdog opened took about the whole timeout to queue, even if its
     // last call returned just before the watchdog fired: no smaller batch exists to try.
@@ -367,16 +385,12 @@ where
     /// clock's stamp slots hold. A graph of two of the caller's arms holds an even number of
     /// repetitions, so that each runs first equally often in every replay.
     fn batch_size(&self, wanted: usize) -> usize {
-        let mut n = wanted.clamp(1, (self.max_batch / self.arms).max(1));
         let even = matches!(self.mode, Mode::Graph(_)) && self.user_arms() > 1;
-        if let Some(clock) = &self.clock {
-            let slots = clock.slots().min(MOST_CLOCKED_INTERVALS + 1);
-            n = n.min(most_clocked(slots, self.arms, even));
-        }
-        if even {
-            n += n % 2;
-        }
-        n
+        let slots = self
+            .clock
+            .as_ref()
+            .map(|clock| clock.slots().min(MOST_CLOCKED_INTERVALS + 1));
+        batch_repetitions(wanted, self.max_batch, self.arms, even, slots)
     }
 
     /// Takes a batch of `n` repetitions, timed between `events` (grown to fit) or replayed from a
@@ -433,7 +447,15 @@ where
                 sorted.sort_unstable();
                 // The stop rules take at least two samples of every arm.
                 debug_assert!(!sorted.is_empty(), "a calibration without samples");
-                Calibration::of_sorted(&sorted).map_or(Calibrated::NotAsked, Calibrated::Done)
+                let work_step = samples
+                    .iter()
+                    .filter_map(|arm| {
+                        let mut sorted = arm.clone();
+                        sorted.sort_unstable();
+                        step_of_sorted(&sorted)
+                    })
+                    .min();
+                Calibration::of_sorted(&sorted, work_step).map_or(Calibrated::NotAsked, Calibrated::Done)
             }
             None if self.options.calibrate => Calibrated::KernelUnavailable,
             None => Calibrated::NotAsked,
@@ -733,6 +755,33 @@ mod tests {
         // Never none.
         assert_eq!(most_clocked(1, 1, false), 1);
         assert_eq!(most_clocked(2, 2, true), 2);
+    }
+
+    #[test]
+    fn a_batch_stays_within_max_batch_intervals_but_holds_at_least_one_repetition() {
+        // measure, compare, each calibrated: 1, 2, 2 and 3 arms.
+        for arms in 1..=3 {
+            for even in [false, true] {
+                for max in [1, 2, 3, 5, 63, 64, 1000] {
+                    for wanted in [1, 2, 7, 100, 10_000] {
+                        for slots in [None, Some(256), Some(MOST_CLOCKED_INTERVALS + 1)] {
+                            let n = batch_repetitions(wanted, max, arms, even, slots);
+                            let least = if even { 2 } else { 1 };
+                            assert!(n >= least && (!even || n.is_multiple_of(2)), "{n}");
+                            assert!(n == least || n * arms <= max, "{n} x {arms} > {max}");
+                            assert!(n == least || n <= wanted, "{n} > {wanted}");
+                            if let Some(slots) = slots {
+                                assert!(n == least || n * arms < slots, "{n} x {arms} vs {slots}");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        // The default 64 for a calibrated compare in graph mode: 20 repetitions, 60 intervals.
+        assert_eq!(batch_repetitions(10_000, 64, 3, true, None), 20);
+        assert_eq!(batch_repetitions(10_000, 64, 1, false, None), 64);
+        assert_eq!(batch_repetitions(5, 64, 2, true, None), 4);
     }
 
     #[test]

@@ -17,8 +17,9 @@
 //! measurement and put back after it, so two measurements on one device at once each have their
 //! own (the cache then keeps both).
 
+use crate::capture_mode::RelaxedCapture;
 use crate::context::ContextInstance;
-use crate::driver::Driver;
+use crate::driver::{CUresult, Driver};
 use crate::error::Result;
 use crate::sync::Mutex;
 use crate::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -43,6 +44,19 @@ impl DeviceBuffer {
         // SAFETY: writes the allocation through a live local; a context is current.
         d.mem_alloc.call(|f| unsafe { f(&mut ptr, bytes) })?;
         Ok(DeviceBuffer { ptr, bytes })
+    }
+
+    /// As [`new`](Self::new), but `None` where the device has no room for it; other errors (a
+    /// broken context, a fault) are still errors.
+    fn unless_full(d: &Driver, bytes: usize) -> Result<Option<DeviceBuffer>> {
+        let mut ptr = 0;
+        // SAFETY: as in `new`.
+        let code = d.mem_alloc.code(|f| unsafe { f(&mut ptr, bytes) });
+        if code == CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+            return Ok(None);
+        }
+        d.mem_alloc.check(code)?;
+        Ok(Some(DeviceBuffer { ptr, bytes }))
     }
 }
 
@@ -205,6 +219,10 @@ impl ScratchLease {
             .scratch
             .as_mut()
             .expect("a lease holds its scratch until dropped");
+        // Allocating is a context-wide call that a capture in global mode on another thread
+        // forbids (and would be invalidated by), as loading the kernels is: the crate's own calls,
+        // so this thread's mode is relaxed meanwhile.
+        let _relaxed = RelaxedCapture::enter(d);
         // A smaller buffer already there (the sizes depend on the device alone, so not expected)
         // is forgotten, not freed: freeing would wait for the whole device.
         if let Some(bytes) = needs.flush_bytes
@@ -217,7 +235,7 @@ impl ScratchLease {
         {
             // The check is worth less than the measurement: a device too full for its buffers
             // measures without it (and tries again next time).
-            scratch.probe = DeviceBuffer::new(d, bytes).ok();
+            scratch.probe = DeviceBuffer::unless_full(d, bytes)?;
         }
         if needs.word && scratch.word.is_none() {
             scratch.word = Some(MappedWord::new(d)?);
