@@ -1,5 +1,6 @@
 //! Timing: `Timer`, `measure` (its options and its results) and `compare`, the sampler that both
-//! run on, and the gate, the SM clock probe, the throttle rule and the scratch memory that the sampler uses.
+//! run on, and the gate, the SM clock probe, the throttle rule and the scratch memory that the
+//! sampler uses.
 
 pub(crate) mod calibration;
 pub(crate) mod compare;
