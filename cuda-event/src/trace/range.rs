@@ -143,7 +143,7 @@ impl Trace {
     }
 }
 
-/// The `id` of a stream's track (see [`Track::Gpu`]).
+/// The `id` of a stream's track (see [`Track::Gpu`](crate::Track::Gpu)).
 fn track_id(stream: &Stream, thread: u64) -> u64 {
     match stream.id() {
         Some(id) => crate::stream::StreamId::to_word(Some(id)),
