@@ -29,6 +29,27 @@ impl<'d> RelaxedCapture<'d> {
         }
     }
 
+    /// Runs `f` in the mode this guard replaced, then goes back to relaxed mode: the caller's own
+    /// calls within a span of the crate's (the work `measure` times) keep the caller's mode.
+    pub(crate) fn in_callers_mode<R>(&self, f: impl FnOnce() -> R) -> R {
+        let Some(mut mode) = self.previous else {
+            return f();
+        };
+        // SAFETY: as in `enter`. A panic in `f` leaves the caller's mode, which the guard's drop
+        // then sets again.
+        let _ = self
+            .d
+            .thread_exchange_capture_mode
+            .code(|f| unsafe { f(&mut mode) });
+        let result = f();
+        // SAFETY: as in `enter`; `mode` is relaxed again.
+        let _ = self
+            .d
+            .thread_exchange_capture_mode
+            .code(|f| unsafe { f(&mut mode) });
+        result
+    }
+
     /// Keeps relaxed mode for the rest of the thread's life (the reactor thread's).
     pub(crate) fn forever(self) {
         std::mem::forget(self);

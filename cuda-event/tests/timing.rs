@@ -1,6 +1,7 @@
 //! Timer, measure and compare on the GPU: known GPU durations, host launch gaps kept out, the L2
 //! flush, never a wait for another stream, repetitions too large for the gate, the caller's own
-//! errors, A/B verdicts on kernels of known lengths, and every misuse a typed error.
+//! errors, A/B verdicts on kernels of known lengths, every misuse a typed error, and measurements
+//! beside another thread's graph capture.
 
 use cuda_event_testkit as common;
 
@@ -897,4 +898,64 @@ fn measure_discards_samples_below_the_throttle_threshold_and_says_so_when_every_
     .unwrap();
     print_clock("threshold 0.75", &m);
     assert_eq!(m.throttled_samples(), 0);
+}
+
+/// Measurements on one thread while another thread holds a capture in global mode (the default of
+/// `torch.cuda.graph` and of most C++ code), the first in the context among them (it allocates and
+/// loads the timing kernels), gated and in graph mode: they succeed, and the capture ends valid
+/// with its one node. Global mode forbids "potentially unsafe" calls (an allocation, a query) on
+/// every other thread and is invalidated by them: measure makes its own calls in relaxed mode.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn measurements_beside_another_threads_global_mode_capture_leave_it_valid() {
+    let _gpu = gpu();
+    cuda_event::release_measure_memory().unwrap();
+    let (measured, captured) = (Stream::new(0).unwrap(), Stream::new(0).unwrap());
+    // Both allocated before the capture begins: an allocation during it would break it.
+    let work = TestBuffer::new(0, 1 << 20);
+    let (began, begun) = std::sync::mpsc::channel();
+    let (measured_all, done) = std::sync::mpsc::channel::<()>();
+    let (results, (code, nodes)) = std::thread::scope(|s| {
+        let captured = &captured;
+        let capturer = s.spawn(move || {
+            let capture_work = TestBuffer::new(0, 1 << 20);
+            common::begin_capture(captured, sys::cudaStreamCaptureMode::cudaStreamCaptureModeGlobal);
+            capture_work.memset(captured, 0);
+            began.send(()).unwrap();
+            // Ended also when the measuring thread panicked (the sender then dropped).
+            let _ = done.recv();
+            let (code, graph) = common::end_capture(captured);
+            (code, graph.map(|graph| graph.node_count()))
+        });
+        begun.recv().unwrap();
+        let results: Vec<_> = [
+            (
+                "gated, calibrated, clocked",
+                quick().calibrate(true).sm_clock(true),
+            ),
+            ("graph mode, calibrated", quick().graph(true).calibrate(true)),
+        ]
+        .into_iter()
+        .map(|(what, options)| {
+            let m = measure(&measured, &options, |s| -> cuda_event::Result<()> {
+                work.memset(s, 1);
+                Ok(())
+            });
+            (what, m)
+        })
+        .collect();
+        drop(measured_all);
+        (results, capturer.join().unwrap())
+    });
+    assert_eq!(
+        code,
+        sys::cudaError::cudaSuccess,
+        "a measurement broke the other thread's capture"
+    );
+    assert_eq!(nodes, Some(1));
+    for (what, m) in results {
+        let m = m.unwrap_or_else(|e| panic!("{what}: {e}"));
+        print(what, &m);
+        assert!(m.samples().len() >= 10, "{what}");
+    }
 }

@@ -3,7 +3,6 @@
 //! hold them. Loading a module waits for all the work of the context (see
 //! `MeasureOptions::sm_clock`), which is why both are asked for, not used by default.
 
-use crate::capture_mode::RelaxedCapture;
 use crate::context::ContextInstance;
 use crate::driver::{CUresult, Driver};
 use crate::error::Result;
@@ -65,8 +64,9 @@ impl TimingKernels {
     /// Loads the kernels into the context current on this thread, that of `device`; `None` where
     /// the driver cannot compile their PTX for the device (PTX compilation disabled or missing, a
     /// PTX version or device it does not know): measurements then go on without clocks and
-    /// calibration. Other
-    /// errors (out of memory, a broken context) are returned, and a later measurement tries again.
+    /// calibration. Other errors (out of memory, a broken context) are returned, and a later
+    /// measurement tries again. Called in a measurement's relaxed capture mode: loading is a call
+    /// that another thread's capture in global mode forbids.
     pub(crate) fn load(d: &Driver, device: sys::CUdevice) -> Result<Option<TimingKernels>> {
         let attribute = |attribute| {
             let mut value = 0;
@@ -78,15 +78,11 @@ impl TimingKernels {
         let sms = attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
         let khz = attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)?;
         let mut module = std::ptr::null_mut();
-        // Loading is a call that a capture in global mode on another thread forbids (and would be
-        // invalidated by): this thread's mode is relaxed meanwhile, as for the crate's queries.
-        let relaxed = RelaxedCapture::enter(d);
         let code = d.module_load_data.code(|f| {
             // SAFETY: NUL-terminated PTX text; writes the module through a live local; a context
             // is current.
             unsafe { f(&mut module, TIMING_PTX.as_ptr().cast()) }
         });
-        drop(relaxed);
         if cannot_compile(code) {
             return Ok(None);
         }

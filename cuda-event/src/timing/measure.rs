@@ -60,6 +60,11 @@ use std::time::Duration;
 /// device): [`release_measure_memory`](crate::release_measure_memory) frees them when asked.
 /// Measurements on one device at the same time each get their own.
 ///
+/// Its own CUDA calls (allocating, loading, synchronizing, reading the events) run in relaxed
+/// capture mode, so that a measurement never breaks a graph capture that another thread makes in
+/// global mode (the default of `torch.cuda.graph`), which forbids such calls on every other
+/// thread; `work` runs in this thread's own mode.
+///
 /// # CUDA's hardware queues
 ///
 /// A device runs the work of all its streams through a few hardware queues (8 by default; set

@@ -50,6 +50,8 @@ pub(crate) struct Sampler<'r, 'w, E> {
     probe: Option<(&'r DeviceBuffer, usize)>,
     flush_check: Option<FlushCheck>,
     work: &'r mut ArmWork<'w, E>,
+    /// This thread's relaxed capture mode for the measurement; the work runs in the caller's.
+    relaxed: &'r RelaxedCapture<'static>,
     stop: &'r mut StopRule<'w>,
     /// Timed repetitions queued so far, for the alternation of arms across batches.
     reps: usize,
@@ -102,6 +104,11 @@ where
             return Err(Error::StreamCapturing.into());
         }
         let (instance, _current) = ContextInstance::enter_primary(d, stream.device())?;
+        // The measurement's own calls (allocating, loading the timing kernels, synchronizing,
+        // reading the events) are made on the crate's account, in relaxed capture mode, so that they
+        // never break a capture in global mode on another thread (which forbids such calls on every
+        // other thread and is invalidated by them); the work runs in the caller's mode.
+        let relaxed = RelaxedCapture::enter(d);
         let l2 = match options.flush_l2 {
             true => Some(L2Flush::l2_bytes(d, instance)?),
             false => None,
@@ -165,6 +172,7 @@ where
             probe: scratch.probe().zip(l2),
             flush_check: None,
             work,
+            relaxed: &relaxed,
             stop,
             reps: 0,
             max_batch: options.max_batch,
@@ -247,9 +255,6 @@ fn reset_persisting_l2(d: &Driver) -> Result<()> {
     if limit == 0 {
         return Ok(());
     }
-    // A context-wide call, which a capture in global mode on another thread could forbid (and be
-    // invalidated by): this thread's mode is relaxed meanwhile.
-    let _relaxed = RelaxedCapture::enter(d);
     // SAFETY: takes nothing; the measurement's context is current.
     let code = d.ctx_reset_persisting_l2.code(|f| unsafe { f() });
     match code {
@@ -665,7 +670,7 @@ where
                 let launched = kernels.launch_empty(self.d, self.stream);
                 Ok(our_step(capturing, launched, "the calibration's empty kernel")?)
             }
-            None => (self.work)(self.stream, arm),
+            None => self.relaxed.in_callers_mode(|| (self.work)(self.stream, arm)),
         }
     }
 

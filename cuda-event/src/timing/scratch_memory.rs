@@ -17,7 +17,6 @@
 //! measurement and put back after it, so two measurements on one device at once each have their
 //! own (the cache then keeps both).
 
-use crate::capture_mode::RelaxedCapture;
 use crate::context::ContextInstance;
 use crate::driver::{CUresult, Driver};
 use crate::error::Result;
@@ -211,7 +210,8 @@ impl ScratchLease {
     }
 
     /// Makes what is missing of `needs`, in the instance's context, which is current on this
-    /// thread. A kernel the driver cannot compile leaves the measurement without clocks and
+    /// thread (in relaxed capture mode: allocating is a call that another thread's capture in
+    /// global mode forbids). A kernel the driver cannot compile leaves the measurement without clocks and
     /// calibration. Allocating does not wait for other streams; loading the kernels does (see
     /// `MeasureOptions::sm_clock`).
     pub(crate) fn prepare(&mut self, d: &Driver, needs: &Needs) -> Result<()> {
@@ -219,10 +219,6 @@ impl ScratchLease {
             .scratch
             .as_mut()
             .expect("a lease holds its scratch until dropped");
-        // Allocating is a context-wide call that a capture in global mode on another thread
-        // forbids (and would be invalidated by), as loading the kernels is: the crate's own calls,
-        // so this thread's mode is relaxed meanwhile.
-        let _relaxed = RelaxedCapture::enter(d);
         // A smaller buffer already there (the sizes depend on the device alone, so not expected)
         // is forgotten, not freed: freeing would wait for the whole device.
         if let Some(bytes) = needs.flush_bytes
