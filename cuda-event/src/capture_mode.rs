@@ -11,43 +11,34 @@
 use crate::driver::{CUresult, Driver};
 use crate::error::Error;
 use cuda_event_sys as sys;
+use std::marker::PhantomData;
 
-/// Relaxed capture mode on this thread until dropped, then the mode it had before.
+/// Relaxed capture mode on this thread until dropped, then the mode it had before. Not `Send`: a
+/// thread's mode is restored on that thread.
 pub(crate) struct RelaxedCapture<'d> {
-    d: &'d Driver,
-    previous: Option<sys::CUstreamCaptureMode>,
+    mode: ModeGuard<'d>,
+    _this_thread: PhantomData<*const ()>,
 }
 
 impl<'d> RelaxedCapture<'d> {
     pub(crate) fn enter(d: &'d Driver) -> RelaxedCapture<'d> {
-        let mut mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED;
-        // SAFETY: exchanges this thread's mode through a live local.
-        let code = d.thread_exchange_capture_mode.code(|f| unsafe { f(&mut mode) });
         RelaxedCapture {
-            d,
-            previous: (code == CUresult::CUDA_SUCCESS).then_some(mode),
+            mode: ModeGuard::set(d, sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED),
+            _this_thread: PhantomData,
         }
     }
 
-    /// Runs `f` in the mode this guard replaced, then goes back to relaxed mode: the caller's own
-    /// calls within a span of the crate's (the work `measure` times) keep the caller's mode.
+    /// Runs `f` in the mode this guard replaced, then relaxed mode again (also when `f` panics, so
+    /// that the crate's cleanup while unwinding runs relaxed): the caller's own calls within a span
+    /// of the crate's (the work `measure` times) keep the caller's mode.
     pub(crate) fn in_callers_mode<R>(&self, f: impl FnOnce() -> R) -> R {
-        let Some(mut mode) = self.previous else {
-            return f();
-        };
-        // SAFETY: as in `enter`. A panic in `f` leaves the caller's mode, which the guard's drop
-        // then sets again.
-        let _ = self
-            .d
-            .thread_exchange_capture_mode
-            .code(|f| unsafe { f(&mut mode) });
-        let result = f();
-        // SAFETY: as in `enter`; `mode` is relaxed again.
-        let _ = self
-            .d
-            .thread_exchange_capture_mode
-            .code(|f| unsafe { f(&mut mode) });
-        result
+        match self.mode.previous {
+            Some(callers) => {
+                let _callers = ModeGuard::set(self.mode.d, callers);
+                f()
+            }
+            None => f(),
+        }
     }
 
     /// Keeps relaxed mode for the rest of the thread's life (the reactor thread's).
@@ -56,10 +47,28 @@ impl<'d> RelaxedCapture<'d> {
     }
 }
 
-impl Drop for RelaxedCapture<'_> {
+/// `mode` on this thread until dropped, then the mode it replaced (none to restore where the
+/// exchange failed).
+struct ModeGuard<'d> {
+    d: &'d Driver,
+    previous: Option<sys::CUstreamCaptureMode>,
+}
+
+impl<'d> ModeGuard<'d> {
+    fn set(d: &'d Driver, mut mode: sys::CUstreamCaptureMode) -> ModeGuard<'d> {
+        // SAFETY: exchanges this thread's mode through a live local.
+        let code = d.thread_exchange_capture_mode.code(|f| unsafe { f(&mut mode) });
+        ModeGuard {
+            d,
+            previous: (code == CUresult::CUDA_SUCCESS).then_some(mode),
+        }
+    }
+}
+
+impl Drop for ModeGuard<'_> {
     fn drop(&mut self) {
         if let Some(mut mode) = self.previous {
-            // SAFETY: as in `enter`; restores the mode this guard replaced.
+            // SAFETY: as in `set`; restores the mode this guard replaced.
             let _ = self
                 .d
                 .thread_exchange_capture_mode

@@ -461,12 +461,7 @@ fn reads_on_other_threads_never_overlap_a_record_into_a_capture() {
         for reader in 0..4 {
             let (event, waiter, stop, reads) = (&event, &waiter, &stop, &reads);
             s.spawn(move || {
-                let exchange: sys::PFN_cuThreadExchangeStreamCaptureMode_v10010 =
-                    common::driver_fn(c"cuThreadExchangeStreamCaptureMode", 10010);
-                let mut mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED;
-                // SAFETY: sets this thread's capture mode through a live local.
-                let code = unsafe { exchange.unwrap()(&mut mode) };
-                assert_eq!(code, sys::CUresult::CUDA_SUCCESS);
+                relaxed_capture_mode();
                 while !stop.load(Ordering::Relaxed) {
                     let _ = match reader {
                         0 => event.query().map(drop),
@@ -531,12 +526,7 @@ fn reads_on_other_threads_never_overlap_a_record_into_a_capture() {
 /// Sets the calling thread's capture mode to relaxed, as a thread that reads events while others
 /// capture in global mode must (CUDA refuses its queries and invalidates the capture otherwise).
 fn relaxed_capture_mode() {
-    let exchange: sys::PFN_cuThreadExchangeStreamCaptureMode_v10010 =
-        common::driver_fn(c"cuThreadExchangeStreamCaptureMode", 10010);
-    let mut mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED;
-    // SAFETY: sets this thread's capture mode through a live local.
-    let code = unsafe { exchange.unwrap()(&mut mode) };
-    assert_eq!(code, sys::CUresult::CUDA_SUCCESS);
+    common::exchange_capture_mode(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED);
 }
 
 /// The review's R1 and R4 on the GPU, without hooks: every round a new event's first records race

@@ -908,6 +908,7 @@ fn measure_discards_samples_below_the_throttle_threshold_and_says_so_when_every_
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn measurements_beside_another_threads_global_mode_capture_leave_it_valid() {
+    const GLOBAL_MODE: sys::CUstreamCaptureMode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_GLOBAL;
     let _gpu = gpu();
     cuda_event::release_measure_memory().unwrap();
     let (measured, captured) = (Stream::new(0).unwrap(), Stream::new(0).unwrap());
@@ -937,10 +938,15 @@ fn measurements_beside_another_threads_global_mode_capture_leave_it_valid() {
         ]
         .into_iter()
         .map(|(what, options)| {
+            let mut modes = Vec::new();
             let m = measure(&measured, &options, |s| -> cuda_event::Result<()> {
+                modes.push(common::capture_mode());
                 work.memset(s, 1);
                 Ok(())
             });
+            // The work ran in this thread's mode, and the mode is this thread's again after.
+            assert!(modes.iter().all(|&mode| mode == GLOBAL_MODE), "{what}");
+            assert_eq!(common::capture_mode(), GLOBAL_MODE, "{what}");
             (what, m)
         })
         .collect();

@@ -62,6 +62,24 @@ fn node_count(graph: sys::cudaGraph_t) -> usize {
     count
 }
 
+/// Sets this thread's stream-capture mode (`cuThreadExchangeStreamCaptureMode`); returns the mode
+/// it had.
+pub fn exchange_capture_mode(mut mode: sys::CUstreamCaptureMode) -> sys::CUstreamCaptureMode {
+    let exchange: sys::PFN_cuThreadExchangeStreamCaptureMode_v10010 =
+        crate::driver_fn(c"cuThreadExchangeStreamCaptureMode", 10010);
+    // SAFETY: exchanges this thread's mode through a live local.
+    let code = unsafe { exchange.expect("resolved")(&mut mode) };
+    assert_eq!(code, sys::CUresult::CUDA_SUCCESS);
+    mode
+}
+
+/// This thread's stream-capture mode.
+pub fn capture_mode() -> sys::CUstreamCaptureMode {
+    let mode = exchange_capture_mode(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED);
+    exchange_capture_mode(mode);
+    mode
+}
+
 /// Begins a capture of `stream` on this thread in `mode` (end it with [`end_capture`]).
 pub fn begin_capture(stream: &Stream, mode: sys::cudaStreamCaptureMode) {
     // SAFETY: a live stream; the caller ends the capture on this thread.

@@ -652,3 +652,40 @@ fn a_fork_into_a_stream_of_another_device() {
         assert_eq!(forked, Ok(()), "a cross-device fork");
     });
 }
+
+/// The caller's span inside the crate's relaxed mode (the work `measure` times) runs in the
+/// caller's mode, and relaxed mode is back after it, also when it panics: the crate's cleanup
+/// while unwinding (a measurement's synchronize) must not run in global mode beside another
+/// thread's global capture.
+#[test]
+fn relaxed_mode_is_back_after_the_callers_span_even_when_it_panics() {
+    use crate::capture_mode::RelaxedCapture;
+    use cuda_event_sys::CUstreamCaptureMode as Mode;
+    check_once(|| {
+        let d = crate::driver::driver("a model test").unwrap();
+        let mode_now = || {
+            let mut mode = Mode::CU_STREAM_CAPTURE_MODE_RELAXED;
+            let exchange = |mode: &mut Mode| {
+                // SAFETY: exchanges this thread's mode through a live local.
+                d.thread_exchange_capture_mode.code(|f| unsafe { f(mode) })
+            };
+            assert_eq!(exchange(&mut mode), crate::driver::CUresult::CUDA_SUCCESS);
+            let now = mode;
+            assert_eq!(exchange(&mut mode), crate::driver::CUresult::CUDA_SUCCESS);
+            now
+        };
+        assert_eq!(mode_now(), Mode::CU_STREAM_CAPTURE_MODE_GLOBAL);
+        {
+            let relaxed = RelaxedCapture::enter(d);
+            assert_eq!(mode_now(), Mode::CU_STREAM_CAPTURE_MODE_RELAXED);
+            relaxed.in_callers_mode(|| assert_eq!(mode_now(), Mode::CU_STREAM_CAPTURE_MODE_GLOBAL));
+            assert_eq!(mode_now(), Mode::CU_STREAM_CAPTURE_MODE_RELAXED);
+            let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                relaxed.in_callers_mode(|| panic!("the caller's work panics"))
+            }));
+            assert!(unwound.is_err());
+            assert_eq!(mode_now(), Mode::CU_STREAM_CAPTURE_MODE_RELAXED);
+        }
+        assert_eq!(mode_now(), Mode::CU_STREAM_CAPTURE_MODE_GLOBAL);
+    });
+}

@@ -107,8 +107,9 @@ impl Measurement {
     /// submitting it takes the host that long. `measure` cannot tell these apart. It then drops
     /// the samples taken so far and times every repetition without the gate, as
     /// `triton.testing.do_bench` does: each interval includes the gaps in which the GPU waited for
-    /// the host to submit the repetition's work. [`gate_timeouts`](Self::gate_timeouts) is then
-    /// at least 1 (in that last case only).
+    /// the host to submit the repetition's work (and to set the thread's capture mode back to the
+    /// caller's for the work and to relaxed after it: see [`measure`](crate::measure)).
+    /// [`gate_timeouts`](Self::gate_timeouts) is then at least 1 (in that last case only).
     pub fn gated(&self) -> bool {
         self.conditions.gated
     }

@@ -105,9 +105,9 @@ where
         }
         let (instance, _current) = ContextInstance::enter_primary(d, stream.device())?;
         // The measurement's own calls (allocating, loading the timing kernels, synchronizing,
-        // reading the events) are made on the crate's account, in relaxed capture mode, so that they
-        // never break a capture in global mode on another thread (which forbids such calls on every
-        // other thread and is invalidated by them); the work runs in the caller's mode.
+        // reading the events) are made on the crate's account, in relaxed capture mode, so that
+        // they never break a capture in global mode on another thread (which forbids such calls
+        // on every other thread and is invalidated by them); the work runs in the caller's mode.
         let relaxed = RelaxedCapture::enter(d);
         let l2 = match options.flush_l2 {
             true => Some(L2Flush::l2_bytes(d, instance)?),
@@ -665,13 +665,18 @@ where
     /// Queues arm `arm`'s work: the caller's, or the calibration's empty kernel (`capturing`: into
     /// a graph's capture).
     fn run_arm(&mut self, arm: usize, capturing: bool) -> Result<(), E> {
-        match self.kernels.filter(|_| self.calibration_arm == Some(arm)) {
-            Some(kernels) => {
-                let launched = kernels.launch_empty(self.d, self.stream);
-                Ok(our_step(capturing, launched, "the calibration's empty kernel")?)
-            }
-            None => self.relaxed.in_callers_mode(|| (self.work)(self.stream, arm)),
-        }
+        // The calibration's kernel too, so that its interval holds the same mode changes as the
+        // work's (a launch is a call that no capture forbids).
+        let relaxed = self.relaxed;
+        relaxed.in_callers_mode(
+            || match self.kernels.filter(|_| self.calibration_arm == Some(arm)) {
+                Some(kernels) => {
+                    let launched = kernels.launch_empty(self.d, self.stream);
+                    Ok(our_step(capturing, launched, "the calibration's empty kernel")?)
+                }
+                None => (self.work)(self.stream, arm),
+            },
+        )
     }
 
     fn flush(&self) -> Result<()> {

@@ -211,9 +211,9 @@ impl ScratchLease {
 
     /// Makes what is missing of `needs`, in the instance's context, which is current on this
     /// thread (in relaxed capture mode: allocating is a call that another thread's capture in
-    /// global mode forbids). A kernel the driver cannot compile leaves the measurement without clocks and
-    /// calibration. Allocating does not wait for other streams; loading the kernels does (see
-    /// `MeasureOptions::sm_clock`).
+    /// global mode forbids). A kernel the driver cannot compile leaves the measurement without
+    /// clocks and calibration. Allocating does not wait for other streams; loading the kernels
+    /// does (see `MeasureOptions::sm_clock`).
     pub(crate) fn prepare(&mut self, d: &Driver, needs: &Needs) -> Result<()> {
         let scratch = self
             .scratch
@@ -311,7 +311,10 @@ impl Drop for ScratchLease {
 ///
 /// It waits for all work of each device it frees memory on (`cuMemFree` does), which is why the
 /// measurements themselves never free: call it when no measurement runs on those devices (never
-/// from `measure`'s `work`), or it waits for that measurement's held stream.
+/// from `measure`'s `work`), or it waits for that measurement's held stream. It frees in this
+/// thread's own capture mode, as a call of the program's: while another thread captures a stream
+/// in global mode, CUDA refuses the frees (and invalidates that capture), as it would the
+/// program's own `cudaFree`.
 ///
 /// # Errors
 /// The first failure of a free; the memory of that context instance is forgotten.
