@@ -93,36 +93,20 @@ fn the_flush_check_shows_the_flush_evicts_and_is_absent_without_a_flush() {
     let stream = Stream::new(0).unwrap();
     let buffer = TestBuffer::new(0, 1 << 20);
     let options = MeasureOptions::default().min_time(Duration::from_millis(100));
-    let m = measure(&stream, &options, |s| -> cuda_event::Result<()> {
+    let memset = |s: &Stream| -> cuda_event::Result<()> {
         buffer.memset(s, 1);
         Ok(())
-    })
-    .unwrap();
+    };
+    let m = measure(&stream, &options, memset).unwrap();
     let check = *m.flush_check().expect("a flush, so a check");
     println!("{check:?}: ratio {:.3}, {:?}", check.ratio(), check.verdict());
     assert_eq!(check.verdict(), FlushVerdict::Evicts, "{check:?}");
     assert!((0.9..1.15).contains(&check.ratio()), "{check:?}");
     assert!(check.warm < check.cold, "{check:?}");
-    let unflushed = measure(
-        &stream,
-        &options.clone().flush_l2(false),
-        |s| -> cuda_event::Result<()> {
-            buffer.memset(s, 1);
-            Ok(())
-        },
-    )
-    .unwrap();
+    let unflushed = measure(&stream, &options.clone().flush_l2(false), memset).unwrap();
     assert!(unflushed.flush_check().is_none() && !unflushed.l2_flushed());
     // With persisting lines reset first (the device otherwise idle): the same check.
-    let reset = measure(
-        &stream,
-        &options.clone().reset_persisting_l2(true),
-        |s| -> cuda_event::Result<()> {
-            buffer.memset(s, 1);
-            Ok(())
-        },
-    )
-    .unwrap();
+    let reset = measure(&stream, &options.clone().reset_persisting_l2(true), memset).unwrap();
     assert_eq!(
         reset.flush_check().map(|c| c.verdict()),
         Some(FlushVerdict::Evicts)

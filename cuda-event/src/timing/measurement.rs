@@ -1,7 +1,7 @@
 //! [`Measurement`]: the samples that [`measure`](crate::measure) took and their statistics, and
 //! why it stopped ([`StopReason`]).
 
-use crate::timing::calibration::{Calibrated, Calibration, NoNet, net};
+use crate::timing::calibration::{Calibrated, Calibration, NoNet, net, step_of_sorted};
 use crate::timing::flush_check::FlushCheck;
 use crate::timing::statistics::{median, relative_deviation};
 use std::time::Duration;
@@ -172,8 +172,8 @@ impl Measurement {
     /// of the kernel (its start to its end on the GPU) less CUPTI's duration of an empty kernel,
     /// which CUPTI counts inside every kernel's duration (the launch of its blocks). So the net
     /// time reads that much shorter than CUPTI's duration: a fixed amount, a noticeable share of a
-    /// kernel of a few microseconds (`bench/results` has it measured). For work of
-    /// several launches, every launch but the first keeps its cost. Work that is not a kernel (a
+    /// kernel of a few microseconds. For work of several launches, every launch but the first
+    /// keeps its cost. Work that is not a kernel (a
     /// memset, a copy) has a fixed cost of its own, not a kernel's: its net time is off by the
     /// difference, and a small one can read below an empty kernel (no net time then). Trust it for
     /// kernels on an otherwise idle device; at a few microseconds, read it beside the
@@ -237,6 +237,11 @@ impl Measurement {
     /// This measurement with its calibration.
     pub(crate) fn calibrated(self, calibrated: Calibrated) -> Measurement {
         Measurement { calibrated, ..self }
+    }
+
+    /// The smallest step between two different samples: the timing events' resolution, at most.
+    pub(crate) fn timer_step(&self) -> Option<Duration> {
+        step_of_sorted(&self.sorted)
     }
 }
 

@@ -10,7 +10,7 @@ use crate::driver::{CUresult, Driver, driver};
 use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::stream::Stream;
-use crate::timing::calibration::{Calibrated, Calibration, step_of_sorted};
+use crate::timing::calibration::{Calibrated, Calibration};
 use crate::timing::flush_check::FlushCheck;
 use crate::timing::gate::{Gate, Watchdog};
 use crate::timing::graph::{self, GraphBatch};
@@ -445,31 +445,28 @@ where
         };
         let mut samples = std::mem::take(&mut self.samples);
         let mut clocks = std::mem::take(&mut self.clocks);
-        let calibrated = match self.calibration_arm {
-            Some(arm) => {
-                let mut sorted = samples.remove(arm);
-                clocks.remove(arm);
-                sorted.sort_unstable();
+        let calibration = self.calibration_arm.map(|arm| {
+            clocks.remove(arm);
+            let mut sorted = samples.remove(arm);
+            sorted.sort_unstable();
+            sorted
+        });
+        let measured: Vec<Measurement> = samples
+            .into_iter()
+            .zip(clocks)
+            .map(|(samples, clocks)| Measurement::new(samples, clocks, conditions))
+            .collect();
+        let calibrated = match calibration {
+            Some(sorted) => {
                 // The stop rules take at least two samples of every arm.
                 debug_assert!(!sorted.is_empty(), "a calibration without samples");
-                let work_step = samples
-                    .iter()
-                    .filter_map(|arm| {
-                        let mut sorted = arm.clone();
-                        sorted.sort_unstable();
-                        step_of_sorted(&sorted)
-                    })
-                    .min();
+                let work_step = measured.iter().filter_map(Measurement::timer_step).min();
                 Calibration::of_sorted(&sorted, work_step).map_or(Calibrated::NotAsked, Calibrated::Done)
             }
             None if self.options.calibrate => Calibrated::KernelUnavailable,
             None => Calibrated::NotAsked,
         };
-        samples
-            .into_iter()
-            .zip(clocks)
-            .map(|(samples, clocks)| Measurement::new(samples, clocks, conditions).calibrated(calibrated))
-            .collect()
+        measured.into_iter().map(|m| m.calibrated(calibrated)).collect()
     }
 
     /// Keeps the repetitions of `taken` whose clock was not throttled; returns the pause before the
