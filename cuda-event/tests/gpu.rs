@@ -2,7 +2,9 @@
 
 use cuda_event_testkit as common;
 
-use common::{TestBuffer, cpu_and_wall_of_a_200ms_synchronize, gpu, hold, log_on, sleep_on, timed};
+use common::{
+    SetOnDrop, TestBuffer, cpu_and_wall_of_a_200ms_synchronize, gpu, hold, log_on, sleep_on, timed,
+};
 use cuda_event::{Error, Event, Stream, StreamOptions, sys};
 use parking_lot::Mutex;
 use std::sync::Arc;
@@ -477,6 +479,7 @@ fn reads_on_other_threads_never_overlap_a_record_into_a_capture() {
                 }
             });
         }
+        let _stop = SetOnDrop(&stop); // also if a round below panics: the readers must end
         for round in 0..5000 {
             let mode = match round % 2 {
                 0 => sys::cudaStreamCaptureMode::cudaStreamCaptureModeGlobal,
@@ -504,7 +507,6 @@ fn reads_on_other_threads_never_overlap_a_record_into_a_capture() {
             // SAFETY: clears the runtime's sticky last error of a failed capture (no device state).
             let _ = unsafe { sys::cudaGetLastError() };
         }
-        stop.store(true, Ordering::Relaxed);
     });
     println!(
         "{valid} captures ended with a graph, {invalidated} failed; {} reads on other threads",
@@ -549,10 +551,14 @@ fn first_records_and_records_on_a_stream_race_captured_records_of_one_event() {
     let (captured, plain) = (new_stream(), new_stream());
     let current: Mutex<Option<Arc<Event>>> = Mutex::new(None);
     let (stop, reads, records) = (AtomicBool::new(false), AtomicU64::new(0), AtomicU64::new(0));
-    let start_b = std::sync::Barrier::new(2);
     let refused: Mutex<Vec<Error>> = Mutex::new(Vec::new());
     let mut failures = Vec::new();
     std::thread::scope(|s| {
+        // Each round's event for thread B, handed over as the round starts: the send returns once
+        // B has it, and B's loop ends when this sender drops (after the last round, or in a panic
+        // of this thread, which then reaches the test instead of leaving B waiting).
+        let (start_b, round_events) = std::sync::mpsc::sync_channel::<Arc<Event>>(0);
+        let _stop = SetOnDrop(&stop); // the reader's end, also in a panic of this thread
         let (current_ref, stop_ref, reads_ref) = (&current, &stop, &reads);
         s.spawn(move || {
             relaxed_capture_mode();
@@ -565,22 +571,15 @@ fn first_records_and_records_on_a_stream_race_captured_records_of_one_event() {
                 }
             }
         });
-        let (current_ref, plain_ref, start_b_ref, records_ref) = (&current, &plain, &start_b, &records);
-        let refused_ref = &refused;
+        let (plain_ref, records_ref, refused_ref) = (&plain, &records, &refused);
         s.spawn(move || {
             // Relaxed, as a thread working beside another's global capture should be (in global
-            // mode CUDA may refuse its calls meanwhile); nothing here panics, which would leave the
-            // main thread at the barrier for good.
+            // mode CUDA may refuse its calls meanwhile).
             relaxed_capture_mode();
             let _ = plain_ref.record_event(); // this thread's pool holds a CUDA event
-            // One barrier per round, as many as the main thread's: a stop flag read after the
-            // barrier could already be set by a main thread that raced through the last round,
-            // and this thread would leave without the wait that the main thread then waits for.
-            for _ in 0..ROUNDS {
-                start_b_ref.wait();
-                let event = current_ref.lock().clone().expect("set before the barrier");
+            for event in round_events {
                 for _ in 0..4 {
-                    // Not unwrapped: a panic here would leave the main thread at the barrier.
+                    // Refusals are counted, not failures: CUDA may refuse a record meanwhile.
                     match event.record(plain_ref) {
                         Ok(()) => drop(records_ref.fetch_add(1, Ordering::Relaxed)),
                         Err(e) => refused_ref.lock().push(e),
@@ -596,7 +595,7 @@ fn first_records_and_records_on_a_stream_race_captured_records_of_one_event() {
                 0 => sys::cudaStreamCaptureMode::cudaStreamCaptureModeGlobal,
                 _ => sys::cudaStreamCaptureMode::cudaStreamCaptureModeThreadLocal,
             };
-            start_b.wait();
+            start_b.send(event.clone()).expect("thread B takes every round");
             common::begin_capture(&captured, mode);
             let recorded = event.record(&captured);
             let (code, graph) = common::end_capture(&captured);
@@ -607,7 +606,6 @@ fn first_records_and_records_on_a_stream_race_captured_records_of_one_event() {
                 ));
             }
         }
-        stop.store(true, Ordering::Relaxed);
     });
     println!(
         "{ROUNDS} rounds; {} reads and {} records on other threads; {} captures went wrong",

@@ -17,6 +17,7 @@ mod kernels;
 mod memory;
 mod ptx;
 mod serial;
+mod stop;
 mod wakers;
 
 pub use calls::{driver_fn, ok};
@@ -36,6 +37,7 @@ pub use ptx::{Ptx, SPIN_KERNEL};
 pub use serial::{
     GpuTest, MeasuringGpuTest, gpu, gpu_for, measuring_gpu, measuring_gpu_for, two_gpus, two_gpus_for,
 };
+pub use stop::SetOnDrop;
 pub use wakers::{
     CountingWaker, block_on, block_on_timeout, counting_waker, panicking_waker, poll_once, poll_with,
 };

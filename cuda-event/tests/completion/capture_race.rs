@@ -4,7 +4,7 @@
 use super::capture::{GLOBAL, THREAD_LOCAL};
 use cuda_event_testkit as common;
 
-use common::{RawGraph, block_on_timeout, gpu_for, gpu_sleep, poll_once};
+use common::{RawGraph, SetOnDrop, block_on_timeout, gpu_for, gpu_sleep, poll_once};
 use cuda_event::{Completion, Event, Stream, sys};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -76,16 +76,6 @@ impl Race {
     /// Says that the other thread has taken `rounds` rounds.
     fn took(&self, rounds: usize) {
         self.taken.store(rounds, Ordering::Release);
-    }
-}
-
-/// Sets the flag when dropped: a thread that spins until it is set stops even if the setter
-/// panics.
-struct SetOnDrop<'a>(&'a AtomicBool);
-
-impl Drop for SetOnDrop<'_> {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::Release);
     }
 }
 
