@@ -11,6 +11,7 @@
 use crate::driver::{CUresult, Driver};
 use crate::error::Error;
 use cuda_event_sys as sys;
+use std::cell::Cell;
 use std::marker::PhantomData;
 
 /// Relaxed capture mode on this thread until dropped, then the mode it had before. Not `Send`: a
@@ -28,17 +29,16 @@ impl<'d> RelaxedCapture<'d> {
         }
     }
 
-    /// Runs `f` in the mode this guard replaced, then relaxed mode again (also when `f` panics, so
-    /// that the crate's cleanup while unwinding runs relaxed): the caller's own calls within a span
-    /// of the crate's (the work `measure` times) keep the caller's mode.
+    /// Runs `f` in the caller's mode (the one this guard replaced), then relaxed mode again (also
+    /// when `f` panics, so that the crate's cleanup while unwinding runs relaxed): the caller's own
+    /// calls within a span of the crate's (the work `measure` times) keep the caller's mode. A mode
+    /// that `f` sets becomes the caller's: the next span starts in it, and the drop restores it.
     pub(crate) fn in_callers_mode<R>(&self, f: impl FnOnce() -> R) -> R {
-        match self.mode.previous {
-            Some(callers) => {
-                let _callers = ModeGuard::set(self.mode.d, callers);
-                f()
-            }
-            None => f(),
-        }
+        let Some(callers) = self.mode.previous.get() else {
+            return f();
+        };
+        let _span = CallersSpan::enter(&self.mode, callers);
+        f()
     }
 
     /// Keeps relaxed mode for the rest of the thread's life (the reactor thread's).
@@ -51,30 +51,54 @@ impl<'d> RelaxedCapture<'d> {
 /// exchange failed).
 struct ModeGuard<'d> {
     d: &'d Driver,
-    previous: Option<sys::CUstreamCaptureMode>,
+    previous: Cell<Option<sys::CUstreamCaptureMode>>,
 }
 
 impl<'d> ModeGuard<'d> {
-    fn set(d: &'d Driver, mut mode: sys::CUstreamCaptureMode) -> ModeGuard<'d> {
-        // SAFETY: exchanges this thread's mode through a live local.
-        let code = d.thread_exchange_capture_mode.code(|f| unsafe { f(&mut mode) });
+    fn set(d: &'d Driver, mode: sys::CUstreamCaptureMode) -> ModeGuard<'d> {
         ModeGuard {
             d,
-            previous: (code == CUresult::CUDA_SUCCESS).then_some(mode),
+            previous: Cell::new(exchange(d, mode)),
         }
     }
 }
 
 impl Drop for ModeGuard<'_> {
     fn drop(&mut self) {
-        if let Some(mut mode) = self.previous {
-            // SAFETY: as in `set`; restores the mode this guard replaced.
-            let _ = self
-                .d
-                .thread_exchange_capture_mode
-                .code(|f| unsafe { f(&mut mode) });
+        if let Some(mode) = self.previous.get() {
+            exchange(self.d, mode);
         }
     }
+}
+
+/// The caller's mode within a [`RelaxedCapture`] until dropped; then relaxed again, and the mode
+/// the span ended in is what the relaxed guard restores.
+struct CallersSpan<'g, 'd> {
+    relaxed: &'g ModeGuard<'d>,
+}
+
+impl<'g, 'd> CallersSpan<'g, 'd> {
+    fn enter(relaxed: &'g ModeGuard<'d>, callers: sys::CUstreamCaptureMode) -> CallersSpan<'g, 'd> {
+        exchange(relaxed.d, callers);
+        CallersSpan { relaxed }
+    }
+}
+
+impl Drop for CallersSpan<'_, '_> {
+    fn drop(&mut self) {
+        let relaxed = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED;
+        if let Some(left) = exchange(self.relaxed.d, relaxed) {
+            self.relaxed.previous.set(Some(left));
+        }
+    }
+}
+
+/// Sets this thread's mode to `mode`; the mode it replaced, or none where the exchange failed
+/// (only with no initialized driver, which a caller holding a `Driver` has).
+fn exchange(d: &Driver, mut mode: sys::CUstreamCaptureMode) -> Option<sys::CUstreamCaptureMode> {
+    // SAFETY: exchanges this thread's mode through a live local.
+    let code = d.thread_exchange_capture_mode.code(|f| unsafe { f(&mut mode) });
+    (code == CUresult::CUDA_SUCCESS).then_some(mode)
 }
 
 /// Whether `error` comes from a capture in progress somewhere (not from the work asked about): a

@@ -689,3 +689,34 @@ fn relaxed_mode_is_back_after_the_callers_span_even_when_it_panics() {
         assert_eq!(mode_now(), Mode::CU_STREAM_CAPTURE_MODE_GLOBAL);
     });
 }
+
+/// A mode the caller's work sets stays the caller's: the next span starts in it, and it is the
+/// thread's mode after the crate's relaxed stretch, as if that stretch were not there.
+#[test]
+fn a_mode_the_callers_span_sets_is_the_callers_after_it() {
+    use crate::capture_mode::RelaxedCapture;
+    use cuda_event_sys::CUstreamCaptureMode as Mode;
+    check_once(|| {
+        let d = crate::driver::driver("a model test").unwrap();
+        let exchange = |mut mode: Mode| {
+            // SAFETY: exchanges this thread's mode through a live local.
+            let code = d.thread_exchange_capture_mode.code(|f| unsafe { f(&mut mode) });
+            assert_eq!(code, crate::driver::CUresult::CUDA_SUCCESS);
+            mode
+        };
+        let mode_now = || {
+            let now = exchange(Mode::CU_STREAM_CAPTURE_MODE_RELAXED);
+            exchange(now);
+            now
+        };
+        {
+            let relaxed = RelaxedCapture::enter(d);
+            relaxed.in_callers_mode(|| exchange(Mode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+            assert_eq!(mode_now(), Mode::CU_STREAM_CAPTURE_MODE_RELAXED);
+            let seen = relaxed.in_callers_mode(mode_now);
+            assert_eq!(seen, Mode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+        }
+        assert_eq!(mode_now(), Mode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+        exchange(Mode::CU_STREAM_CAPTURE_MODE_GLOBAL);
+    });
+}

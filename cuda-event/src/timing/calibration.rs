@@ -2,7 +2,7 @@
 //! around an empty kernel, timed beside the work; and the work's time net of them, or why there is
 //! none.
 
-use crate::timing::statistics::{median_bounds, median_duration, smallest_step};
+use crate::timing::statistics::{median_bounds, median_duration, percentile_of_sorted, smallest_step};
 use std::fmt;
 use std::time::Duration;
 
@@ -17,7 +17,8 @@ use std::time::Duration;
 pub struct Calibration {
     /// The median interval around one empty kernel: what the net time takes away.
     pub empty: Duration,
-    /// The 10th and 90th percentiles of those intervals: the spread of one sample.
+    /// The 10th and 90th percentiles of those intervals (as [`Measurement::percentile`](crate::Measurement::percentile)
+    /// reads them): the spread of one sample.
     pub empty_p10: Duration,
     /// See [`empty_p10`](Self::empty_p10).
     pub empty_p90: Duration,
@@ -40,11 +41,10 @@ impl Calibration {
         if n == 0 {
             return None;
         }
-        let at = |p: f64| sorted[((n - 1) as f64 * p).round() as usize];
         Some(Calibration {
             empty: median_duration(sorted),
-            empty_p10: at(0.1),
-            empty_p90: at(0.9),
+            empty_p10: percentile_of_sorted(sorted, 10.0),
+            empty_p90: percentile_of_sorted(sorted, 90.0),
             uncertainty: median_half_width(sorted, work_step),
             samples: n,
         })
@@ -243,7 +243,8 @@ mod tests {
         let c = Calibration::of_sorted(&us(&(1..=100).map(f64::from).collect::<Vec<_>>()), None).unwrap();
         assert!(close(c.uncertainty, 10.5), "{c:?}");
         assert!(close(c.empty, 50.5), "{c:?}");
-        assert!(close(c.empty_p10, 11.0) && close(c.empty_p90, 90.0), "{c:?}");
+        // Interpolated, as Measurement::percentile reads them: ranks 9.9 and 89.1 of 0..=99.
+        assert!(close(c.empty_p10, 10.9) && close(c.empty_p90, 90.1), "{c:?}");
         // Identical samples: no uncertainty, unless the work's samples show the timer's step.
         let same = Calibration::of_sorted(&us(&[3.0; 50]), None).unwrap();
         assert_eq!(same.uncertainty, Duration::ZERO);

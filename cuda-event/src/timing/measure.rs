@@ -63,7 +63,11 @@ use std::time::Duration;
 /// Its own CUDA calls (allocating, loading, synchronizing, reading the events) run in relaxed
 /// capture mode, so that a measurement never breaks a graph capture that another thread makes in
 /// global mode (the default of `torch.cuda.graph`), which forbids such calls on every other
-/// thread; `work` runs in this thread's own mode.
+/// thread; `work` runs in this thread's own mode (a mode it sets stays this thread's, for its next
+/// call and after the measurement, as if measure's calls were not between). Not on the legacy
+/// default stream ([`Stream::legacy`](crate::Stream::legacy)): any work queued there, a
+/// measurement's too, waits for every blocking stream, and so breaks a capture of one that begins
+/// meanwhile (CUDA's implicit synchronization); measure a stream of its own.
 ///
 /// # CUDA's hardware queues
 ///

@@ -3,7 +3,7 @@
 
 use crate::timing::calibration::{Calibrated, Calibration, NoNet, net, step_of_sorted};
 use crate::timing::flush_check::FlushCheck;
-use crate::timing::statistics::{median, relative_deviation};
+use crate::timing::statistics::{median, percentile_of_sorted, relative_deviation};
 use std::time::Duration;
 
 /// Why [`measure`](crate::measure) stopped. New reasons may be added, so a `match` needs a
@@ -73,13 +73,10 @@ impl Measurement {
     pub fn max(&self) -> Duration {
         self.sorted[self.sorted.len() - 1]
     }
-    /// The `p`-th percentile (0 to 100), interpolated linearly between samples (numpy's and
-    /// torch's default).
+    /// The `p`-th percentile (0 to 100; below and above read as 0 and 100, NaN as 50),
+    /// interpolated linearly between samples (numpy's and torch's default), to the nanosecond.
     pub fn percentile(&self, p: f64) -> Duration {
-        let rank = p.clamp(0.0, 100.0) / 100.0 * (self.sorted.len() - 1) as f64;
-        let (low, high) = (rank.floor() as usize, rank.ceil() as usize);
-        let (a, b) = (self.sorted[low].as_secs_f64(), self.sorted[high].as_secs_f64());
-        Duration::from_secs_f64(a + (b - a) * (rank - low as f64))
+        percentile_of_sorted(&self.sorted, p)
     }
     /// The samples' relative standard deviation (standard deviation / mean); 0 when every sample
     /// is 0 (work shorter than the timing events' resolution, such as an empty closure).
@@ -221,7 +218,8 @@ impl Measurement {
     ) -> Measurement {
         let mut sorted = samples.clone();
         sorted.sort_unstable();
-        let mean = samples.iter().sum::<Duration>() / samples.len() as u32;
+        let total: Duration = samples.iter().sum();
+        let mean = Duration::from_nanos((total.as_nanos() / samples.len() as u128) as u64);
         let noise = relative_deviation(&samples);
         Measurement {
             samples,

@@ -50,13 +50,22 @@ pub(crate) fn median_bounds(n: usize, alpha: f64) -> Option<usize> {
 }
 
 /// The median of `sorted` durations (ascending, not empty), the mean of the middle two for an even
-/// count.
+/// count (to the nanosecond).
 pub(crate) fn median_duration(sorted: &[Duration]) -> Duration {
-    let n = sorted.len();
-    match n % 2 {
-        1 => sorted[n / 2],
-        _ => (sorted[n / 2 - 1] + sorted[n / 2]) / 2,
-    }
+    percentile_of_sorted(sorted, 50.0)
+}
+
+/// The `p`-th percentile (0 to 100, NaN read as 50) of `sorted` durations (ascending, not empty),
+/// interpolated linearly between the two nearest samples (numpy's and torch's default), to the
+/// nanosecond.
+pub(crate) fn percentile_of_sorted(sorted: &[Duration], p: f64) -> Duration {
+    let p = if p.is_nan() { 50.0 } else { p.clamp(0.0, 100.0) };
+    let rank = p / 100.0 * (sorted.len() - 1) as f64;
+    let low = rank.floor() as usize;
+    let (a, b) = (sorted[low], sorted[rank.ceil() as usize]);
+    // At most b - a: a whole number of nanoseconds times a fraction below 1, rounded.
+    let between = ((b - a).as_nanos() as f64 * (rank - low as f64)).round();
+    a + Duration::from_nanos(between as u64)
 }
 
 /// The smallest step between two different values of `sorted` (ascending): the timing events'
@@ -113,6 +122,25 @@ mod tests {
         assert_eq!(smallest_step(&[1.0, 1.0, 1.5, 3.0]), 0.5);
         assert!(smallest_step(&[2.0, 2.0]).is_infinite());
         assert!(smallest_step(&[]).is_infinite());
+    }
+
+    #[test]
+    fn percentiles_interpolate_to_the_nanosecond_and_never_panic() {
+        let ns = |v: &[u64]| v.iter().map(|&n| Duration::from_nanos(n)).collect::<Vec<_>>();
+        let sorted = ns(&[3200, 3232, 3264, 13_568]);
+        // numpy: rank p/100 * (n - 1), linear between its neighbours.
+        assert_eq!(percentile_of_sorted(&sorted, 0.0), Duration::from_nanos(3200));
+        assert_eq!(percentile_of_sorted(&sorted, 50.0), Duration::from_nanos(3248));
+        assert_eq!(percentile_of_sorted(&sorted, 90.0), Duration::from_nanos(10_477)); // 3264 + 0.7 * 10304
+        assert_eq!(percentile_of_sorted(&sorted, 100.0), Duration::from_nanos(13_568));
+        // Out of range reads as the ends, NaN as the median; one sample is every percentile.
+        assert_eq!(percentile_of_sorted(&sorted, -5.0), sorted[0]);
+        assert_eq!(percentile_of_sorted(&sorted, f64::INFINITY), sorted[3]);
+        assert_eq!(percentile_of_sorted(&sorted, f64::NAN), median_duration(&sorted));
+        assert_eq!(percentile_of_sorted(&sorted[..1], 37.0), sorted[0]);
+        // An odd count's median is its middle sample, exactly, however long the samples.
+        let long = ns(&[u64::MAX / 4, u64::MAX / 4 + 1, u64::MAX / 2]);
+        assert_eq!(median_duration(&long), long[1]);
     }
 
     #[test]
