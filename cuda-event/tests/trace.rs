@@ -177,6 +177,62 @@ fn a_range_around_a_kernel_of_known_length_starts_at_its_launch_on_the_hosts_clo
     assert!(worst < Duration::from_micros(200), "{worst:?}");
 }
 
+/// A collector reads the trace (the first read of the process's trace, so it makes the device's
+/// anchor stream and anchors) and ranges open and close on other streams, while another thread
+/// holds a capture in global mode, the default of `torch.cuda.graph`: the capture ends valid with
+/// its one node, and the ranges are read.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn reading_beside_another_threads_global_mode_capture_leaves_it_valid() {
+    let _gpu = gpu();
+    let trace = Trace::new();
+    let (traced, captured) = (Stream::new(0).unwrap(), Stream::new(0).unwrap());
+    for _ in 0..3 {
+        trace
+            .in_range(&traced, "before", || gpu_spin(&traced, Duration::from_micros(20)))
+            .unwrap();
+    }
+    traced.synchronize().unwrap();
+    let (began, begun) = std::sync::mpsc::channel();
+    let (read_all, done) = std::sync::mpsc::channel::<()>();
+    let (reads, (code, nodes)) = std::thread::scope(|s| {
+        let captured = &captured;
+        let capturer = s.spawn(move || {
+            common::begin_capture(
+                captured,
+                cuda_event::sys::cudaStreamCaptureMode::cudaStreamCaptureModeGlobal,
+            );
+            gpu_spin(captured, Duration::from_micros(1));
+            began.send(()).unwrap();
+            // Ended also when the reading thread panicked (the sender then dropped).
+            let _ = done.recv();
+            let (code, graph) = common::end_capture(captured);
+            (code, graph.map(|graph| graph.node_count()))
+        });
+        begun.recv().unwrap();
+        let mut reads = vec![trace.take_complete()];
+        trace
+            .in_range(&traced, "beside", || gpu_spin(&traced, Duration::from_micros(20)))
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while reads.iter().map(|r| r.ranges.len()).sum::<usize>() < 4 && Instant::now() < deadline {
+            reads.push(trace.take_complete());
+        }
+        drop(read_all);
+        (reads, capturer.join().unwrap())
+    });
+    assert_eq!(
+        code,
+        cuda_event::sys::cudaError::cudaSuccess,
+        "a trace's read broke the other thread's capture"
+    );
+    assert_eq!(nodes, Some(1));
+    let (ranges, lost) = reads
+        .iter()
+        .fold((0, 0), |(n, l), r| (n + r.ranges.len(), l + r.lost));
+    assert_eq!((ranges, lost), (4, 0), "{reads:?}");
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn pending_ranges_stay_for_a_later_read_and_a_capturing_stream_is_refused() {

@@ -69,7 +69,10 @@ pub const DEFAULT_TRACE_CAPACITY: usize = 1 << 16;
 /// **Reading.** [`take_complete`](Self::take_complete) (and the writers built on it) returns the
 /// ranges whose work is complete, without waiting for the others, which stay for a later read. Each
 /// read of GPU ranges makes an anchor per device (a few microseconds' spin on a private, idle
-/// stream) to place them on the host's clock; see [`TracedRange`] for what error remains.
+/// stream) to place them on the host's clock; see [`TracedRange`] for what error remains. A read's
+/// CUDA calls run in relaxed capture mode, so that a collector thread never breaks a graph capture
+/// that another thread makes in global mode (the default of `torch.cuda.graph`), which refuses,
+/// and is broken by, queries from threads in global mode.
 ///
 /// **What it does with bad input:**
 /// - A range closed on another stream of its device ([`GpuRange::end_on`]) spans from its open on
@@ -81,8 +84,8 @@ pub const DEFAULT_TRACE_CAPACITY: usize = 1 << 16;
 ///   (`std::mem::forget`) leaves its range open for good: it keeps its place in the capacity and
 ///   is counted as open by every read.
 /// - On a stream being captured, [`range`](Self::range) returns
-///   [`Error::StreamCapturing`](crate::Error::StreamCapturing) and records nothing. A range whose stream began a capture after it opened gets the same error at
-///   its close and is read as lost.
+///   [`Error::StreamCapturing`](crate::Error::StreamCapturing) and records nothing. A range whose
+///   stream began a capture after it opened gets the same error at its close and is read as lost.
 /// - After a device reset, or a fault of the work, the ranges whose events died are read as lost
 ///   (counted, not returned), and the device's anchors are made anew.
 /// - A trace read or written while ranges are pending returns what is complete and counts the
@@ -437,9 +440,49 @@ mod tests {
 #[cfg(all(test, cuda_event_model))]
 mod model {
     use super::*;
-    use crate::model::{check_once, reset};
+    use crate::model::{CaptureMode, begin_capture, check_once, end_capture, reset};
     use crate::stream::Stream;
+    use crate::sync::atomic::AtomicBool;
     use crate::sync::thread;
+
+    /// A collector thread reads the trace (the ranges' events, the anchors' queries) while another
+    /// thread holds a global-mode capture, as `torch.cuda.graph` makes: the reads are the trace's
+    /// own calls, in relaxed mode, so the capture ends valid, and the ranges are read.
+    #[test]
+    fn reading_beside_another_threads_global_capture_leaves_it_valid() {
+        check_once(|| {
+            let trace = Trace::new();
+            let (s, cap) = (Stream::new(0).unwrap(), Arc::new(Stream::new(0).unwrap()));
+            for _ in 0..2 {
+                trace.range(&s, "before the capture").unwrap().end().unwrap();
+            }
+            // The capture is open from `began` until the read is `done`.
+            let (began, done) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+            let capturer = {
+                let (cap, began, done) = (cap.clone(), began.clone(), done.clone());
+                thread::spawn(move || {
+                    begin_capture(&cap, CaptureMode::Global);
+                    began.store(true, Ordering::Release);
+                    while !done.load(Ordering::Acquire) {
+                        thread::yield_now();
+                    }
+                    end_capture(&cap)
+                })
+            };
+            while !began.load(Ordering::Acquire) {
+                thread::yield_now();
+            }
+            let read = trace.take_complete();
+            done.store(true, Ordering::Release);
+            assert_eq!(capturer.join().unwrap(), Ok(()), "the read broke the capture");
+            let later = trace.take_complete();
+            assert_eq!(
+                (read.ranges.len() + later.ranges.len(), read.lost + later.lost),
+                (2, 0),
+                "{read:?} {later:?}"
+            );
+        });
+    }
 
     /// After a device reset, the events a lane kept died with the context: a range on a new
     /// stream of the device drops them and records on a new one.
