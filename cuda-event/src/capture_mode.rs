@@ -47,6 +47,13 @@ impl<'d> RelaxedCapture<'d> {
     }
 }
 
+/// Relaxed capture mode on this thread while the guard lives, for the crate's own reads on a
+/// caller's behalf, where the driver is loaded: where it is not, no CUDA event or stream was ever
+/// made, so there is nothing such a read calls CUDA about.
+pub(crate) fn relaxed_if_loaded() -> Option<RelaxedCapture<'static>> {
+    crate::driver::loaded_driver().map(RelaxedCapture::enter)
+}
+
 /// `mode` on this thread until dropped, then the mode it replaced (none to restore where the
 /// exchange failed).
 struct ModeGuard<'d> {

@@ -193,23 +193,7 @@ fn reading_beside_another_threads_global_mode_capture_leaves_it_valid() {
             .unwrap();
     }
     traced.synchronize().unwrap();
-    let (began, begun) = std::sync::mpsc::channel();
-    let (read_all, done) = std::sync::mpsc::channel::<()>();
-    let (reads, (code, nodes)) = std::thread::scope(|s| {
-        let captured = &captured;
-        let capturer = s.spawn(move || {
-            common::begin_capture(
-                captured,
-                cuda_event::sys::cudaStreamCaptureMode::cudaStreamCaptureModeGlobal,
-            );
-            gpu_spin(captured, Duration::from_micros(1));
-            began.send(()).unwrap();
-            // Ended also when the reading thread panicked (the sender then dropped).
-            let _ = done.recv();
-            let (code, graph) = common::end_capture(captured);
-            (code, graph.map(|graph| graph.node_count()))
-        });
-        begun.recv().unwrap();
+    let (reads, capture) = common::beside_a_global_capture(&captured, || {
         let mut reads = vec![trace.take_complete()];
         trace
             .in_range(&traced, "beside", || gpu_spin(&traced, Duration::from_micros(20)))
@@ -218,15 +202,12 @@ fn reading_beside_another_threads_global_mode_capture_leaves_it_valid() {
         while reads.iter().map(|r| r.ranges.len()).sum::<usize>() < 4 && Instant::now() < deadline {
             reads.push(trace.take_complete());
         }
-        drop(read_all);
-        (reads, capturer.join().unwrap())
+        reads
     });
-    assert_eq!(
-        code,
-        cuda_event::sys::cudaError::cudaSuccess,
-        "a trace's read broke the other thread's capture"
+    assert!(
+        capture.is_intact(),
+        "a trace's read broke the other thread's capture: {capture:?}"
     );
-    assert_eq!(nodes, Some(1));
     let (ranges, lost) = reads
         .iter()
         .fold((0, 0), |(n, l), r| (n + r.ranges.len(), l + r.lost));

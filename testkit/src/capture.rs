@@ -111,3 +111,47 @@ impl Drop for RawGraph {
         let _ = unsafe { sys::cudaGraphDestroy(self.0) };
     }
 }
+
+/// What a capture held beside a test's calls came to: what `cudaStreamEndCapture` returned, and
+/// the node count of the graph it made (none when it failed).
+#[derive(Debug, PartialEq, Eq)]
+pub struct CaptureEnd {
+    pub code: sys::cudaError_t,
+    pub nodes: Option<usize>,
+}
+
+impl CaptureEnd {
+    /// Whether the capture ended valid with the one node it was given.
+    pub fn is_intact(&self) -> bool {
+        self.code == sys::cudaError::cudaSuccess && self.nodes == Some(1)
+    }
+}
+
+/// Runs `f` on this thread while another thread holds a capture of `captured` in global mode (the
+/// default of `torch.cuda.graph` and of most C++ code) with one memset in it, as a program whose
+/// other thread captures a graph meanwhile; returns what `f` returned and how the capture ended.
+/// The capture ends after `f`, also when `f` panics (the panic then reaches the test).
+pub fn beside_a_global_capture<R>(captured: &Stream, f: impl FnOnce() -> R) -> (R, CaptureEnd) {
+    let (began, begun) = std::sync::mpsc::channel();
+    let (finished, done) = std::sync::mpsc::channel::<()>();
+    std::thread::scope(|s| {
+        let capturer = s.spawn(move || {
+            // Allocated before the capture: an allocation during it would break it.
+            let buffer = crate::TestBuffer::new(captured.device(), 1 << 20);
+            begin_capture(captured, sys::cudaStreamCaptureMode::cudaStreamCaptureModeGlobal);
+            buffer.memset(captured, 0);
+            began.send(()).unwrap();
+            // Ended also when `f` panicked (the sender then dropped).
+            let _ = done.recv();
+            let (code, graph) = end_capture(captured);
+            CaptureEnd {
+                code,
+                nodes: graph.map(|graph| graph.node_count()),
+            }
+        });
+        begun.recv().expect("the capture began");
+        let out = f();
+        drop(finished);
+        (out, capturer.join().unwrap())
+    })
+}

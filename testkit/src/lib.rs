@@ -22,7 +22,8 @@ mod wakers;
 
 pub use calls::{driver_fn, ok};
 pub use capture::{
-    Graph, RawGraph, begin_capture, capture_graph, capture_mode, end_capture, exchange_capture_mode,
+    CaptureEnd, Graph, RawGraph, begin_capture, beside_a_global_capture, capture_graph, capture_mode,
+    end_capture, exchange_capture_mode,
 };
 pub use checks::{check_wait_orders_b_after_a, cpu_and_wall_of_a_200ms_synchronize, timed};
 pub use child::{ROLE, RUNNER, child_command, example_binary, in_a_child, role, run_child, spawn_child};

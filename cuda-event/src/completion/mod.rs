@@ -6,7 +6,7 @@
 mod lanes;
 mod reactor;
 
-use crate::capture_mode::{RelaxedCapture, is_capture_interference};
+use crate::capture_mode::{RelaxedCapture, is_capture_interference, relaxed_if_loaded};
 use crate::driver::{Driver, driver};
 use crate::error::{Error, Result};
 use crate::event::Event;
@@ -277,7 +277,8 @@ impl Event {
     /// the time is up. A `blocking` event's wait sleeps (woken by the crate's reactor thread, as
     /// a [`completion`](Self::completion) is); another event's spins, as its
     /// `synchronize` would. For diagnosing hangs: work stuck behind a host function, an imported
-    /// event whose exporter stalled.
+    /// event whose exporter stalled. Either way its queries run in relaxed capture mode, so that
+    /// it never breaks a graph capture that another thread makes in global mode.
     ///
     /// # Errors
     /// As [`query`](Self::query); for a `blocking` event also as [`completion`](Self::completion)
@@ -288,6 +289,8 @@ impl Event {
         if self.is_blocking() {
             return block_on_until(self.completion(), deadline);
         }
+        // Polls, in relaxed mode as the blocking event's are (see `ask`).
+        let _relaxed = relaxed_if_loaded();
         loop {
             if self.query()? {
                 return Ok(true);

@@ -13,6 +13,7 @@ pub(crate) mod watchers;
 
 pub use builder::EventBuilder;
 
+use crate::capture_mode::RelaxedCapture;
 use crate::context::{ContextInstance, MadeIn};
 use crate::device::current_device;
 use crate::driver::{CUresult, Driver, Entry, driver};
@@ -256,8 +257,14 @@ impl Event {
         check_exporter: bool,
     ) -> Result<()> {
         if let Some(exporter) = self.exporter.filter(|_| check_exporter) {
-            // A wait on work that will never complete would hang the stream for good.
-            if !query_raw(d, handle.raw)? && exporter.is_gone() {
+            // A wait on work that will never complete would hang the stream for good. The query is
+            // the crate's: relaxed, so it never breaks a capture, this thread's (a wait into one)
+            // or another's.
+            let complete = {
+                let _relaxed = RelaxedCapture::enter(d);
+                query_raw(d, handle.raw)?
+            };
+            if !complete && exporter.is_gone() {
                 return Err(Error::ExporterGone { pid: exporter.pid });
             }
         }
@@ -516,7 +523,9 @@ enum Escape {
 /// checks).
 fn elapsed_between(d: &Driver, start_event: &EventHandle, end_event: &EventHandle) -> Result<f32> {
     if start_event.device() != end_event.device() {
-        // torch's order: incomplete work is reported before the device mismatch.
+        // torch's order: incomplete work is reported before the device mismatch. The queries are
+        // the crate's, not the caller's: relaxed, so they never break another thread's capture.
+        let _relaxed = RelaxedCapture::enter(d);
         if !query_raw(d, start_event.raw)? || !query_raw(d, end_event.raw)? {
             return Err(Error::NotComplete);
         }

@@ -720,3 +720,51 @@ fn a_mode_the_callers_span_sets_is_the_callers_after_it() {
         exchange(Mode::CU_STREAM_CAPTURE_MODE_GLOBAL);
     });
 }
+
+/// Reads the crate makes on the caller's behalf beyond the one CUDA call asked for (a timer's
+/// non-blocking read, a bounded synchronize's polls, the completeness check of an elapsed time
+/// across devices) run in relaxed mode: beside another thread's global capture they answer, and
+/// the capture ends valid.
+#[test]
+fn reads_on_the_callers_behalf_leave_another_threads_global_capture_valid() {
+    use crate::Timer;
+    use crate::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+    check_once(|| {
+        let (held, cap) = (stream(), stream());
+        hold(&held);
+        let timing = Timer::start(&held).unwrap().stop(&held).unwrap();
+        let pending = Event::new();
+        pending.record(&held).unwrap();
+        let timed = || Event::builder().enable_timing(true).build().unwrap();
+        let (start, end) = (timed(), timed());
+        start.record(&held).unwrap();
+        end.record(&Stream::new(1).expect("a model stream on device 1"))
+            .unwrap();
+        // The capture is open from `began` until the reads are `done`.
+        let (began, done) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+        let capturer = {
+            let (cap, began, done) = (cap.clone(), began.clone(), done.clone());
+            thread::spawn(move || {
+                begin_capture(&cap, CaptureMode::Global);
+                began.store(true, Ordering::Release);
+                while !done.load(Ordering::Acquire) {
+                    thread::yield_now();
+                }
+                end_capture(&cap)
+            })
+        };
+        while !began.load(Ordering::Acquire) {
+            thread::yield_now();
+        }
+        let answers = (
+            timing.elapsed(),
+            pending.synchronize_timeout(Duration::ZERO),
+            start.elapsed_time(&end),
+        );
+        done.store(true, Ordering::Release);
+        assert_eq!(capturer.join().unwrap(), Ok(()), "a read broke the capture");
+        assert_eq!(answers, (Ok(None), Ok(false), Err(Error::NotComplete)));
+        release(&held);
+    });
+}

@@ -1,5 +1,6 @@
 //! Timing one section of a stream's work with a pair of timing events from the pool.
 
+use crate::capture_mode::relaxed_if_loaded;
 use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::stream::Stream;
@@ -74,11 +75,15 @@ impl Timer {
 
 impl Timing {
     /// The section's GPU time, or `None` while its work (at its start or its end) is not complete.
-    /// Never blocks.
+    /// Never blocks. Its CUDA calls run in relaxed capture mode, so that reading a timing on one
+    /// thread never breaks a graph capture that another makes in global mode.
     ///
     /// # Errors
     /// The CUDA error of the work (what [`Event::query`] returns).
     pub fn elapsed(&self) -> Result<Option<Duration>> {
+        // Its reads are the crate's way of answering, not calls the caller asked for one by one:
+        // relaxed, so that a collector thread never breaks another thread's global capture.
+        let _relaxed = relaxed_if_loaded();
         match self.start.elapsed_time(&self.end) {
             Ok(ms) => Ok(Some(from_ms(ms))),
             // Not complete: the queries say whether the work failed (elapsed_time does not).

@@ -3,7 +3,7 @@
 use super::clock::{self, DeviceClock};
 use super::lanes::{Lane, State, What};
 use super::{Complete, Trace, TracedRange, Track};
-use crate::capture_mode::RelaxedCapture;
+use crate::capture_mode::relaxed_if_loaded;
 use crate::error::Error;
 use crate::sync::atomic::Ordering;
 use std::collections::BTreeMap;
@@ -16,8 +16,7 @@ impl Trace {
     pub fn take_complete(&self) -> Complete {
         // The reads and the anchors are the trace's own calls, in relaxed capture mode: a global
         // capture on another thread refuses queries made in global mode, and is broken by them.
-        // No driver is loaded where no GPU range was ever opened: then there is no call to make.
-        let _relaxed = crate::driver::loaded_driver().map(RelaxedCapture::enter);
+        let _relaxed = relaxed_if_loaded();
         let mut clocks = self.clocks.lock();
         let lanes: Vec<Arc<Lane>> = {
             let mut lanes = self.lanes.lock();
