@@ -12,7 +12,7 @@ pub struct MeasureOptions {
     /// GPU time spent running the work untimed first (after one call and a 5-call estimate). With
     /// [`sm_clock`](Self::sm_clock), while the SM clock read over it is still rising and below 95%
     /// of the maximum, the warm-up goes on, as long again each time, until a second has passed (the
-    /// pass under way then is finished).
+    /// pass under way then is finished). At most a day.
     pub warmup: Duration,
     /// Fewest samples before stopping.
     pub min_samples: usize,
@@ -20,7 +20,7 @@ pub struct MeasureOptions {
     pub min_time: Duration,
     /// Stop once the samples' relative standard deviation is at most this (0.005 = 0.5%).
     pub max_noise: f64,
-    /// Stop after this much wall time in timed repetitions, whatever the noise.
+    /// Stop after this much wall time in timed repetitions, whatever the noise. At most a day.
     pub timeout: Duration,
     /// Before each repetition, overwrite a buffer twice the device's L2 size (untimed), so that
     /// every repetition starts with a cold L2 as a single call in a program would.
@@ -203,6 +203,7 @@ setters! {
 impl MeasureOptions {
     /// Refuses options that `measure` cannot honour.
     pub(crate) fn check(&self) -> Result<()> {
+        const LONGEST: Duration = Duration::from_secs(24 * 60 * 60);
         let invalid = |reason| Err(Error::InvalidMeasureOptions { reason });
         if self.min_samples < 2 {
             return invalid("min_samples must be at least 2 (the noise needs two samples)");
@@ -212,6 +213,11 @@ impl MeasureOptions {
         }
         if self.timeout < self.min_time {
             return invalid("timeout must be at least min_time");
+        }
+        // Longer is no measurement but a hang: the warm-up's repetitions are counted from it, and
+        // the samples kept until the timeout grow without bound.
+        if self.warmup > LONGEST || self.timeout > LONGEST {
+            return invalid("warmup and timeout must be at most a day");
         }
         if self.max_batch == 0 {
             return invalid("max_batch must be at least 1");
@@ -259,5 +265,14 @@ mod tests {
         }
         assert!(refused(MeasureOptions::default().min_samples(1)).contains("min_samples"));
         assert!(refused(MeasureOptions::default().max_batch(0)).contains("max_batch"));
+    }
+
+    #[test]
+    fn a_warm_up_or_timeout_over_a_day_is_refused() {
+        let day = Duration::from_secs(24 * 60 * 60);
+        let endless = MeasureOptions::default().timeout(Duration::MAX);
+        assert!(refused(endless).contains("at most a day"));
+        assert!(refused(MeasureOptions::default().warmup(day + Duration::from_nanos(1))).contains("warmup"));
+        assert!(MeasureOptions::default().warmup(day).timeout(day).check().is_ok());
     }
 }

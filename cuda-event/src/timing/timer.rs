@@ -122,6 +122,22 @@ pub(crate) fn timing_event() -> Event {
     Event::lazy(Event::builder().enable_timing(true))
 }
 
+/// CUDA's milliseconds as a duration: a negative interval (two unordered points) or NaN reads as
+/// 0, one too long for a `Duration` as the longest.
 pub(crate) fn from_ms(ms: f32) -> Duration {
-    Duration::from_secs_f64(f64::from(ms.max(0.0)) / 1e3)
+    Duration::try_from_secs_f64(f64::from(ms.max(0.0)) / 1e3).unwrap_or(Duration::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cuda_milliseconds_of_any_value_read_as_a_duration() {
+        assert_eq!(from_ms(1.5), Duration::from_micros(1500));
+        assert_eq!(from_ms(-0.25), Duration::ZERO);
+        assert_eq!(from_ms(f32::NAN), Duration::ZERO);
+        assert_eq!(from_ms(f32::INFINITY), Duration::MAX);
+        assert!(from_ms(f32::MAX) > Duration::from_secs(1 << 40));
+    }
 }

@@ -151,18 +151,35 @@ pub(super) fn place_ms(
     }
 }
 
+/// `from` moved by `ms` (NaN and negative read as 0); `from` itself where that is past what an
+/// `Instant` holds (only inconsistent GPU timestamps could ask it).
 fn forward(from: Instant, ms: f64) -> Instant {
-    from + Duration::from_secs_f64(ms.max(0.0) / 1e3)
+    from.checked_add(duration_of(ms)).unwrap_or(from)
 }
 
 fn back(from: Instant, ms: f64) -> Instant {
-    let by = Duration::from_secs_f64(ms.max(0.0) / 1e3);
-    from.checked_sub(by).unwrap_or(from)
+    from.checked_sub(duration_of(ms)).unwrap_or(from)
+}
+
+fn duration_of(ms: f64) -> Duration {
+    Duration::try_from_secs_f64(ms.max(0.0) / 1e3).unwrap_or(Duration::MAX)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn inconsistent_timestamps_place_at_the_anchor_instead_of_panicking() {
+        let now = Instant::now();
+        for ms in [f64::INFINITY, f64::NAN, -1.0, f64::MAX] {
+            assert!(forward(now, ms) >= now, "{ms}");
+            assert!(back(now, ms) <= now, "{ms}");
+        }
+        assert_eq!(forward(now, f64::INFINITY), now);
+        assert_eq!(back(now, f64::NAN), now);
+        assert_eq!(forward(now, 2.0), now + Duration::from_millis(2));
+    }
 
     #[test]
     fn without_an_earlier_anchor_the_gpu_clock_runs_at_the_hosts_rate() {
