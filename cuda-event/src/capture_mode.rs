@@ -80,22 +80,25 @@ impl Drop for ModeGuard<'_> {
 
 /// The caller's mode within a [`RelaxedCapture`] until dropped; then relaxed again, and the mode
 /// the span ended in is what the relaxed guard restores.
+/// (Nothing to undo where the entry's exchange failed: the thread stayed relaxed.)
 struct CallersSpan<'g, 'd> {
-    relaxed: &'g ModeGuard<'d>,
+    relaxed: Option<&'g ModeGuard<'d>>,
 }
 
 impl<'g, 'd> CallersSpan<'g, 'd> {
     fn enter(relaxed: &'g ModeGuard<'d>, callers: sys::CUstreamCaptureMode) -> CallersSpan<'g, 'd> {
-        exchange(relaxed.d, callers);
-        CallersSpan { relaxed }
+        CallersSpan {
+            relaxed: exchange(relaxed.d, callers).map(|_| relaxed),
+        }
     }
 }
 
 impl Drop for CallersSpan<'_, '_> {
     fn drop(&mut self) {
+        let Some(guard) = self.relaxed else { return };
         let relaxed = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED;
-        if let Some(left) = exchange(self.relaxed.d, relaxed) {
-            self.relaxed.previous.set(Some(left));
+        if let Some(left) = exchange(guard.d, relaxed) {
+            guard.previous.set(Some(left));
         }
     }
 }

@@ -957,9 +957,13 @@ fn measurements_beside_another_threads_global_mode_capture_leave_it_valid() {
 fn a_timings_read_beside_another_threads_global_mode_capture_leaves_it_valid() {
     let _gpu = gpu();
     let (timed, captured) = (Stream::new(0).unwrap(), Stream::new(0).unwrap());
-    let _hold = hold(&timed);
+    let held = hold(&timed);
     let timing = Timer::start(&timed).unwrap().stop(&timed).unwrap();
-    let (pending, capture) = common::beside_a_global_capture(&captured, || timing.elapsed());
+    let (pending, capture) = common::beside_a_global_capture(&captured, || {
+        let pending = timing.elapsed();
+        held.open(); // before the capture's end, whose thread then synchronizes the device
+        pending
+    });
     assert!(
         capture.is_intact(),
         "a timing's read broke the other thread's capture: {capture:?}"

@@ -130,7 +130,8 @@ impl CaptureEnd {
 /// Runs `f` on this thread while another thread holds a capture of `captured` in global mode (the
 /// default of `torch.cuda.graph` and of most C++ code) with one memset in it, as a program whose
 /// other thread captures a graph meanwhile; returns what `f` returned and how the capture ended.
-/// The capture ends after `f`, also when `f` panics (the panic then reaches the test).
+/// The capture ends after `f`, also when `f` panics (the panic then reaches the test); then its
+/// thread synchronizes the device, so `f` must leave no work held (a [`crate::HostHold`] open).
 pub fn beside_a_global_capture<R>(captured: &Stream, f: impl FnOnce() -> R) -> (R, CaptureEnd) {
     let (began, begun) = std::sync::mpsc::channel();
     let (finished, done) = std::sync::mpsc::channel::<()>();

@@ -258,8 +258,7 @@ impl Event {
     ) -> Result<()> {
         if let Some(exporter) = self.exporter.filter(|_| check_exporter) {
             // A wait on work that will never complete would hang the stream for good. The query is
-            // the crate's: relaxed, so it never breaks a capture, this thread's (a wait into one)
-            // or another's.
+            // the crate's: relaxed, so it never breaks another thread's global capture.
             let complete = {
                 let _relaxed = RelaxedCapture::enter(d);
                 query_raw(d, handle.raw)?

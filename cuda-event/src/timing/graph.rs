@@ -149,9 +149,9 @@ impl Drop for GraphBatch {
         let (exec, graph, events) = (self.exec, self.graph, std::mem::take(&mut self.events));
         let _ = ContextInstance::destroy_unless_reset(self.made_in, |d| {
             if !exec.is_null() {
-                // SAFETY: the instance made in capture, destroyed once. A launch may still run
-                // where a measurement ended in an error before draining the stream: CUDA frees an
-                // instance in flight once it completes, as it does the events recorded in it.
+                // SAFETY: the instance made in capture, destroyed once; no launch is pending: its
+                // sampler keeps it until the stream is drained (where the drain failed, the
+                // context is dead and runs nothing).
                 let _ = d.graph_exec_destroy.code(|f| unsafe { f(exec) });
             }
             if !graph.is_null() {

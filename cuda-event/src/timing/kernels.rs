@@ -114,8 +114,7 @@ impl TimingKernels {
     /// Queues the empty kernel, one thread, on `stream`, whose context is current (a capture
     /// records it).
     pub(crate) fn launch_empty(&self, d: &Driver, stream: &Stream) -> Result<()> {
-        // SAFETY: the empty kernel declares no parameter, and gets none; the stream's context is
-        // current, as this function's callers are told (a wrong one is CUDA's error, not UB).
+        // SAFETY: the empty kernel declares no parameter, and gets none.
         unsafe { self.launch(d, self.empty, 1, std::ptr::null_mut(), stream) }
     }
 
@@ -134,16 +133,14 @@ impl TimingKernels {
         let mut out = out;
         let mut params = [(&raw mut out).cast::<c_void>()];
         // SAFETY: the stamp declares one 64-bit parameter, given here; the driver copies it before
-        // returning, and the caller vouches for the memory it points at; the stream's context is
-        // current, as this function's callers are told.
+        // returning, and the caller vouches for the memory it points at.
         unsafe { self.launch(d, self.stamp, self.blocks, params.as_mut_ptr(), stream) }
     }
 
     /// Launches `function` of this module, `blocks` blocks of one thread, with `params`.
     ///
     /// # Safety
-    /// `params` is what `function`'s PTX declares (null for none), each pointing at a live value;
-    /// this module's context is current.
+    /// `params` is what `function`'s PTX declares (null for none), each pointing at a live value.
     unsafe fn launch(
         &self,
         d: &Driver,
@@ -153,8 +150,8 @@ impl TimingKernels {
         stream: &Stream,
     ) -> Result<()> {
         let raw = stream.as_raw();
-        // SAFETY: a function of this module, loaded in the stream's context (current, as this
-        // function's contract requires), launched on a live stream with the parameters the caller vouches for.
+        // SAFETY: a function of this module, launched on a live stream with the parameters the
+        // caller vouches for (where the current context is not the module's, CUDA refuses it).
         d.launch_kernel.call(|f| unsafe {
             f(
                 function,

@@ -218,8 +218,8 @@ impl Measurement {
     ) -> Measurement {
         let mut sorted = samples.clone();
         sorted.sort_unstable();
-        let total: Duration = samples.iter().sum();
-        let mean = Duration::from_nanos((total.as_nanos() / samples.len() as u128) as u64);
+        let total: u128 = samples.iter().map(Duration::as_nanos).sum();
+        let mean = Duration::from_nanos(u64::try_from(total / samples.len() as u128).unwrap_or(u64::MAX));
         let noise = relative_deviation(&samples);
         Measurement {
             samples,
@@ -274,6 +274,13 @@ mod tests {
         let m = plain(secs(&[2e-3, 1e-3, 3e-3]), StopReason::Timeout);
         assert_eq!(m.median(), Duration::from_millis(2));
         assert!((m.bandwidth_gb_per_s(4_000_000_000) - 2000.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_longest_samples_do_not_overflow_the_statistics() {
+        let m = plain(vec![Duration::MAX; 3], StopReason::Timeout);
+        assert_eq!(m.mean(), Duration::from_nanos(u64::MAX));
+        assert_eq!(m.median(), Duration::MAX);
     }
 
     #[test]

@@ -591,9 +591,14 @@ where
                 }
                 Ok::<(), E>(self.end_stamp(intervals, true)?)
             })?;
+            // Kept by the sampler before its first launch, so that it drops only after the stream
+            // is drained (`Drained`), also when the launch or the wait fails.
+            self.mode = Mode::Graph(Some(batch));
+            let Mode::Graph(Some(batch)) = &self.mode else {
+                unreachable!("kept just now");
+            };
             batch.launch(stream)?;
             self.stream.synchronize()?;
-            self.mode = Mode::Graph(Some(batch));
         }
         self.clear_stamps(intervals);
         let Mode::Graph(Some(batch)) = &self.mode else {
