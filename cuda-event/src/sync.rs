@@ -24,6 +24,18 @@ mod build {
     pub(crate) use std::thread;
     pub(crate) use std::thread_local;
 
+    /// Spawns `f` on a thread of `scope`, or says why the operating system would not start one.
+    pub(crate) fn spawn_scoped<'scope, 'env>(
+        scope: &'scope std::thread::Scope<'scope, 'env>,
+        name: &str,
+        f: impl FnOnce() + Send + 'scope,
+    ) -> std::io::Result<()> {
+        std::thread::Builder::new()
+            .name(name.into())
+            .spawn_scoped(scope, f)
+            .map(drop)
+    }
+
     /// A static made on first use, once per process.
     pub(crate) struct Lazy<T>(std::sync::LazyLock<T>);
 
@@ -46,6 +58,16 @@ mod model {
     use std::ops::{Deref, DerefMut};
     use std::sync::PoisonError;
     use std::time::Instant;
+
+    /// Spawns `f` on a thread of `scope` (the model's threads always start).
+    pub(crate) fn spawn_scoped<'scope, 'env>(
+        scope: &'scope shuttle::thread::Scope<'scope, 'env>,
+        _name: &str,
+        f: impl FnOnce() + Send + 'scope,
+    ) -> std::io::Result<()> {
+        scope.spawn(f);
+        Ok(())
+    }
 
     /// A static made on first use, once per model execution (the model's threads, the reactor's
     /// among them, do not outlive one).

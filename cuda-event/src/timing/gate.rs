@@ -112,13 +112,14 @@ impl<'g> Watchdog<'g> {
 
     /// Runs it on a thread of `scope` until the returned guard drops, however the scope's body
     /// ends: a panic in it unwinds past the guard, which stops the watchdog, instead of leaving the
-    /// scope waiting for the watchdog's thread forever.
+    /// scope waiting for the watchdog's thread forever. None where no thread could be started
+    /// (the process's thread limit, say): nothing then opens the gate.
     pub(crate) fn run_in<'scope, 'env>(
         &'env self,
         scope: &'scope crate::sync::thread::Scope<'scope, 'env>,
-    ) -> Running<'env, 'g> {
-        scope.spawn(|| self.run());
-        Running(self)
+    ) -> Option<Running<'env, 'g>> {
+        crate::sync::spawn_scoped(scope, "cuda-event measure watchdog", || self.run()).ok()?;
+        Some(Running(self))
     }
 
     fn run(&self) {

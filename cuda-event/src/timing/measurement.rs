@@ -95,9 +95,10 @@ impl Measurement {
     /// the GPU waited for the host.
     ///
     /// `false` when [`MeasureOptions::gate`](crate::MeasureOptions::gate) is off, in graph mode
-    /// (no hold is needed: see [`graph`](Self::graph)), and when not even one repetition could be
-    /// queued behind the gate: the host was still queueing the first repetition of a batch (or the
-    /// only one) when the gate's watchdog had to open the gate, after about a second. That happens
+    /// (no hold is needed: see [`graph`](Self::graph)), when the thread of the gate's watchdog
+    /// could not be started (the process's thread limit, say), and when not even one repetition
+    /// could be queued behind the gate: the host was still queueing the first repetition of a
+    /// batch (or the only one) when the gate's watchdog had to open the gate, after about a second. That happens
     /// when a repetition has more stream operations (kernels, copies, memsets) than CUDA queues on
     /// a held stream, as a model's forward pass can; when it waits on the host for its own GPU
     /// work (a synchronize, a blocking copy: the hold never lets that complete); or when

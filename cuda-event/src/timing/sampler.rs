@@ -183,7 +183,13 @@ where
         // From the first flush on, the GPU may use the scratch memory until the stream is drained.
         scratch.in_use(true);
         crate::sync::thread::scope(|scope| {
-            let _watchdog = watchdog.as_ref().map(|watchdog| watchdog.run_in(scope));
+            let running = watchdog.as_ref().map(|watchdog| watchdog.run_in(scope));
+            // Without its watchdog the gate could hold the stream for good: measured ungated
+            // (`Measurement::gated` says so), as when not even one repetition fits behind it.
+            if let Some(None) = running {
+                sampler.mode = Mode::Ungated;
+            }
+            let _watchdog = running.flatten();
             let _drained = Drained {
                 stream,
                 scratch: &scratch,
