@@ -98,10 +98,10 @@ impl Measurement {
     /// (no hold is needed: see [`graph`](Self::graph)), when the thread of the gate's watchdog
     /// could not be started (the process's thread limit, say), and when not even one repetition
     /// could be queued behind the gate: the host was still queueing the first repetition of a
-    /// batch (or the only one) when the gate's watchdog had to open the gate, after about a second. That happens
-    /// when a repetition has more stream operations (kernels, copies, memsets) than CUDA queues on
-    /// a held stream, as a model's forward pass can; when it waits on the host for its own GPU
-    /// work (a synchronize, a blocking copy: the hold never lets that complete); or when
+    /// batch (or the only one) when the gate's watchdog had to open the gate, after about a second.
+    /// That happens when a repetition has more stream operations (kernels, copies, memsets) than
+    /// CUDA queues on a held stream, as a model's forward pass can; when it waits on the host for
+    /// its own GPU work (a synchronize, a blocking copy: the hold never lets that complete); or when
     /// submitting it takes the host that long. `measure` cannot tell these apart. It then drops
     /// the samples taken so far and times every repetition without the gate, as
     /// `triton.testing.do_bench` does: each interval includes the gaps in which the GPU waited for
