@@ -43,6 +43,7 @@ mod tests;
 pub(crate) use driver::runtime;
 
 use crate::stream::Stream;
+use std::sync::Arc;
 pub(crate) use world::CaptureMode;
 use world::with;
 
@@ -136,6 +137,35 @@ pub(crate) fn end_capture(stream: &Stream) -> Result<(), String> {
             reason.unwrap_or_default()
         )),
     }
+}
+
+/// Runs `f` on this thread while another model thread holds a capture of `stream` in global mode
+/// (open from before `f` until after it); returns what `f` returned and how the capture ended
+/// ([`end_capture`]).
+pub(crate) fn beside_a_global_capture<R>(
+    stream: &Arc<Stream>,
+    f: impl FnOnce() -> R,
+) -> (R, Result<(), String>) {
+    use crate::sync::atomic::{AtomicBool, Ordering};
+    use crate::sync::thread;
+    let (began, done) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+    let capturer = {
+        let (stream, began, done) = (stream.clone(), began.clone(), done.clone());
+        thread::spawn(move || {
+            begin_capture(&stream, CaptureMode::Global);
+            began.store(true, Ordering::Release);
+            while !done.load(Ordering::Acquire) {
+                thread::yield_now();
+            }
+            end_capture(&stream)
+        })
+    };
+    while !began.load(Ordering::Acquire) {
+        thread::yield_now();
+    }
+    let out = f();
+    done.store(true, Ordering::Release);
+    (out, capturer.join().unwrap())
 }
 
 /// This thread's calls run in relaxed capture mode from now on, as a thread that reads events

@@ -3,8 +3,8 @@
 //! capture it did not make invalid itself. Run by `ci/test model`.
 
 use super::{
-    CaptureMode, begin_capture, check, check_once, end_capture, fault, fill, fork_here, hold, relaxed_here,
-    release, reset,
+    CaptureMode, begin_capture, beside_a_global_capture, check, check_once, end_capture, fault, fill,
+    fork_here, hold, relaxed_here, release, reset,
 };
 use crate::sync::thread;
 use crate::{Error, Event, Stream};
@@ -728,7 +728,6 @@ fn a_mode_the_callers_span_sets_is_the_callers_after_it() {
 #[test]
 fn reads_on_the_callers_behalf_leave_another_threads_global_capture_valid() {
     use crate::Timer;
-    use crate::sync::atomic::{AtomicBool, Ordering};
     use std::time::Duration;
     check_once(|| {
         let (held, cap) = (stream(), stream());
@@ -741,29 +740,14 @@ fn reads_on_the_callers_behalf_leave_another_threads_global_capture_valid() {
         start.record(&held).unwrap();
         end.record(&Stream::new(1).expect("a model stream on device 1"))
             .unwrap();
-        // The capture is open from `began` until the reads are `done`.
-        let (began, done) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
-        let capturer = {
-            let (cap, began, done) = (cap.clone(), began.clone(), done.clone());
-            thread::spawn(move || {
-                begin_capture(&cap, CaptureMode::Global);
-                began.store(true, Ordering::Release);
-                while !done.load(Ordering::Acquire) {
-                    thread::yield_now();
-                }
-                end_capture(&cap)
-            })
-        };
-        while !began.load(Ordering::Acquire) {
-            thread::yield_now();
-        }
-        let answers = (
-            timing.elapsed(),
-            pending.synchronize_timeout(Duration::ZERO),
-            start.elapsed_time(&end),
-        );
-        done.store(true, Ordering::Release);
-        assert_eq!(capturer.join().unwrap(), Ok(()), "a read broke the capture");
+        let (answers, capture) = beside_a_global_capture(&cap, || {
+            (
+                timing.elapsed(),
+                pending.synchronize_timeout(Duration::ZERO),
+                start.elapsed_time(&end),
+            )
+        });
+        assert_eq!(capture, Ok(()), "a read broke the capture");
         assert_eq!(answers, (Ok(None), Ok(false), Err(Error::NotComplete)));
         release(&held);
     });

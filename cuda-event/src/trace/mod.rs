@@ -440,9 +440,8 @@ mod tests {
 #[cfg(all(test, cuda_event_model))]
 mod model {
     use super::*;
-    use crate::model::{CaptureMode, begin_capture, check_once, end_capture, reset};
+    use crate::model::{beside_a_global_capture, check_once, reset};
     use crate::stream::Stream;
-    use crate::sync::atomic::AtomicBool;
     use crate::sync::thread;
 
     /// A collector thread reads the trace (the ranges' events, the anchors' queries) while another
@@ -456,25 +455,8 @@ mod model {
             for _ in 0..2 {
                 trace.range(&s, "before the capture").unwrap().end().unwrap();
             }
-            // The capture is open from `began` until the read is `done`.
-            let (began, done) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
-            let capturer = {
-                let (cap, began, done) = (cap.clone(), began.clone(), done.clone());
-                thread::spawn(move || {
-                    begin_capture(&cap, CaptureMode::Global);
-                    began.store(true, Ordering::Release);
-                    while !done.load(Ordering::Acquire) {
-                        thread::yield_now();
-                    }
-                    end_capture(&cap)
-                })
-            };
-            while !began.load(Ordering::Acquire) {
-                thread::yield_now();
-            }
-            let read = trace.take_complete();
-            done.store(true, Ordering::Release);
-            assert_eq!(capturer.join().unwrap(), Ok(()), "the read broke the capture");
+            let (read, capture) = beside_a_global_capture(&cap, || trace.take_complete());
+            assert_eq!(capture, Ok(()), "the read broke the capture");
             let later = trace.take_complete();
             assert_eq!(
                 (read.ranges.len() + later.ranges.len(), read.lost + later.lost),
