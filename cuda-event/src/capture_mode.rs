@@ -79,8 +79,8 @@ impl Drop for ModeGuard<'_> {
 }
 
 /// The caller's mode within a [`RelaxedCapture`] until dropped; then relaxed again, and the mode
-/// the span ended in is what the relaxed guard restores.
-/// (Nothing to undo where the entry's exchange failed: the thread stayed relaxed.)
+/// the span ended in is what the relaxed guard restores. Where the entry's exchange failed, the
+/// thread stayed relaxed and there is nothing to undo.
 struct CallersSpan<'g, 'd> {
     relaxed: Option<&'g ModeGuard<'d>>,
 }
