@@ -81,8 +81,7 @@ impl Timing {
     /// # Errors
     /// The CUDA error of the work (what [`Event::query`] returns).
     pub fn elapsed(&self) -> Result<Option<Duration>> {
-        // Its reads are the crate's way of answering, not calls the caller asked for one by one:
-        // relaxed, so that a collector thread never breaks another thread's global capture.
+        // Its reads are the crate's way of answering, not calls the caller asked for one by one.
         let _relaxed = relaxed_if_loaded();
         match self.start.elapsed_time(&self.end) {
             Ok(ms) => Ok(Some(from_ms(ms))),
