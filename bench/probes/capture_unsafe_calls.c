@@ -1,130 +1,203 @@
 /* Probe for the driver model's capture-mode rule: which calls does CUDA refuse, and so break the
  * capture, when one thread makes them while another thread holds a stream capture in global mode
- * (torch.cuda.graph's default)? Each call is made once per round by the main thread, in global,
- * thread-local and relaxed mode in turn, while a second thread's global-mode capture (one memset
- * node) is open; 3 rounds each. One line per call and mode: the call's results and what
- * cuStreamEndCapture answered (0: the capture ended valid; 901: invalidated).
- * The model refuses queries and synchronizes outside relaxed mode (CUDA's documentation); this
- * says which other calls measure, Trace and the pools make belong there too.
+ * (torch.cuda.graph's default), per mode of the calling thread (global, thread-local, relaxed)?
+ * The calls are those that measure, Trace, the event pools, host functions and interprocess events
+ * make. Each (call, mode) runs in a child process of its own, 3 rounds: what a round's call needs
+ * is made before the capture opens (a release row releases an object made then), the call is made
+ * once while a second thread's global-mode capture (one memset node) is open, then the capture
+ * ends. One line each: the call's result and what cuStreamEndCapture answered, per round
+ * (0: the capture ended valid; 901: invalidated); "hang" where the child did not finish in 10 s.
+ * The parent makes no CUDA call (a forked child could not use its CUDA state).
  * gcc -O2 capture_unsafe_calls.c -I/usr/local/cuda/include -lcuda -lpthread -o capture_unsafe_calls
- * timeout 120 ./capture_unsafe_calls (the last two rows may wait for the open capture: a hang there
- * is an answer too) */
+ * ./capture_unsafe_calls */
 #include <cuda.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
-#define CK(x) do { CUresult r_ = (x); if (r_) { printf("%s: %d\n", #x, (int)r_); return 1; } } while (0)
+#define CK(x) do { CUresult r_ = (x); if (r_) { printf("setup: %s: %d\n", #x, (int)r_); fflush(stdout); _exit(1); } } while (0)
 
 static const char PTX[] =
     ".version 7.0\n.target sm_52\n.address_size 64\n.visible .entry empty() { ret; }\n";
 
+static const char *const NAMES[] = {
+    "cuEventQuery", "cuEventSynchronize", "cuEventElapsedTime", "cuEventRecord (other stream)",
+    "cuEventCreate", "cuEventDestroy", "cuStreamCreateWithPriority", "cuStreamDestroy",
+    "cuMemAlloc", "cuMemFree", "cuMemHostAlloc (mapped)", "cuMemFreeHost", "cuModuleLoadData",
+    "cuModuleGetFunction", "cuModuleUnload", "cuLaunchKernel (other stream)",
+    "cuMemsetD32Async (other stream)", "cuMemcpyDtoDAsync (other stream)",
+    "cuStreamWaitValue32 (met, other stream)", "cuStreamWaitEvent (other stream)",
+    "cuLaunchHostFunc (other stream)", "cuStreamQuery (other)", "cuStreamSynchronize (other)",
+    "cuStreamIsCapturing (other)", "cuStreamGetPriority (other)", "cuCtxGetLimit",
+    "cuCtxResetPersistingL2Cache", "cuCtxPushCurrent + cuCtxPopCurrent",
+    "cuDevicePrimaryCtxGetState", "cuIpcGetEventHandle", "cuGraphInstantiateWithFlags",
+    "cuGraphLaunch (other stream)", "cuGraphExecDestroy", "cuGraphDestroy",
+    "cuStreamBeginCapture + EndCapture (other, relaxed)", "cuMemsetD32Async (legacy stream)",
+    "cuCtxSynchronize"};
+enum { CALLS = sizeof NAMES / sizeof *NAMES };
+
+static CUdevice dev;
 static CUcontext ctx;
 static CUstream captured, other;
-static CUdeviceptr node_buffer, buffer, word_dev;
-static CUevent e1, e2;
+static CUdeviceptr node_buffer, buffer, buffer2, word_dev;
+static CUevent e1, e2, ipc_event;
 static CUmodule module;
 static CUfunction empty;
+static CUgraph graph;
+static CUgraphExec exec;
+/* What a release row releases, made before the capture opens. */
+static CUevent made_event; static CUstream made_stream; static CUdeviceptr made_memory;
+static void *made_host; static CUmodule made_module; static CUgraph made_graph; static CUgraphExec made_exec;
 static atomic_int step; /* 0 idle, 1 capture open, 2 call made, 3 capture ended */
-static CUresult end_code;
+static CUresult begin_code, node_code, end_code;
+
+static void nothing(void *unused) { (void)unused; }
 
 static void *capturer(void *unused) {
   (void)unused;
-  CUgraph graph = NULL;
+  CUgraph g = NULL;
   cuCtxSetCurrent(ctx);
-  if (cuStreamBeginCapture(captured, CU_STREAM_CAPTURE_MODE_GLOBAL) ||
-      cuMemsetD32Async(node_buffer, 0, 1024, captured)) {
-    end_code = CUDA_ERROR_UNKNOWN;
-  }
+  begin_code = cuStreamBeginCapture(captured, CU_STREAM_CAPTURE_MODE_GLOBAL);
+  node_code = begin_code ? CUDA_SUCCESS : cuMemsetD32Async(node_buffer, 0, 1024, captured);
   atomic_store(&step, 1);
   while (atomic_load(&step) != 2) {
   }
-  end_code = end_code ? end_code : cuStreamEndCapture(captured, &graph);
-  if (graph) cuGraphDestroy(graph);
+  end_code = begin_code ? begin_code : cuStreamEndCapture(captured, &g);
+  if (g) cuGraphDestroy(g);
   atomic_store(&step, 3);
   return NULL;
 }
 
-/* The call under test; r2 gets a second call's result where the call has a pair (create and
- * destroy, alloc and free, load and unload). */
-static CUresult call(int which, CUresult *r2) {
-  CUevent e; CUstream s; CUdeviceptr p; void *host; CUmodule m; float ms; size_t limit;
-  CUstreamCaptureStatus status;
-  *r2 = CUDA_SUCCESS;
-  switch (which) {
-  case 0: return cuEventQuery(e1);
-  case 1: return cuEventSynchronize(e1);
-  case 2: return cuEventElapsedTime(&ms, e1, e2);
-  case 3: return cuEventRecord(e1, other);
-  case 4: { CUresult r = cuEventCreate(&e, CU_EVENT_DISABLE_TIMING); if (!r) *r2 = cuEventDestroy(e); return r; }
-  case 5: { CUresult r = cuStreamCreateWithPriority(&s, CU_STREAM_NON_BLOCKING, -1); if (!r) *r2 = cuStreamDestroy(s); return r; }
-  case 6: { CUresult r = cuMemAlloc(&p, 1 << 20); if (!r) *r2 = cuMemFree(p); return r; }
-  case 7: { CUresult r = cuMemHostAlloc(&host, 4096, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE); if (!r) *r2 = cuMemFreeHost(host); return r; }
-  case 8: { CUresult r = cuModuleLoadData(&m, PTX); if (!r) *r2 = cuModuleUnload(m); return r; }
-  case 9: return cuLaunchKernel(empty, 1, 1, 1, 1, 1, 1, 0, other, NULL, NULL);
-  case 10: return cuMemsetD32Async(buffer, 0, 1024, other);
-  case 11: return cuStreamSynchronize(other);
-  case 12: return cuStreamQuery(other);
-  case 13: return cuStreamWaitValue32(other, word_dev, 0, CU_STREAM_WAIT_VALUE_GEQ);
-  case 14: return cuCtxResetPersistingL2Cache();
-  case 15: return cuCtxGetLimit(&limit, CU_LIMIT_PERSISTING_L2_CACHE_SIZE);
-  case 16: return cuStreamIsCapturing(other, &status);
-  case 17: return cuStreamWaitEvent(other, e1, 0);
-  /* Last: the two that might wait for the open capture (run the probe under `timeout`). */
-  case 18: return cuMemsetD32Async(buffer, 0, 1024, CU_STREAM_LEGACY);
-  case 19: return cuCtxSynchronize();
+static void prepare(int which) {
+  const char *n = NAMES[which];
+  if (!strcmp(n, "cuEventDestroy")) CK(cuEventCreate(&made_event, CU_EVENT_DISABLE_TIMING));
+  if (!strcmp(n, "cuStreamDestroy")) CK(cuStreamCreate(&made_stream, CU_STREAM_NON_BLOCKING));
+  if (!strcmp(n, "cuMemFree")) CK(cuMemAlloc(&made_memory, 1 << 20));
+  if (!strcmp(n, "cuMemFreeHost")) CK(cuMemHostAlloc(&made_host, 4096, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
+  if (!strcmp(n, "cuModuleUnload")) CK(cuModuleLoadData(&made_module, PTX));
+  if (!strcmp(n, "cuGraphExecDestroy")) CK(cuGraphInstantiateWithFlags(&made_exec, graph, 0));
+  if (!strcmp(n, "cuGraphDestroy")) CK(cuGraphClone(&made_graph, graph));
+}
+
+/* The call under test, made while the other thread's capture is open. */
+static CUresult call(int which) {
+  CUevent e; CUstream s; CUdeviceptr p; void *host; CUmodule m; CUfunction f; CUgraph g;
+  CUgraphExec x; CUipcEventHandle handle; CUstreamCaptureStatus status; CUcontext popped;
+  float ms; size_t limit; int priority, active; unsigned flags; CUresult r;
+  const char *n = NAMES[which];
+  if (!strcmp(n, "cuEventQuery")) return cuEventQuery(e1);
+  if (!strcmp(n, "cuEventSynchronize")) return cuEventSynchronize(e1);
+  if (!strcmp(n, "cuEventElapsedTime")) return cuEventElapsedTime(&ms, e1, e2);
+  if (!strcmp(n, "cuEventRecord (other stream)")) return cuEventRecord(e2, other);
+  if (!strcmp(n, "cuEventCreate")) return cuEventCreate(&e, CU_EVENT_DISABLE_TIMING); /* kept */
+  if (!strcmp(n, "cuEventDestroy")) return cuEventDestroy(made_event);
+  if (!strcmp(n, "cuStreamCreateWithPriority")) return cuStreamCreateWithPriority(&s, CU_STREAM_NON_BLOCKING, -1);
+  if (!strcmp(n, "cuStreamDestroy")) return cuStreamDestroy(made_stream);
+  if (!strcmp(n, "cuMemAlloc")) return cuMemAlloc(&p, 1 << 20);
+  if (!strcmp(n, "cuMemFree")) return cuMemFree(made_memory);
+  if (!strcmp(n, "cuMemHostAlloc (mapped)")) return cuMemHostAlloc(&host, 4096, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE);
+  if (!strcmp(n, "cuMemFreeHost")) return cuMemFreeHost(made_host);
+  if (!strcmp(n, "cuModuleLoadData")) return cuModuleLoadData(&m, PTX);
+  if (!strcmp(n, "cuModuleGetFunction")) return cuModuleGetFunction(&f, module, "empty");
+  if (!strcmp(n, "cuModuleUnload")) return cuModuleUnload(made_module);
+  if (!strcmp(n, "cuLaunchKernel (other stream)")) return cuLaunchKernel(empty, 1, 1, 1, 1, 1, 1, 0, other, NULL, NULL);
+  if (!strcmp(n, "cuMemsetD32Async (other stream)")) return cuMemsetD32Async(buffer, 0, 1024, other);
+  if (!strcmp(n, "cuMemcpyDtoDAsync (other stream)")) return cuMemcpyDtoDAsync(buffer2, buffer, 4096, other);
+  if (!strcmp(n, "cuStreamWaitValue32 (met, other stream)")) return cuStreamWaitValue32(other, word_dev, 0, CU_STREAM_WAIT_VALUE_GEQ);
+  if (!strcmp(n, "cuStreamWaitEvent (other stream)")) return cuStreamWaitEvent(other, e1, 0);
+  if (!strcmp(n, "cuLaunchHostFunc (other stream)")) return cuLaunchHostFunc(other, nothing, NULL);
+  if (!strcmp(n, "cuStreamQuery (other)")) return cuStreamQuery(other);
+  if (!strcmp(n, "cuStreamSynchronize (other)")) return cuStreamSynchronize(other);
+  if (!strcmp(n, "cuStreamIsCapturing (other)")) return cuStreamIsCapturing(other, &status);
+  if (!strcmp(n, "cuStreamGetPriority (other)")) return cuStreamGetPriority(other, &priority);
+  if (!strcmp(n, "cuCtxGetLimit")) return cuCtxGetLimit(&limit, CU_LIMIT_PERSISTING_L2_CACHE_SIZE);
+  if (!strcmp(n, "cuCtxResetPersistingL2Cache")) return cuCtxResetPersistingL2Cache();
+  if (!strcmp(n, "cuCtxPushCurrent + cuCtxPopCurrent")) {
+    r = cuCtxPushCurrent(ctx);
+    return r ? r : cuCtxPopCurrent(&popped);
   }
+  if (!strcmp(n, "cuDevicePrimaryCtxGetState")) return cuDevicePrimaryCtxGetState(dev, &flags, &active);
+  if (!strcmp(n, "cuIpcGetEventHandle")) return cuIpcGetEventHandle(&handle, ipc_event);
+  if (!strcmp(n, "cuGraphInstantiateWithFlags")) return cuGraphInstantiateWithFlags(&x, graph, 0);
+  if (!strcmp(n, "cuGraphLaunch (other stream)")) return cuGraphLaunch(exec, other);
+  if (!strcmp(n, "cuGraphExecDestroy")) return cuGraphExecDestroy(made_exec);
+  if (!strcmp(n, "cuGraphDestroy")) return cuGraphDestroy(made_graph);
+  if (!strcmp(n, "cuStreamBeginCapture + EndCapture (other, relaxed)")) {
+    r = cuStreamBeginCapture(other, CU_STREAM_CAPTURE_MODE_RELAXED);
+    if (r) return r;
+    r = cuMemsetD32Async(buffer, 0, 1024, other);
+    CUresult end = cuStreamEndCapture(other, &g);
+    if (g) cuGraphDestroy(g);
+    return r ? r : end;
+  }
+  if (!strcmp(n, "cuMemsetD32Async (legacy stream)")) return cuMemsetD32Async(buffer, 0, 1024, CU_STREAM_LEGACY);
+  if (!strcmp(n, "cuCtxSynchronize")) return cuCtxSynchronize();
   return CUDA_ERROR_INVALID_VALUE;
 }
 
-static const char *const NAMES[] = {
-    "cuEventQuery", "cuEventSynchronize", "cuEventElapsedTime", "cuEventRecord (other stream)",
-    "cuEventCreate + cuEventDestroy", "cuStreamCreateWithPriority + cuStreamDestroy",
-    "cuMemAlloc + cuMemFree", "cuMemHostAlloc + cuMemFreeHost", "cuModuleLoadData + cuModuleUnload",
-    "cuLaunchKernel (other stream)", "cuMemsetD32Async (other stream)", "cuStreamSynchronize (other)",
-    "cuStreamQuery (other)", "cuStreamWaitValue32 (met, other stream)",
-    "cuCtxResetPersistingL2Cache", "cuCtxGetLimit", "cuStreamIsCapturing (other)",
-    "cuStreamWaitEvent (other stream)", "cuMemsetD32Async (legacy stream)", "cuCtxSynchronize"};
-
-int main(void) {
-  CUdevice dev; void *word_host;
+/* One (call, mode) in this process: prints its rounds on one line. */
+static void child(int which, CUstreamCaptureMode asked) {
+  void *word_host;
+  alarm(10);
   CK(cuInit(0)); CK(cuDeviceGet(&dev, 0)); CK(cuDevicePrimaryCtxRetain(&ctx, dev)); CK(cuCtxSetCurrent(ctx));
   /* Blocking streams, as Stream::new makes them (the legacy stream's row depends on it). */
   CK(cuStreamCreate(&captured, CU_STREAM_DEFAULT)); CK(cuStreamCreate(&other, CU_STREAM_DEFAULT));
-  CK(cuMemAlloc(&node_buffer, 4096)); CK(cuMemAlloc(&buffer, 4096));
+  CK(cuMemAlloc(&node_buffer, 4096)); CK(cuMemAlloc(&buffer, 4096)); CK(cuMemAlloc(&buffer2, 4096));
   CK(cuMemHostAlloc(&word_host, 4096, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
   memset(word_host, 0, 4096);
   CK(cuMemHostGetDevicePointer(&word_dev, word_host, 0));
   CK(cuModuleLoadData(&module, PTX)); CK(cuModuleGetFunction(&empty, module, "empty"));
   CK(cuEventCreate(&e1, CU_EVENT_DEFAULT)); CK(cuEventCreate(&e2, CU_EVENT_DEFAULT));
-  CK(cuEventRecord(e1, other)); CK(cuEventRecord(e2, other)); CK(cuStreamSynchronize(other));
+  CK(cuEventCreate(&ipc_event, CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING));
+  CK(cuEventRecord(e1, other)); CK(cuEventRecord(e2, other)); CK(cuEventRecord(ipc_event, other));
+  CK(cuStreamBeginCapture(other, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+  CK(cuMemsetD32Async(buffer, 0, 1024, other));
+  CK(cuStreamEndCapture(other, &graph)); CK(cuGraphInstantiateWithFlags(&exec, graph, 0));
+  CK(cuStreamSynchronize(other));
+  for (int round = 0; round < 3; round++) {
+    prepare(which);
+    CUstreamCaptureMode mode = asked;
+    CK(cuThreadExchangeStreamCaptureMode(&mode));
+    atomic_store(&step, 0);
+    pthread_t t;
+    if (pthread_create(&t, NULL, capturer, NULL)) { printf(" no thread"); fflush(stdout); _exit(1); }
+    while (atomic_load(&step) != 1) {
+    }
+    printf(" ");
+    fflush(stdout); /* what ran before a hang reaches the parent's output */
+    CUresult r = call(which);
+    atomic_store(&step, 2);
+    while (atomic_load(&step) != 3) {
+    }
+    pthread_join(t, NULL);
+    CK(cuThreadExchangeStreamCaptureMode(&mode));
+    if (begin_code || node_code) printf("capture not begun (%d, %d);", (int)begin_code, (int)node_code);
+    else printf("%d -> %d;", (int)r, (int)end_code);
+    fflush(stdout);
+    /* Between rounds: what the call queued has run. */
+    cuStreamSynchronize(other); cuCtxSynchronize();
+  }
+  _exit(0);
+}
+
+int main(void) {
   const CUstreamCaptureMode modes[] = {CU_STREAM_CAPTURE_MODE_GLOBAL, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
                                        CU_STREAM_CAPTURE_MODE_RELAXED};
   const char *const mode_names[] = {"global", "thread-local", "relaxed"};
-  printf("%-46s %-12s %s\n", "call", "mode", "rounds: call[,second call] -> cuStreamEndCapture");
-  for (int which = 0; which < (int)(sizeof NAMES / sizeof *NAMES); which++) {
+  printf("%-52s %-12s %s\n", "call", "mode", "rounds: call's result -> cuStreamEndCapture's");
+  for (int which = 0; which < CALLS; which++) {
     for (int m = 0; m < 3; m++) {
-      printf("%-46s %-12s", NAMES[which], mode_names[m]);
-      for (int round = 0; round < 3; round++) {
-        CUstreamCaptureMode mode = modes[m];
-        CK(cuThreadExchangeStreamCaptureMode(&mode));
-        atomic_store(&step, 0); end_code = CUDA_SUCCESS;
-        pthread_t t; pthread_create(&t, NULL, capturer, NULL);
-        while (atomic_load(&step) != 1) {
-        }
-        CUresult r2, r = call(which, &r2);
-        atomic_store(&step, 2);
-        while (atomic_load(&step) != 3) {
-        }
-        pthread_join(t, NULL);
-        CK(cuThreadExchangeStreamCaptureMode(&mode));
-        printf(" %d", (int)r);
-        if (r2) printf(",%d", (int)r2);
-        printf(" -> %d;", (int)end_code);
-        /* Between rounds: what the call queued has run, and a refused call left nothing behind. */
-        cuStreamSynchronize(other); cuCtxSynchronize();
-      }
+      printf("%-52s %-12s", NAMES[which], mode_names[m]);
+      fflush(stdout);
+      pid_t pid = fork();
+      if (pid == 0) child(which, modes[m]);
+      int status = 0;
+      waitpid(pid, &status, 0);
+      if (WIFSIGNALED(status)) printf(" hang or crash (signal %d)", WTERMSIG(status));
       printf("\n");
       fflush(stdout);
     }
