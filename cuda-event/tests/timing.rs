@@ -948,7 +948,7 @@ fn measurements_beside_another_threads_global_mode_capture_leave_it_valid() {
     }
 }
 
-/// A timing read on one thread (`Timing::elapsed`, pending and complete) while another holds a
+/// A timing read on one thread (`Timing::elapsed` of a pending section) while another holds a
 /// capture in global mode: it answers, and the capture ends valid with its one node. The read's
 /// queries are the crate's, in relaxed mode; in global mode CUDA would refuse them and break the
 /// capture.
