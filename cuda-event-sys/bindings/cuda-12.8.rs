@@ -13,6 +13,7 @@ pub const cudaEventWaitDefault: u32 = 0;
 pub const cudaEventWaitExternal: u32 = 1;
 pub const CUDA_IPC_HANDLE_SIZE: u32 = 64;
 pub const CU_MEMHOSTALLOC_DEVICEMAP: u32 = 2;
+pub const CU_MEMHOSTREGISTER_DEVICEMAP: u32 = 2;
 impl cudaError {
     #[doc = " The API call returned with no errors. In the case of query calls, this\n also means that the operation being queried is complete (see\n ::cudaEventQuery() and ::cudaStreamQuery())."]
     pub const cudaSuccess: cudaError = cudaError(0);
@@ -637,6 +638,16 @@ pub struct CUgraph_st {
 pub type cudaGraph_t = *mut CUgraph_st;
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
+pub struct CUgraphNode_st {
+    _unused: [u8; 0],
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUuserObject_st {
+    _unused: [u8; 0],
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
 pub struct CUfunc_st {
     _unused: [u8; 0],
 }
@@ -680,6 +691,7 @@ pub type cudaStreamCallback_t = ::core::option::Option<
     unsafe extern "C" fn(stream: cudaStream_t, status: cudaError_t, userData: *mut ::libc::c_void),
 >;
 pub type cuuint32_t = u32;
+pub type cuuint64_t = u64;
 pub type CUdeviceptr_v2 = ::libc::c_ulonglong;
 pub type CUdeviceptr = CUdeviceptr_v2;
 pub type CUdevice_v1 = ::libc::c_int;
@@ -700,7 +712,9 @@ pub type CUfunction = *mut CUfunc_st;
 pub type CUevent = *mut CUevent_st;
 pub type CUstream = *mut CUstream_st;
 pub type CUgraph = *mut CUgraph_st;
+pub type CUgraphNode = *mut CUgraphNode_st;
 pub type CUgraphExec = *mut CUgraphExec_st;
+pub type CUuserObject = *mut CUuserObject_st;
 #[doc = " CUDA IPC event handle"]
 #[repr(C)]
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
@@ -1180,6 +1194,34 @@ pub struct CUlimit_enum(pub ::libc::c_uint);
 pub use self::CUlimit_enum as CUlimit;
 #[doc = " CUDA host function\n \\param userData Argument value passed to the function"]
 pub type CUhostFn = ::core::option::Option<unsafe extern "C" fn(userData: *mut ::libc::c_void)>;
+#[doc = " Optional annotation for edges in a CUDA graph. Note, all edges implicitly have annotations and\n default to a zero-initialized value if not specified. A zero-initialized struct indicates a\n standard full serialization of two nodes with memory visibility."]
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone, Hash, PartialEq, Eq)]
+pub struct CUgraphEdgeData_st {
+    #[doc = "< This indicates when the dependency is triggered from the upstream\nnode on the edge. The meaning is specfic to the node type. A value\nof 0 in all cases means full completion of the upstream node, with\nmemory visibility to the downstream node or portion thereof\n(indicated by \\c to_port).\n<br>\nOnly kernel nodes define non-zero ports. A kernel node\ncan use the following output port types:\n::CU_GRAPH_KERNEL_NODE_PORT_DEFAULT, ::CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC,\nor ::CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER."]
+    pub from_port: ::libc::c_uchar,
+    #[doc = "< This indicates what portion of the downstream node is dependent on\nthe upstream node or portion thereof (indicated by \\c from_port). The\nmeaning is specific to the node type. A value of 0 in all cases means\nthe entirety of the downstream node is dependent on the upstream work.\n<br>\nCurrently no node types define non-zero ports. Accordingly, this field\nmust be set to zero."]
+    pub to_port: ::libc::c_uchar,
+    #[doc = "< This should be populated with a value from ::CUgraphDependencyType. (It\nis typed as char due to compiler-specific layout of bitfields.) See\n::CUgraphDependencyType."]
+    pub type_: ::libc::c_uchar,
+    #[doc = "< These bytes are unused and must be zeroed. This ensures\ncompatibility if additional fields are added in the future."]
+    pub reserved: [::libc::c_uchar; 5usize],
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of CUgraphEdgeData_st"][::core::mem::size_of::<CUgraphEdgeData_st>() - 8usize];
+    ["Alignment of CUgraphEdgeData_st"][::core::mem::align_of::<CUgraphEdgeData_st>() - 1usize];
+    ["Offset of field: CUgraphEdgeData_st::from_port"]
+        [::core::mem::offset_of!(CUgraphEdgeData_st, from_port) - 0usize];
+    ["Offset of field: CUgraphEdgeData_st::to_port"]
+        [::core::mem::offset_of!(CUgraphEdgeData_st, to_port) - 1usize];
+    ["Offset of field: CUgraphEdgeData_st::type_"]
+        [::core::mem::offset_of!(CUgraphEdgeData_st, type_) - 2usize];
+    ["Offset of field: CUgraphEdgeData_st::reserved"]
+        [::core::mem::offset_of!(CUgraphEdgeData_st, reserved) - 3usize];
+};
+#[doc = " Optional annotation for edges in a CUDA graph. Note, all edges implicitly have annotations and\n default to a zero-initialized value if not specified. A zero-initialized struct indicates a\n standard full serialization of two nodes with memory visibility."]
+pub type CUgraphEdgeData = CUgraphEdgeData_st;
 impl CUstreamCaptureStatus_enum {
     #[doc = "< Stream is not capturing"]
     pub const CU_STREAM_CAPTURE_STATUS_NONE: CUstreamCaptureStatus_enum = CUstreamCaptureStatus_enum(0);
@@ -1415,6 +1457,22 @@ impl cudaError_enum {
 pub struct cudaError_enum(pub ::libc::c_uint);
 #[doc = " Error codes"]
 pub use self::cudaError_enum as CUresult;
+impl CUuserObject_flags_enum {
+    #[doc = "< Indicates the destructor execution is not synchronized by any CUDA handle."]
+    pub const CU_USER_OBJECT_NO_DESTRUCTOR_SYNC: CUuserObject_flags_enum = CUuserObject_flags_enum(1);
+}
+#[repr(transparent)]
+#[doc = " Flags for user objects for graphs"]
+#[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
+pub struct CUuserObject_flags_enum(pub ::libc::c_uint);
+impl CUuserObjectRetain_flags_enum {
+    #[doc = "< Transfer references from the caller rather than creating new references."]
+    pub const CU_GRAPH_USER_OBJECT_MOVE: CUuserObjectRetain_flags_enum = CUuserObjectRetain_flags_enum(1);
+}
+#[repr(transparent)]
+#[doc = " Flags for retaining user object references for graphs"]
+#[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
+pub struct CUuserObjectRetain_flags_enum(pub ::libc::c_uint);
 pub type PFN_cuGetErrorString_v6000 = ::core::option::Option<
     unsafe extern "C" fn(error: CUresult, pStr: *mut *const ::libc::c_char) -> CUresult,
 >;
@@ -1478,6 +1536,11 @@ pub type PFN_cuIpcGetEventHandle_v4010 = ::core::option::Option<
 pub type PFN_cuIpcOpenEventHandle_v4010 = ::core::option::Option<
     unsafe extern "C" fn(phEvent: *mut CUevent, handle: CUipcEventHandle_v1) -> CUresult,
 >;
+pub type PFN_cuMemHostRegister_v6050 = ::core::option::Option<
+    unsafe extern "C" fn(p: *mut ::libc::c_void, bytesize: usize, Flags: ::libc::c_uint) -> CUresult,
+>;
+pub type PFN_cuMemHostUnregister_v4000 =
+    ::core::option::Option<unsafe extern "C" fn(p: *mut ::libc::c_void) -> CUresult>;
 pub type PFN_cuStreamCreateWithPriority_v5050 = ::core::option::Option<
     unsafe extern "C" fn(phStream: *mut CUstream, flags: ::libc::c_uint, priority: ::libc::c_int) -> CUresult,
 >;
@@ -1579,8 +1642,55 @@ pub type PFN_cuStreamEndCapture_v10000 =
 pub type PFN_cuStreamIsCapturing_v10000 = ::core::option::Option<
     unsafe extern "C" fn(hStream: CUstream, captureStatus: *mut CUstreamCaptureStatus) -> CUresult,
 >;
+pub type PFN_cuStreamGetCaptureInfo_v10010 = ::core::option::Option<
+    unsafe extern "C" fn(
+        hStream: CUstream,
+        captureStatus_out: *mut CUstreamCaptureStatus,
+        id_out: *mut cuuint64_t,
+    ) -> CUresult,
+>;
+pub type PFN_cuStreamGetCaptureInfo_v11030 = ::core::option::Option<
+    unsafe extern "C" fn(
+        hStream: CUstream,
+        captureStatus_out: *mut CUstreamCaptureStatus,
+        id_out: *mut cuuint64_t,
+        graph_out: *mut CUgraph,
+        dependencies_out: *mut *const CUgraphNode,
+        numDependencies_out: *mut usize,
+    ) -> CUresult,
+>;
+pub type PFN_cuStreamGetCaptureInfo_v12030 = ::core::option::Option<
+    unsafe extern "C" fn(
+        hStream: CUstream,
+        captureStatus_out: *mut CUstreamCaptureStatus,
+        id_out: *mut cuuint64_t,
+        graph_out: *mut CUgraph,
+        dependencies_out: *mut *const CUgraphNode,
+        edgeData_out: *mut *const CUgraphEdgeData,
+        numDependencies_out: *mut usize,
+    ) -> CUresult,
+>;
 pub type PFN_cuGraphLaunch_v10000 =
     ::core::option::Option<unsafe extern "C" fn(hGraph: CUgraphExec, hStream: CUstream) -> CUresult>;
+pub type PFN_cuUserObjectCreate_v11030 = ::core::option::Option<
+    unsafe extern "C" fn(
+        object_out: *mut CUuserObject,
+        ptr: *mut ::libc::c_void,
+        destroy: CUhostFn,
+        initialRefcount: ::libc::c_uint,
+        flags: ::libc::c_uint,
+    ) -> CUresult,
+>;
+pub type PFN_cuUserObjectRelease_v11030 =
+    ::core::option::Option<unsafe extern "C" fn(object: CUuserObject, count: ::libc::c_uint) -> CUresult>;
+pub type PFN_cuGraphRetainUserObject_v11030 = ::core::option::Option<
+    unsafe extern "C" fn(
+        graph: CUgraph,
+        object: CUuserObject,
+        count: ::libc::c_uint,
+        flags: ::libc::c_uint,
+    ) -> CUresult,
+>;
 unsafe extern "C" {
     #[doc = " \\brief Destroy all allocations and reset all state on the current device\n in the current process.\n\n Explicitly destroys and cleans up all resources associated with the current\n device in the current process. It is the caller's responsibility to ensure\n that the resources are not accessed or passed in subsequent API calls and\n doing so will result in undefined behavior. These resources include CUDA types\n ::cudaStream_t, ::cudaEvent_t, ::cudaArray_t, ::cudaMipmappedArray_t, ::cudaPitchedPtr,\n ::cudaTextureObject_t, ::cudaSurfaceObject_t, ::textureReference, ::surfaceReference,\n ::cudaExternalMemory_t, ::cudaExternalSemaphore_t and ::cudaGraphicsResource_t.\n These resources also include memory allocations by ::cudaMalloc, ::cudaMallocHost,\n ::cudaMallocManaged and ::cudaMallocPitch.\n Any subsequent API call to this device will reinitialize the device.\n\n Note that this function will reset the device immediately.  It is the caller's\n responsibility to ensure that the device is not being accessed by any\n other host threads from the process when this function is called.\n\n \\note ::cudaDeviceReset() will not destroy memory allocations by ::cudaMallocAsync() and\n ::cudaMallocFromPoolAsync(). These memory allocations need to be destroyed explicitly.\n \\note If a non-primary ::CUcontext is current to the thread, ::cudaDeviceReset()\n will destroy only the internal CUDA RT state for that ::CUcontext.\n\n \\return\n ::cudaSuccess\n \\notefnerr\n \\note_init_rt\n \\note_callback\n\n \\sa ::cudaDeviceSynchronize"]
     pub fn cudaDeviceReset() -> cudaError_t;

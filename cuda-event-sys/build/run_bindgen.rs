@@ -61,6 +61,14 @@ const TYPES: &[&str] = &[
     "PFN_cuStream(BeginCapture|EndCapture)_v[0-9]+",
     "PFN_cuGraph(InstantiateWithFlags|Launch|Destroy|ExecDestroy)_v[0-9]+",
     "PFN_cuDeviceGetAttribute_v[0-9]+",
+    // captured records: the capture a record goes into (its id), and a user object moved into
+    // that capture's graph, whose destructor says the graph, and so the capture, is gone
+    "PFN_cuStreamGetCaptureInfo_v[0-9]+",
+    "PFN_cu(UserObjectCreate|UserObjectRelease|GraphRetainUserObject)_v[0-9]+",
+    "CU(userObject_flags|userObjectRetain_flags)_enum",
+    // timing's host words: host memory the crate owns, registered (a device reset unmaps memory
+    // that cuMemHostAlloc made, not registered memory)
+    "PFN_cuMemHost(Register|Unregister)_v[0-9]+",
     "CUstreamWaitValue_flags",
     // the driver's error codes (CUresult), for the safe crate's one table of codes, and the
     // driver's names of the types those functions take
@@ -84,6 +92,7 @@ const VARS: &[&str] = &[
     "cudaStream(Default|NonBlocking)",
     "CUDA_IPC_HANDLE_SIZE",
     "CU_MEMHOSTALLOC_DEVICEMAP",
+    "CU_MEMHOSTREGISTER_DEVICEMAP",
     "CUDART_VERSION",
 ];
 
