@@ -165,6 +165,9 @@ driver_table! {
     stream_synchronize: PFN_cuStreamSynchronize_v2000 = c"cuStreamSynchronize" @ 2000;
     stream_query: PFN_cuStreamQuery_v2000 = c"cuStreamQuery" @ 2000;
     stream_is_capturing: PFN_cuStreamIsCapturing_v10000 = c"cuStreamIsCapturing" @ 10000;
+    stream_get_capture_info: PFN_cuStreamGetCaptureInfo_v11030 = c"cuStreamGetCaptureInfo" @ 11030;
+    user_object_create: PFN_cuUserObjectCreate_v11030 = c"cuUserObjectCreate" @ 11030;
+    graph_retain_user_object: PFN_cuGraphRetainUserObject_v11030 = c"cuGraphRetainUserObject" @ 11030;
     stream_get_priority: PFN_cuStreamGetPriority_v5050 = c"cuStreamGetPriority" @ 5050;
     stream_destroy: PFN_cuStreamDestroy_v4000 = c"cuStreamDestroy" @ 4000;
     ipc_get_event_handle: PFN_cuIpcGetEventHandle_v4010 = c"cuIpcGetEventHandle" @ 4010;

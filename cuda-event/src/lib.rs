@@ -268,7 +268,7 @@ pub use event::handle::{cuda_events_alive, cuda_events_created};
 pub use event::ipc::IpcEventHandle;
 pub use event::pool::{POOL_PER_THREAD, empty_event_pool, set_event_pool};
 pub use event::{Event, EventBuilder};
-pub use stream::{Stream, StreamOptions};
+pub use stream::{CaptureMode, Graph, Stream, StreamOptions};
 pub use timing::calibration::{Calibration, NoNet};
 pub use timing::compare::{CONFIDENCE, CompareOptions, Comparison, Verdict, compare};
 #[cfg(feature = "criterion")]

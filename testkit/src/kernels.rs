@@ -42,11 +42,16 @@ fn kernel(device: i32, ptx: Ptx) -> usize {
 fn launch(kernel: usize, stream: &Stream, params: &mut [*mut c_void]) {
     let launch: sys::PFN_cuLaunchKernel_v4000 = driver_fn(c"cuLaunchKernel", 4000);
     // The kernel's context current on this thread, as cuLaunchKernel wants it. A thread capturing
-    // the stream has it current already, and must not call cudaFree (a capture refuses it).
+    // the stream has it current already, and must not call cudaFree (a capture refuses it). The
+    // free runs in relaxed mode: in global mode CUDA refuses it (900) beside another thread's
+    // global capture, and invalidates that capture.
     let _device = DeviceGuard::new(stream.device()).unwrap();
     if !stream.is_capturing().unwrap() {
+        let mode = crate::exchange_capture_mode(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED);
         // SAFETY: freeing null only makes the device's primary context current on this thread.
-        ok(unsafe { sys::cudaFree(std::ptr::null_mut()) });
+        let code = unsafe { sys::cudaFree(std::ptr::null_mut()) };
+        crate::exchange_capture_mode(mode);
+        ok(code);
     }
     let params = if params.is_empty() {
         std::ptr::null_mut()

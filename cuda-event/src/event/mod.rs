@@ -2,6 +2,7 @@
 
 mod builder;
 pub(crate) mod capture_checks;
+pub(crate) mod captured;
 pub(crate) mod handle;
 mod interprocess;
 pub(crate) mod ipc;
@@ -244,6 +245,11 @@ impl Event {
         else {
             return Err(d.stream_wait_event.error(CUresult::CUDA_ERROR_CAPTURED_EVENT));
         };
+        if mine.capture.is_over() {
+            // A fork on the record of a capture that is over joins nothing (CUDA answers invalid
+            // value, review 3's P5 d); refused here with no CUDA call.
+            return Err(d.stream_wait_event.error(CUresult::CUDA_ERROR_CAPTURED_EVENT));
+        }
         MadeIn::ensure_both_alive(d, mine.handle.made_in(), stream.made_in(), None)?;
         self.wait_handle(d, &mine.handle, stream, false)
     }
@@ -442,25 +448,12 @@ impl Event {
         self.created.take()
     }
 
-    /// Gives up the captured CUDA events: this thread's back to its pool of them (it alone ever
-    /// calls CUDA on them, so a capture that still holds one sees only its own thread's calls),
-    /// other threads' kept for good (a capture may still hold one, and destroying it beside that
-    /// capture's end crashes CUDA).
+    /// Gives up the captured CUDA events, each kept for the capture it went into until that
+    /// capture is over (see `captured`), whichever thread drops the event.
     fn give_up_captured(&mut self) {
-        let captured = std::mem::take(self.captured.get_mut());
-        if captured.is_empty() {
-            return;
-        }
-        let (thread, flags) = (last_record::thread_token(), self.options.cuda_flags());
-        for Captured {
-            thread: owner,
-            handle,
-        } in captured
-        {
-            match Some(owner) == thread {
-                true => pool::give_captured(flags, handle),
-                false => handle.retire(),
-            }
+        let flags = self.options.cuda_flags();
+        for Captured { capture, handle, .. } in std::mem::take(self.captured.get_mut()) {
+            captured::give(capture, flags, handle);
         }
     }
 

@@ -34,10 +34,9 @@ pub fn set_event_pool(on: bool) {
 
 /// Destroys the CUDA events the calling thread keeps for reuse and returns how many there were
 /// (PyTorch's `EventPool::empty_cache`). Each thread's pool is its own: other threads' pools are
-/// emptied when those threads call this or end. The CUDA events this thread recorded into graph
-/// captures, which it keeps for its next such records, stay: a capture may still hold them, so
-/// they could not be destroyed, and kept for reuse they stay as many as the thread's events that
-/// were recorded into captures at once (see `Event`'s "Recorded into a graph capture").
+/// emptied when those threads call this or end. The CUDA events that records into graph captures
+/// used are not in it: they are kept, by capture, until their capture is over (see `Event`'s
+/// "Recorded into a graph capture").
 pub fn empty_event_pool() -> usize {
     let lists = POOL
         .try_with(|pool| std::mem::take(&mut pool.borrow_mut().lists))
@@ -59,83 +58,6 @@ crate::sync::thread_local! {
     // A const initializer: no lazy-initialization check on each take and give (the hot path of a
     // new event).
     static POOL: RefCell<ThreadPool> = const { RefCell::new(ThreadPool { lists: Vec::new() }) };
-    /// The CUDA events that this thread's records into graph captures used (an `Event`'s captured
-    /// events, see `last_record`), kept for this thread's next such records: only this thread
-    /// ever calls CUDA on them, so reusing one here never overlaps a call on another thread, and a
-    /// capture that still holds one sees it recorded again by the thread that captures.
-    static CAPTURED: RefCell<CapturedPool> = const { RefCell::new(CapturedPool { lists: Vec::new() }) };
-}
-
-/// [`CAPTURED`]'s lists, by (device, flags).
-struct CapturedPool {
-    lists: Vec<((i32, u32), Vec<EventHandle>)>,
-}
-
-/// A CUDA event for this thread's next record into a capture on `device` with `flags`, if it kept
-/// one that no device reset destroyed.
-#[cold]
-pub(crate) fn take_captured(d: &Driver, device: i32, flags: u32) -> Option<EventHandle> {
-    let handle = CAPTURED
-        .try_with(|pool| {
-            let mut pool = pool.borrow_mut();
-            let (_, list) = pool.lists.iter_mut().find(|(key, _)| *key == (device, flags))?;
-            list.pop()
-        })
-        .ok()
-        .flatten()?;
-    match handle.instance().is_none_or(|instance| instance.still_alive(d)) {
-        true => Some(handle),
-        false => {
-            handle.destroy(); // the reset destroyed it: no CUDA call
-            None
-        }
-    }
-}
-
-/// Keeps `handle`, a captured CUDA event this thread recorded, for its next records into captures
-/// (as many as the thread ever had in use at once: a cap would only move the overflow to
-/// [`EventHandle::retire`], for good); on a thread being torn down it is kept alive for good
-/// instead (a capture may still hold it).
-#[cold]
-pub(crate) fn give_captured(flags: u32, handle: EventHandle) {
-    let mut handle = Some(handle);
-    let _ = CAPTURED.try_with(|pool| {
-        let mut pool = pool.borrow_mut();
-        let key = handle.as_ref().map(|h| (h.device(), flags));
-        let index = match pool.lists.iter().position(|(k, _)| Some(*k) == key) {
-            Some(index) => index,
-            None => {
-                pool.lists.extend(key.map(|key| (key, Vec::new())));
-                pool.lists.len() - 1
-            }
-        };
-        pool.lists[index].1.extend(handle.take());
-    });
-    if let Some(handle) = handle {
-        handle.retire();
-    }
-}
-
-/// Gives up this thread's kept captured CUDA events for good (the model's executions end with it:
-/// their thread-locals' destructors run where the model checker can no longer schedule).
-#[cfg(all(cuda_event_model, test))]
-pub(crate) fn retire_captured() {
-    let lists = CAPTURED
-        .try_with(|pool| std::mem::take(&mut pool.borrow_mut().lists))
-        .unwrap_or_default();
-    lists
-        .into_iter()
-        .flat_map(|(_, list)| list)
-        .for_each(EventHandle::retire);
-}
-
-impl Drop for CapturedPool {
-    fn drop(&mut self) {
-        // A capture this thread left open (ended by another thread, in relaxed mode) may hold them.
-        for handle in self.lists.drain(..).flat_map(|(_, list)| list) {
-            handle.retire();
-        }
-    }
 }
 
 /// A pooled event for a record on `device` with `flags`, if this thread has one. `known_alive` is

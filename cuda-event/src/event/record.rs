@@ -21,6 +21,7 @@ use crate::device::current_device;
 use crate::driver::{Driver, driver};
 use crate::error::{Error, Result};
 use crate::event::capture_checks;
+use crate::event::captured;
 use crate::event::handle::EventHandle;
 use crate::event::last_record;
 use crate::event::pool;
@@ -110,7 +111,7 @@ impl Event {
                 Ok(recorded)
             }
             Err(e) => {
-                give_back_after_a_failed_record(capturing && self.options.external, stream, flags, handle);
+                give_back_after_a_failed_record(capturing, self.options.external, stream, flags, handle);
                 Err(e)
             }
         }
@@ -158,7 +159,7 @@ impl Event {
             return Err(Error::StreamCapturing);
         }
         if !self.options.external {
-            return self.record_captured(d, stream);
+            return self.record_captured(d, handle, stream);
         }
         d.event_record_with_flags.call(|f| {
             // SAFETY: a live event and stream of one device (checked by the caller); the flag is a
@@ -171,56 +172,76 @@ impl Event {
     }
 
     /// A plain record into a capture of `stream`, made on this thread's captured CUDA event for
-    /// the stream's device (see `last_record`), which it takes from this thread's pool of them or
-    /// creates at its first.
+    /// the stream's device and that capture (see `last_record` and `captured`): the one it used
+    /// for its last record into the same capture, or one whose capture is over, or a new one.
     #[cold]
-    fn record_captured(&self, d: &Driver, stream: &Stream) -> Result<Recorded> {
+    fn record_captured(&self, d: &Driver, published: &EventHandle, stream: &Stream) -> Result<Recorded> {
         if self.options.interprocess {
             return Err(Error::CapturedInterprocessEvent);
         }
-        let Some(thread) = last_record::thread_token() else {
-            return self.record_captured_without_a_thread(d, stream);
+        let capture = match captured::capture_of(d, stream)? {
+            captured::Capturing::Into(capture) => capture,
+            // Another thread ended the capture since the check: a record on the stream now.
+            captured::Capturing::Nothing => return self.record_on_the_stream_after_all(d, published, stream),
         };
-        let device = stream.device();
-        let mut captured = self.captured.lock();
-        let at = match captured
+        let (device, flags) = (stream.device(), self.options.cuda_flags());
+        let thread = last_record::thread_token().unwrap_or(last_record::NO_THREAD);
+        let mut entries = self.captured.lock();
+        let at = entries
             .iter()
-            .position(|c| c.thread == thread && c.handle.device() == device)
-        {
-            Some(at) => at,
-            None => {
-                let flags = self.options.cuda_flags();
-                let handle = match pool::take_captured(d, device, flags) {
-                    Some(pooled) => pooled,
+            .position(|c| c.thread == thread && c.handle.device() == device);
+        let at = match at {
+            Some(at) if entries[at].capture.id == capture.id => at,
+            found => {
+                // A capture this event's CUDA event never went into: another CUDA event, the old
+                // one kept for its own capture until that is over.
+                let handle = match captured::take(d, device, flags) {
+                    Some(handle) => handle,
                     None => EventHandle::create(d, device, flags)?,
                 };
-                captured.push(Captured { thread, handle });
-                captured.len() - 1
+                let entry = Captured {
+                    thread,
+                    capture,
+                    handle,
+                };
+                match found {
+                    Some(at) => {
+                        let old = std::mem::replace(&mut entries[at], entry);
+                        captured::give(old.capture, flags, old.handle);
+                        at
+                    }
+                    None => {
+                        entries.push(entry);
+                        entries.len() - 1
+                    }
+                }
             }
         };
-        let handle = &captured[at].handle;
+        let handle = &entries[at].handle;
         handle.made_in().ensure_alive(d, None)?;
         d.event_record.call(|f| {
-            // SAFETY: a live event and stream of one device; only this thread calls CUDA on it.
+            // SAFETY: a live event and stream of one device; the event is in this `Event`'s list
+            // alone, under its lock, and bound to the capture it is recorded into.
             unsafe { f(handle.raw, stream.as_raw()) }
         })?;
         self.last.swallowed_by(thread);
         Ok(Recorded::Swallowed)
     }
 
-    /// A plain record into a capture from a thread whose thread-locals are gone (a thread-local's
-    /// destructor): on a CUDA event of its own, kept; no thread can fork through it.
+    /// A record on a stream whose capture ended between the check and the captured record.
     #[cold]
-    fn record_captured_without_a_thread(&self, d: &Driver, stream: &Stream) -> Result<Recorded> {
-        let handle = EventHandle::create(d, stream.device(), self.options.cuda_flags())?;
-        let recorded = d.event_record.call(|f| {
-            // SAFETY: a live event (just made) and stream of one device.
+    fn record_on_the_stream_after_all(
+        &self,
+        d: &Driver,
+        handle: &EventHandle,
+        stream: &Stream,
+    ) -> Result<Recorded> {
+        d.event_record.call(|f| {
+            // SAFETY: a live event and stream of one device (checked by the caller).
             unsafe { f(handle.raw, stream.as_raw()) }
-        });
-        handle.retire(); // a capture may hold it
-        recorded?;
-        self.last.swallowed_by(last_record::NO_THREAD);
-        Ok(Recorded::Swallowed)
+        })?;
+        self.last.made_on_a_stream();
+        Ok(Recorded::Now)
     }
 
     /// Records on the legacy default stream of the current device (torch's `record()` with no
@@ -241,9 +262,11 @@ struct Ask {
     refuse_capture: bool,
 }
 
-/// A captured CUDA event and the thread ([`last_record::thread_token`]) that records it.
+/// A captured CUDA event, the thread ([`last_record::thread_token`], or `NO_THREAD`) that records
+/// it, and the capture it is bound to.
 pub(super) struct Captured {
     pub(super) thread: u64,
+    pub(super) capture: std::sync::Arc<captured::Capture>,
     pub(super) handle: EventHandle,
 }
 
@@ -260,12 +283,24 @@ pub(crate) enum Recorded {
 }
 
 /// A CUDA event whose first record for an `Event` failed goes back to the pool, unless the record
-/// may have reached a capture of `stream` (`in_graph`: an external node; or a capture another
-/// thread began meanwhile): then it is kept, never handed to another `Event` nor destroyed beside
-/// that capture's end. (A plain record into a capture was made on a captured event, not on this.)
+/// may have reached a capture of `stream` (an external node; or, where the stream was not being
+/// captured, a capture another thread began meanwhile): then it is kept, never handed to another
+/// `Event` nor destroyed beside that capture's end. A plain record into a capture was made on a
+/// captured event, never on this one, which then goes back.
 #[cold]
-fn give_back_after_a_failed_record(in_graph: bool, stream: &Stream, flags: u32, handle: EventHandle) {
-    match in_graph || stream.is_capturing() == Ok(true) {
+fn give_back_after_a_failed_record(
+    capturing: bool,
+    external: bool,
+    stream: &Stream,
+    flags: u32,
+    handle: EventHandle,
+) {
+    let in_graph = match (capturing, external) {
+        (true, true) => true,
+        (true, false) => false,
+        (false, _) => stream.is_capturing() == Ok(true),
+    };
+    match in_graph {
         false => pool::give_or_destroy(flags, handle),
         true => handle.retire(),
     }

@@ -578,6 +578,7 @@ unsafe extern "C" fn stream_begin_capture(stream: sys::CUstream, mode: sys::CUst
             return Code::CUDA_ERROR_ILLEGAL_STATE;
         }
         let capture = w.new_handle();
+        let graph = w.new_handle();
         w.captures.insert(
             capture,
             super::world::Capture {
@@ -587,6 +588,7 @@ unsafe extern "C" fn stream_begin_capture(stream: sys::CUstream, mode: sys::CUst
                 holds: Default::default(),
                 open: true,
                 invalidated: None,
+                graph,
             },
         );
         w.streams.get_mut(&s).expect("checked").capture = Some(capture);
@@ -600,7 +602,8 @@ unsafe extern "C" fn stream_end_capture(stream: sys::CUstream, graph: *mut sys::
         return Code::CUDA_ERROR_ILLEGAL_STATE;
     };
     let held: Vec<u64> = with(|w| w.captures[&capture].holds.iter().copied().collect());
-    in_flight("cuStreamEndCapture", &[Op::EndCapture(capture, held)], |w, me| {
+    let mut destructors = Vec::new();
+    let code = in_flight("cuStreamEndCapture", &[Op::EndCapture(capture, held)], |w, me| {
         let cap = w.captures.get_mut(&capture).expect("kept");
         if cap.origin != s {
             return Some(Code::CUDA_ERROR_STREAM_CAPTURE_UNMATCHED);
@@ -609,25 +612,30 @@ unsafe extern "C" fn stream_end_capture(stream: sys::CUstream, graph: *mut sys::
             return Some(Code::CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD);
         }
         cap.open = false;
-        let invalidated = cap.invalidated.is_some();
+        let (invalidated, g) = (cap.invalidated.is_some(), cap.graph);
         for st in w.streams.values_mut().filter(|st| st.capture == Some(capture)) {
             st.capture = None;
         }
         if invalidated {
+            // The graph is destroyed with the failed end.
+            let objects = w.graph_objects.remove(&g).unwrap_or_default();
+            destructors = w.release_objects(&objects);
             // SAFETY: a live out-pointer.
             unsafe { *graph = std::ptr::null_mut() };
             return Some(Code::CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
         }
-        let g = w.new_handle();
         w.graphs.insert(g);
         // SAFETY: a live out-pointer.
         unsafe { *graph = handle(g) };
         Some(OK)
-    })
+    });
+    super::world::run_destructors(destructors);
+    code
 }
 
 unsafe extern "C" fn graph_destroy(graph: sys::CUgraph) -> Code {
-    call("cuGraphDestroy", |w, _| {
+    let mut destructors = Vec::new();
+    let code = call("cuGraphDestroy", |w, _| {
         if !w.graphs.remove(&id(graph)) {
             w.fail(
                 "use of a destroyed or unknown graph",
@@ -636,6 +644,108 @@ unsafe extern "C" fn graph_destroy(graph: sys::CUgraph) -> Code {
             );
             return BROKEN;
         }
+        let objects = w.graph_objects.remove(&id(graph)).unwrap_or_default();
+        destructors = w.release_objects(&objects);
+        OK
+    });
+    super::world::run_destructors(destructors);
+    code
+}
+
+unsafe extern "C" fn stream_get_capture_info(
+    stream: sys::CUstream,
+    status: *mut sys::CUstreamCaptureStatus,
+    capture_id: *mut sys::cuuint64_t,
+    graph: *mut sys::CUgraph,
+    dependencies: *mut *const sys::CUgraphNode,
+    count: *mut usize,
+) -> Code {
+    let s = id(stream);
+    call("cuStreamGetCaptureInfo", |w, _| {
+        let Some(capture) = w.stream(s, "cuStreamGetCaptureInfo").map(|st| st.capture) else {
+            return BROKEN;
+        };
+        let (answer, c, g) = match capture.map(|c| (c, &w.captures[&c])) {
+            Some((c, capture)) if capture.open && capture.invalidated.is_some() => (
+                sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_INVALIDATED,
+                c,
+                capture.graph,
+            ),
+            Some((c, capture)) if capture.open => (
+                sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_ACTIVE,
+                c,
+                capture.graph,
+            ),
+            _ => (sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE, 0, 0),
+        };
+        // SAFETY: live out-pointers (the optional ones checked for null).
+        unsafe {
+            *status = answer;
+            if !capture_id.is_null() {
+                *capture_id = c;
+            }
+            if !graph.is_null() {
+                *graph = handle(g);
+            }
+            if !dependencies.is_null() {
+                *dependencies = std::ptr::null();
+            }
+            if !count.is_null() {
+                *count = 0;
+            }
+        }
+        OK
+    })
+}
+
+unsafe extern "C" fn user_object_create(
+    object: *mut sys::CUuserObject,
+    data: *mut c_void,
+    destroy: sys::CUhostFn,
+    references: c_uint,
+    _flags: c_uint,
+) -> Code {
+    call("cuUserObjectCreate", |w, _| {
+        let Some(destroy) = destroy else {
+            return Code::CUDA_ERROR_INVALID_VALUE;
+        };
+        let o = w.new_handle();
+        w.user_objects.insert(
+            o,
+            super::world::UserObject {
+                destroy,
+                data: data as usize,
+                references,
+            },
+        );
+        // SAFETY: a live out-pointer.
+        unsafe { *object = handle(o) };
+        OK
+    })
+}
+
+unsafe extern "C" fn graph_retain_user_object(
+    graph: sys::CUgraph,
+    object: sys::CUuserObject,
+    count: c_uint,
+    flags: c_uint,
+) -> Code {
+    call("cuGraphRetainUserObject", |w, _| {
+        let (g, o) = (id(graph), id(object));
+        let open = w.captures.values().any(|c| c.open && c.graph == g);
+        if !open && !w.graphs.contains(&g) {
+            return Code::CUDA_ERROR_INVALID_VALUE;
+        }
+        let Some(object) = w.user_objects.get_mut(&o) else {
+            return Code::CUDA_ERROR_INVALID_VALUE;
+        };
+        if flags & 1 == 0 {
+            object.references += count; // not moved: new references
+        }
+        w.graph_objects
+            .entry(g)
+            .or_default()
+            .extend(std::iter::repeat_n(o, count as usize));
         OK
     })
 }
@@ -768,6 +878,9 @@ pub(crate) fn entry_point(symbol: &CStr) -> *mut c_void {
         c"cuStreamSynchronize" => PFN_cuStreamSynchronize_v2000(stream_synchronize),
         c"cuStreamQuery" => PFN_cuStreamQuery_v2000(stream_query),
         c"cuStreamIsCapturing" => PFN_cuStreamIsCapturing_v10000(stream_is_capturing),
+        c"cuStreamGetCaptureInfo" => PFN_cuStreamGetCaptureInfo_v11030(stream_get_capture_info),
+        c"cuUserObjectCreate" => PFN_cuUserObjectCreate_v11030(user_object_create),
+        c"cuGraphRetainUserObject" => PFN_cuGraphRetainUserObject_v11030(graph_retain_user_object),
         c"cuStreamGetPriority" => PFN_cuStreamGetPriority_v5050(stream_get_priority),
         c"cuStreamDestroy" => PFN_cuStreamDestroy_v4000(stream_destroy),
         c"cuIpcGetEventHandle" => PFN_cuIpcGetEventHandle_v4010(ipc_get_event_handle),

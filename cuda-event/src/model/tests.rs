@@ -752,3 +752,68 @@ fn reads_on_the_callers_behalf_leave_another_threads_global_capture_valid() {
         release(&held);
     });
 }
+
+/// Review 3's S1: a captured CUDA event that went into a capture another thread ends goes into no
+/// other capture until that end has returned, whichever `Event` records next (here `wait_stream`'s
+/// temporary event, which a pool keyed by thread handed the same CUDA event). On bcf29ea this
+/// fails: a record of an event into a capture beside the end of a capture that holds its record.
+#[test]
+fn a_captured_cuda_event_goes_into_no_other_capture_beside_another_threads_end_of_its_own() {
+    check(300, || {
+        relaxed_here();
+        let (c1, c2, side) = (stream(), stream(), stream());
+        begin_capture(&c1, CaptureMode::Relaxed); // another thread will end it
+        let e1 = Event::new();
+        e1.record(&c1).unwrap(); // C1 holds its captured CUDA event's record
+        drop(e1);
+        let ender = {
+            let c1 = c1.clone();
+            thread::spawn(move || {
+                relaxed_here();
+                let _ = end_capture(&c1);
+            })
+        };
+        begin_capture(&c2, CaptureMode::ThreadLocal);
+        side.wait_stream(&c2).unwrap(); // a fork: its temporary event's captured record
+        c2.wait_stream(&side).unwrap(); // join
+        let again = Event::new();
+        again.record(&c2).unwrap();
+        end_capture(&c2).expect("the capture ends valid");
+        ender.join().unwrap();
+    });
+}
+
+/// Review 3's S2: captured CUDA events of events dropped on other threads, and of threads that
+/// exit, are used again once their capture is over: the number alive stays bounded.
+#[test]
+fn captured_events_dropped_on_other_threads_or_by_exiting_threads_keep_a_bounded_number() {
+    check_once(|| {
+        let cap = stream();
+        let mut alive = Vec::new();
+        for round in 0..6 {
+            if round % 2 == 0 {
+                let event = Event::new();
+                begin_capture(&cap, CaptureMode::ThreadLocal);
+                event.record(&cap).unwrap();
+                end_capture(&cap).unwrap();
+                thread::spawn(move || drop(event)).join().unwrap(); // dropped on another thread
+            } else {
+                let cap = cap.clone();
+                thread::spawn(move || {
+                    let event = Event::new();
+                    begin_capture(&cap, CaptureMode::ThreadLocal);
+                    event.record(&cap).unwrap();
+                    end_capture(&cap).unwrap();
+                    drop(event); // then the thread exits
+                })
+                .join()
+                .unwrap();
+            }
+            alive.push(crate::cuda_events_alive());
+        }
+        assert!(
+            alive[2..].windows(2).all(|w| w[1] == w[0]),
+            "CUDA events alive after each round: {alive:?}"
+        );
+    });
+}

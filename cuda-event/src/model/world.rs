@@ -32,6 +32,9 @@ pub(crate) mod source {
     /// captured record (the session's review, probe_plain_vs_captured.c with the plain record made
     /// a captured one; output not kept, see that folder's README).
     pub(crate) const TWO_CAPTURES: &str = "bench/results/2026-12-02-h200-two-events (README, section 6)";
+    /// A CUDA event recorded into one capture, recorded again into another capture beside the
+    /// first one's end, crashed at round 2 (review 3's probe P1, case r, on an H100).
+    pub(crate) const P1_REUSE: &str = "bench/results/2026-12-06-h100-review-probes (probes-P1-P5.txt, P1 r)";
     /// Undefined behaviour by CUDA's documentation.
     pub(crate) const CUDA_DOCS: &str = "CUDA driver API documentation (undefined behaviour)";
 }
@@ -100,6 +103,15 @@ pub(crate) struct Capture {
     pub(crate) open: bool,
     /// Why it was invalidated, if it was.
     pub(crate) invalidated: Option<String>,
+    /// The graph it builds (`cuStreamGetCaptureInfo`'s), which its end hands over.
+    pub(crate) graph: u64,
+}
+
+/// A user object: its destructor and the references to it (the caller's and the graphs').
+pub(crate) struct UserObject {
+    pub(crate) destroy: unsafe extern "C" fn(*mut std::ffi::c_void),
+    pub(crate) data: usize,
+    pub(crate) references: u32,
 }
 
 pub(crate) struct Context {
@@ -132,6 +144,9 @@ pub(crate) struct World {
     pub(crate) streams: HashMap<u64, Stream>,
     pub(crate) captures: HashMap<u64, Capture>,
     pub(crate) graphs: HashSet<u64>,
+    pub(crate) user_objects: HashMap<u64, UserObject>,
+    /// The user objects each graph (open capture's or ended) holds a reference to.
+    pub(crate) graph_objects: HashMap<u64, Vec<u64>>,
     /// Handles destroyed by the crate or by a reset: a later use is a use-after-free.
     pub(crate) destroyed: HashSet<u64>,
     pub(crate) in_flight: Vec<(TaskId, Op)>,
@@ -312,6 +327,35 @@ impl World {
         }
         refused.then_some(Code::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)
     }
+
+    /// Drops a reference to each user object in `objects`, and returns the destructors of those
+    /// that have none left, to run once the world is unlocked (they may take the crate's locks).
+    pub(crate) fn release_objects(
+        &mut self,
+        objects: &[u64],
+    ) -> Vec<(unsafe extern "C" fn(*mut std::ffi::c_void), usize)> {
+        let mut destructors = Vec::new();
+        for object in objects {
+            let Some(o) = self.user_objects.get_mut(object) else {
+                continue;
+            };
+            o.references -= 1;
+            if o.references == 0 {
+                let o = self.user_objects.remove(object).expect("present");
+                destructors.push((o.destroy, o.data));
+            }
+        }
+        destructors
+    }
+}
+
+/// Runs user objects' destructors (CUDA runs them on a thread of its own once the last reference
+/// goes; the model runs them on the releasing thread, after the call).
+pub(crate) fn run_destructors(destructors: Vec<(unsafe extern "C" fn(*mut std::ffi::c_void), usize)>) {
+    for (destroy, data) in destructors {
+        // SAFETY: the destructor and data the object was created with, run once.
+        unsafe { destroy(data as *mut std::ffi::c_void) };
+    }
 }
 
 /// Whether `a` in flight beside `b` is a pattern that crashes (or was not probed and is treated
@@ -329,6 +373,10 @@ fn conflict(a: &Op, b: &Op) -> Option<(&'static str, &'static str)> {
         (Op::RecordCaptured(e), Op::RecordCaptured(f)) if e == f => Some((
             "two records of one event into captures at once (SIGSEGV)",
             source::TWO_CAPTURES,
+        )),
+        (Op::RecordCaptured(e), Op::EndCapture(_, held)) if held.contains(e) => Some((
+            "a record of an event into a capture beside the end of a capture that holds its record (SIGSEGV)",
+            source::P1_REUSE,
         )),
         (Op::RecordPlain(e), Op::EndCapture(_, held)) if held.contains(e) => Some((
             "a record of an event on a stream beside the end of a capture that holds its record (SIGSEGV)",

@@ -1,7 +1,10 @@
 //! Streams: owned ones (created on a device, destroyed on drop), a device's default streams, and
 //! streams borrowed from other libraries as raw `cudaStream_t`.
 
+mod capture;
 mod host_fn;
+
+pub use capture::{CaptureMode, Graph};
 
 use crate::context::{Context, ContextInstance, MadeIn};
 use crate::driver::{Driver, driver, runtime};

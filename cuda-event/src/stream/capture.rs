@@ -1,0 +1,203 @@
+//! Graph capture through the crate: [`Stream::capture`] begins a capture, runs the caller's work,
+//! ends it and returns the [`Graph`], which [`Graph::launch`] replays.
+//!
+//! The crate ends such a capture itself, so it knows the moment the end has returned: the CUDA
+//! events that records made through the crate took into it (see `event::captured`) are free for
+//! other captures from then on, instead of once the graph is destroyed.
+
+use crate::context::ContextInstance;
+use crate::driver::{Driver, driver};
+use crate::error::{Error, Result};
+use crate::event::captured;
+use crate::stream::Stream;
+use crate::sync::Mutex;
+use cuda_event_sys as sys;
+
+/// How a capture restricts other CUDA calls while it is open (`cudaStreamCaptureMode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CaptureMode {
+    /// Potentially unsafe calls (synchronizes, queries, allocations...) are refused on every thread
+    /// whose own mode is global (torch.cuda.graph's default).
+    Global,
+    /// Such calls are refused on the capturing thread only.
+    ThreadLocal,
+    /// No call is refused; the capture may be ended on another thread.
+    Relaxed,
+}
+
+impl CaptureMode {
+    fn to_driver(self) -> sys::CUstreamCaptureMode {
+        match self {
+            CaptureMode::Global => sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_GLOBAL,
+            CaptureMode::ThreadLocal => sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+            CaptureMode::Relaxed => sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED,
+        }
+    }
+}
+
+/// A CUDA graph captured with [`Stream::capture`]: instantiated at its first launch, destroyed on
+/// drop (with its instance; a launch in flight finishes first, as `cuGraphExecDestroy` allows).
+pub struct Graph {
+    made_in: Option<ContextInstance>,
+    device: i32,
+    graph: sys::CUgraph,
+    exec: Mutex<sys::CUgraphExec>,
+}
+
+// SAFETY: graph handles may be used from any thread; the instance is made and read under a lock.
+unsafe impl Send for Graph {}
+// SAFETY: as for Send; every method takes &self and the only mutable state is behind the lock.
+unsafe impl Sync for Graph {}
+
+impl Stream {
+    /// Captures into a graph the work that `work` submits to this stream (and to the streams it
+    /// forks into through the crate's waits), and returns it. The capture is ended whatever `work`
+    /// returns, and if it panics; `work`'s error is returned as is.
+    ///
+    /// ```no_run
+    /// use cuda_event::{CaptureMode, Event, Stream};
+    /// # fn main() -> cuda_event::Result<()> {
+    /// let (stream, side) = (Stream::new(0)?, Stream::new(0)?);
+    /// let graph = stream.capture(CaptureMode::ThreadLocal, |s| {
+    ///     // ... submit work to s.as_raw() ...
+    ///     side.wait_stream(s)?;                    // fork: side joins the capture
+    ///     // ... submit work to side.as_raw() ...
+    ///     s.wait_stream(&side)                     // join back before the end
+    /// })?;
+    /// graph.launch(&stream)?;                      // replays it
+    /// stream.synchronize()?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// CUDA's error when the capture cannot begin (the legacy default stream, a stream already
+    /// being captured) or ends invalid (the work made a call the mode forbids, or did not join a
+    /// forked stream back).
+    #[doc(alias = "cudaStreamBeginCapture")]
+    #[doc(alias = "cudaStreamEndCapture")]
+    pub fn capture(&self, mode: CaptureMode, work: impl FnOnce(&Stream) -> Result<()>) -> Result<Graph> {
+        let d = driver("Stream::capture")?;
+        self.made_in().ensure_alive(d, None)?;
+        let made_in = ContextInstance::of_primary(d, self.device).ok();
+        self.in_context(d, || {
+            let raw = self.as_raw();
+            d.stream_begin_capture.call(|f| {
+                // SAFETY: a live stream; capture only changes how later work on it is queued.
+                unsafe { f(raw, mode.to_driver()) }
+            })?;
+            let id = match captured::capture_of(d, self) {
+                Ok(captured::Capturing::Into(capture)) => Some(capture.id),
+                _ => None,
+            };
+            let open = Open { d, stream: raw, id };
+            let worked = work(self);
+            let ended = open.end();
+            let graph = ended.map(|graph| Graph {
+                made_in,
+                device: self.device,
+                graph,
+                exec: Mutex::new(std::ptr::null_mut()),
+            });
+            worked?;
+            graph
+        })
+    }
+}
+
+/// A capture the crate began: ended on drop if not before (a panicking `work`).
+struct Open {
+    d: &'static Driver,
+    stream: sys::CUstream,
+    id: Option<u64>,
+}
+
+impl Open {
+    fn end(mut self) -> Result<sys::CUgraph> {
+        let mut graph = std::ptr::null_mut();
+        let result = self.end_into(&mut graph);
+        std::mem::forget(self);
+        result.map(|()| graph)
+    }
+
+    fn end_into(&mut self, graph: &mut sys::CUgraph) -> Result<()> {
+        let stream = self.stream;
+        // SAFETY: the stream this capture began on; writes the graph through a live reference.
+        let ended = self.d.stream_end_capture.call(|f| unsafe { f(stream, graph) });
+        if let Some(id) = self.id {
+            captured::ended(id); // the end has returned
+        }
+        ended
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        let mut graph = std::ptr::null_mut();
+        if self.end_into(&mut graph).is_ok() && !graph.is_null() {
+            // SAFETY: the graph just ended, never instantiated or shared; destroyed once.
+            let _ = self.d.graph_destroy.code(|f| unsafe { f(graph) });
+        }
+    }
+}
+
+impl std::fmt::Debug for Graph {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Graph")
+            .field("graph", &self.graph)
+            .field("device", &self.device)
+            .field("instantiated", &!self.exec.lock().is_null())
+            .finish()
+    }
+}
+
+impl Graph {
+    /// Queues one replay of the graph on `stream` (instantiating it at the first launch); await
+    /// it with [`Stream::completion`] or an event recorded after it.
+    ///
+    /// # Errors
+    /// [`Error::DeviceMismatch`] for a stream of another device; CUDA's errors otherwise.
+    #[doc(alias = "cudaGraphLaunch")]
+    #[doc(alias = "cudaGraphInstantiate")]
+    pub fn launch(&self, stream: &Stream) -> Result<()> {
+        if stream.device != self.device {
+            return Err(Error::DeviceMismatch {
+                event: self.device,
+                stream: stream.device,
+            });
+        }
+        let d = driver("Graph::launch")?;
+        stream.made_in().ensure_alive(d, None)?;
+        let mut exec = self.exec.lock();
+        if exec.is_null() {
+            let (_, _current) = ContextInstance::enter_primary(d, self.device)?;
+            let graph = self.graph;
+            // SAFETY: a live graph; writes the instance through a live reference.
+            d.graph_instantiate.call(|f| unsafe { f(&mut *exec, graph, 0) })?;
+        }
+        let (exec, raw) = (*exec, stream.as_raw());
+        stream.in_context(d, || {
+            // SAFETY: a live instance of this graph, on a live stream of its device.
+            d.graph_launch.call(|f| unsafe { f(exec, raw) })
+        })
+    }
+
+    /// The raw graph, for CUDA's graph API (it stays owned by this `Graph`).
+    pub fn as_raw(&self) -> sys::CUgraph {
+        self.graph
+    }
+}
+
+impl Drop for Graph {
+    fn drop(&mut self) {
+        let (exec, graph) = (*self.exec.get_mut(), self.graph);
+        crate::drop_errors::report(ContextInstance::destroy_unless_reset(self.made_in, |d| {
+            if !exec.is_null() {
+                // SAFETY: this graph's instance, destroyed once; a launch in flight completes.
+                d.graph_exec_destroy.call(|f| unsafe { f(exec) })?;
+            }
+            // SAFETY: the graph, destroyed once, after its instance.
+            d.graph_destroy.call(|f| unsafe { f(graph) })
+        }));
+    }
+}
