@@ -136,12 +136,10 @@ fn watch_graph(d: &Driver, capture: &Arc<Capture>, graph: sys::CUgraph) {
             )
         }
     });
-    if moved.is_err() {
-        // The graph did not take it. Releasing our reference would run the destructor and mark
-        // the capture over while it is not: the object is left alive instead (a few bytes, once
-        // per such capture), so the capture is over only if the crate ends it.
-        let _ = object;
-    }
+    // Where the graph did not take it, releasing our reference would run the destructor and mark
+    // the capture over while it is not: the object is left alive instead (a few bytes, once per
+    // such capture), so that capture is over only if the crate ends it.
+    let _ = moved;
 }
 
 /// A user object's destructor: the graph of the capture is gone (CUDA calls it on a thread of its

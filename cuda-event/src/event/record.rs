@@ -129,16 +129,12 @@ impl Event {
         }
         MadeIn::ensure_both_alive(d, handle.made_in(), stream.made_in(), ask.known_alive)?;
         stream.in_context(d, || {
-            let (raw, s) = (handle.raw, stream.as_raw());
             let capturing = match ask.capturing {
                 Some(capturing) => capturing,
                 None => capture_checks::on() && stream.is_capturing_with(d)?,
             };
             if !capturing {
-                // SAFETY: a live event and stream of one device (checked above).
-                d.event_record.call(|f| unsafe { f(raw, s) })?;
-                self.last.made_on_a_stream();
-                return Ok(Recorded::Now);
+                return self.record_on_the_stream(d, handle, stream);
             }
             self.record_into_capture(d, handle, stream, ask.refuse_capture)
         })
@@ -182,7 +178,7 @@ impl Event {
         let capture = match captured::capture_of(d, stream)? {
             captured::Capturing::Into(capture) => capture,
             // Another thread ended the capture since the check: a record on the stream now.
-            captured::Capturing::Nothing => return self.record_on_the_stream_after_all(d, published, stream),
+            captured::Capturing::Nothing => return self.record_on_the_stream(d, published, stream),
         };
         let (device, flags) = (stream.device(), self.options.cuda_flags());
         let thread = last_record::thread_token().unwrap_or(last_record::NO_THREAD);
@@ -228,16 +224,12 @@ impl Event {
         Ok(Recorded::Swallowed)
     }
 
-    /// A record on a stream whose capture ended between the check and the captured record.
-    #[cold]
-    fn record_on_the_stream_after_all(
-        &self,
-        d: &Driver,
-        handle: &EventHandle,
-        stream: &Stream,
-    ) -> Result<Recorded> {
+    /// A record of `handle` on `stream` outside a capture: every record on a stream not being
+    /// captured, and one whose capture ended between the check and the captured record.
+    #[inline]
+    fn record_on_the_stream(&self, d: &Driver, handle: &EventHandle, stream: &Stream) -> Result<Recorded> {
         d.event_record.call(|f| {
-            // SAFETY: a live event and stream of one device (checked by the caller).
+            // SAFETY: a live event and stream of one device (checked by the callers).
             unsafe { f(handle.raw, stream.as_raw()) }
         })?;
         self.last.made_on_a_stream();
