@@ -12,6 +12,11 @@
  *   v: as u, but C1 is invalidated before its end (a wait on a never-captured event, 905), so the
  *      end fails (901) and CUDA destroys the graph inside it
  *   d: as s, but the re-record is a cudaEventDestroy + cudaEventCreate of X (the crate's destroy)
+ *   i: cudaStreamGetCaptureInfo(C1) read all through the end, X re-recorded into C2 only once the
+ *      end has returned (is the read itself safe beside the end, which s cannot tell?)
+ *   q: as i, with cudaStreamIsCapturing(C1) (the crate's capture check) as the read
+ *   e: a fresh CUDA event Y recorded on C1 once while the end runs (a record racing the end of the
+ *      capture of its stream), X re-recorded into C2 once the end has returned
  * One line per variant: OK with how often the signal came while the end was still running, or the
  * signal and round.
  * gcc -O2 capture_end_signals.c -I/usr/local/cuda/include -L/usr/local/cuda/lib64 -lcudart -lpthread
@@ -27,7 +32,7 @@
 #define ST(x, v) __atomic_store_n(&(x), (v), __ATOMIC_SEQ_CST)
 enum { ROUNDS = 3000 };
 static int phase, stop, round_no, out_fd, gone; /* phase: 0 idle, 1 end asked, 2 in end, 3 ended */
-static int c1_bad, c2_bad, early, c2_records;
+static int c1_bad, c2_bad, early, c2_records, e_done;
 static cudaStream_t C1, C2, Q;
 static cudaEvent_t X, never;
 
@@ -71,6 +76,21 @@ static void on_destroy(void *unused) {
 /* Whether C1's capture, of id `id`, has been seen to end by the variant's signal. */
 static int ended(char v, unsigned long long id) {
   if (v == 'r') return 1;
+  if (v == 'i' || v == 'q' || v == 'e') {
+    enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    unsigned long long now = 0;
+    int done = LD(phase) == 3;
+    if (v == 'i') capture_info(C1, &st, &now, NULL);
+    if (v == 'q') cudaStreamIsCapturing(C1, &st);
+    if (v == 'e' && !LD(e_done)) {
+      cudaEvent_t y;
+      cudaEventCreateWithFlags(&y, cudaEventDisableTiming);
+      cudaEventRecord(y, C1); /* never destroyed: a capture may hold it */
+      ST(e_done, 1);
+    }
+    cudaGetLastError();
+    return done;
+  }
   if (v == 'u' || v == 'v') return LD(gone);
   enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
   unsigned long long now = 0;
@@ -95,6 +115,7 @@ static void child(char v) {
   for (int r = 0; r < ROUNDS; r++) {
     round_no = r;
     ST(gone, 0);
+    ST(e_done, 0);
     cudaStreamBeginCapture(C1, cudaStreamCaptureModeRelaxed);
     cudaEventRecord(X, C1); /* C1 holds X's record */
     enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
@@ -147,7 +168,7 @@ static void child(char v) {
 }
 
 int main(int argc, char **argv) {
-  const char *variants = argc > 1 ? argv[1] : "rsuvd";
+  const char *variants = argc > 1 ? argv[1] : "rsuvdiqe";
   printf("capture end signals (%d rounds):", ROUNDS);
   for (int i = 0; variants[i]; i++) {
     int fds[2];

@@ -19,7 +19,7 @@ pub(crate) use self::model::*;
 
 #[cfg(not(cuda_event_model))]
 mod build {
-    pub(crate) use parking_lot::{Condvar, Mutex};
+    pub(crate) use parking_lot::{Condvar, Mutex, RwLock};
     pub(crate) use std::sync::atomic;
     pub(crate) use std::thread;
     pub(crate) use std::thread_local;
@@ -126,6 +126,24 @@ mod model {
             self.guard
                 .as_deref_mut()
                 .expect("a guard holds its lock until dropped")
+        }
+    }
+
+    /// parking_lot's `RwLock` shape over the model checker's.
+    #[derive(Debug, Default)]
+    pub(crate) struct RwLock<T>(shuttle::sync::RwLock<T>);
+
+    impl<T> RwLock<T> {
+        pub(crate) fn new(value: T) -> RwLock<T> {
+            RwLock(shuttle::sync::RwLock::new(value))
+        }
+
+        pub(crate) fn read(&self) -> shuttle::sync::RwLockReadGuard<'_, T> {
+            self.0.read().unwrap_or_else(PoisonError::into_inner)
+        }
+
+        pub(crate) fn write(&self) -> shuttle::sync::RwLockWriteGuard<'_, T> {
+            self.0.write().unwrap_or_else(PoisonError::into_inner)
         }
     }
 

@@ -8,7 +8,8 @@
 //! went into (`cuStreamGetCaptureInfo`'s id, unique in the process), and goes into no other
 //! capture, no stream, and no destroy until that capture is known to be over:
 //! - a capture the crate ends itself ([`Stream::capture`](crate::Stream::capture)) is over once its
-//!   end has returned;
+//!   end has returned ([`Capture::end`], which the crate's records into the capture and forks from
+//!   it, each made under [`Capture::enter`], never overlap);
 //! - any other capture is over once CUDA runs the destructor of a user object that the crate moved
 //!   into the capture's graph: the graph, every instance of it, and so the capture, are gone.
 //!
@@ -21,22 +22,41 @@ use crate::error::Result;
 use crate::event::handle::EventHandle;
 use crate::event::pool::POOL_PER_THREAD;
 use crate::stream::Stream;
-use crate::sync::Mutex;
 use crate::sync::atomic::{AtomicBool, Ordering};
+use crate::sync::{Mutex, RwLock};
 use cuda_event_sys as sys;
 use std::ffi::c_void;
 use std::sync::Arc;
 
-/// One capture, as the crate's captured events know it: its id and whether it is over.
+/// One capture, as the crate's captured events know it: its id, whether it is over, and the gate
+/// that keeps the crate's records into it and forks from it apart from the crate's end of it.
 pub(crate) struct Capture {
     pub(crate) id: u64,
     over: AtomicBool,
+    gate: RwLock<()>,
 }
 
 impl Capture {
     /// Whether the capture is known to be over: no end of it can still be running.
     pub(crate) fn is_over(&self) -> bool {
         self.over.load(Ordering::Acquire)
+    }
+
+    /// Entry for a record into this capture or a fork from it, held until that CUDA call has
+    /// returned; `None` once the capture is over. The crate's own end of the capture
+    /// ([`Capture::end`]) waits for every entry to be left, and none is given while it runs.
+    pub(crate) fn enter(&self) -> Option<impl Sized + '_> {
+        let entry = self.gate.read();
+        (!self.is_over()).then_some(entry)
+    }
+
+    /// Runs `end`, the crate's own end of this capture, apart from every record into it and fork
+    /// from it made through the crate, and marks the capture over once it has returned.
+    pub(crate) fn end<R>(&self, end: impl FnOnce() -> R) -> R {
+        let _alone = self.gate.write();
+        let ended = end();
+        self.over.store(true, Ordering::Release);
+        ended
     }
 }
 
@@ -96,6 +116,7 @@ fn known(d: &Driver, id: u64, graph: sys::CUgraph) -> Arc<Capture> {
     let capture = Arc::new(Capture {
         id,
         over: AtomicBool::new(false),
+        gate: RwLock::new(()),
     });
     watch_graph(d, &capture, graph);
     captures.push(capture.clone());
@@ -148,14 +169,6 @@ unsafe extern "C" fn graph_gone(data: *mut c_void) {
     // SAFETY: the reference `watch_graph` gave the object, taken back once.
     let capture = unsafe { Arc::from_raw(data as *const Capture) };
     capture.over.store(true, Ordering::Release);
-}
-
-/// The crate ended capture `id` itself: its end has returned.
-pub(crate) fn ended(id: u64) {
-    let captures = CAPTURES.lock();
-    if let Some(capture) = captures.iter().find(|c| c.id == id) {
-        capture.over.store(true, Ordering::Release);
-    }
 }
 
 /// A CUDA event for a captured record on `device` with `flags`: a free one whose capture is over

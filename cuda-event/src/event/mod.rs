@@ -245,11 +245,12 @@ impl Event {
         else {
             return Err(d.stream_wait_event.error(CUresult::CUDA_ERROR_CAPTURED_EVENT));
         };
-        if mine.capture.is_over() {
+        // Until the wait returns, the crate's own end of that capture waits (`Capture::end`).
+        let Some(_entry) = mine.capture.enter() else {
             // A fork on the record of a capture that is over joins nothing (CUDA answers invalid
             // value, review 3's P5 d); refused here with no CUDA call.
             return Err(d.stream_wait_event.error(CUresult::CUDA_ERROR_CAPTURED_EVENT));
-        }
+        };
         MadeIn::ensure_both_alive(d, mine.handle.made_in(), stream.made_in(), None)?;
         self.wait_handle(d, &mine.handle, stream, false)
     }
@@ -461,6 +462,12 @@ impl Event {
     /// thread began around it: never reused.
     pub(crate) fn may_be_in_a_graph(&self) {
         self.escape(Escape::ToGraph);
+    }
+
+    /// Whether nothing but this `Event` may use its CUDA event (no raw handle out, no graph that
+    /// may hold it): it may be recorded again for another purpose.
+    pub(crate) fn is_private(&self) -> bool {
+        self.escaped.load(Ordering::Relaxed) == Escape::No as u8
     }
 
     fn escape(&self, to: Escape) {

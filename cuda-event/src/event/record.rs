@@ -26,7 +26,7 @@ use crate::event::handle::EventHandle;
 use crate::event::last_record;
 use crate::event::pool;
 use crate::event::{Escape, Event};
-use crate::stream::Stream;
+use crate::stream::{Stream, capture_gate};
 use crate::sync::atomic::Ordering;
 use cuda_event_sys as sys;
 
@@ -54,6 +54,9 @@ impl Event {
             refuse_capture,
             ..Ask::default()
         };
+        // From the capture check to the record: no begin or end of a capture the crate makes of
+        // this stream falls between them (`capture_gate`).
+        let _gate = capture_checks::on().then(|| capture_gate::shared(stream.as_raw()));
         let recorded = match self.created.get() {
             Some(handle) => self.record_handle(d, handle, stream, ask)?,
             None => self.record_first(d, stream, ask)?,
@@ -62,9 +65,26 @@ impl Event {
             self.recorded.store(true, Ordering::Relaxed);
         }
         if let Recorded::Now = recorded {
+            if refuse_capture {
+                self.refuse_a_capture_begun_around(d, stream)?;
+            }
             self.watchers.note_record(stream);
         }
         Ok(recorded)
+    }
+
+    /// For the crate's own records, which must not go into a capture (trace ranges, completions):
+    /// a capture that another thread began by raw CUDA between the check and the record may have
+    /// swallowed the record. Asked again after it; if so, the CUDA event is never reused nor read
+    /// (it may be in a graph) and the record is refused as if the check had seen the capture.
+    #[cold]
+    #[inline(never)]
+    fn refuse_a_capture_begun_around(&self, d: &Driver, stream: &Stream) -> Result<()> {
+        if capture_checks::on() && stream.in_context(d, || stream.is_capturing_with(d))? {
+            self.may_be_in_a_graph();
+            return Err(Error::StreamCapturing);
+        }
+        Ok(())
     }
 
     /// The first record, under the `creating` lock (see the module's docs).
@@ -182,7 +202,15 @@ impl Event {
         };
         let (device, flags) = (stream.device(), self.options.cuda_flags());
         let thread = last_record::thread_token().unwrap_or(last_record::NO_THREAD);
+        // This event's list first, then the capture's entry, as a fork takes them.
         let mut entries = self.captured.lock();
+        // Until the record returns, the crate's own end of that capture waits (`Capture::end`).
+        let entered = capture.clone();
+        let Some(_entry) = entered.enter() else {
+            // The crate ended it since the check: the stream is in no capture of it any more.
+            drop(entries);
+            return self.record_handle(d, published, stream, Ask::default());
+        };
         let at = entries
             .iter()
             .position(|c| c.thread == thread && c.handle.device() == device);

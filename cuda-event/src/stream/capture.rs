@@ -5,13 +5,15 @@
 //! events that records made through the crate took into it (see `event::captured`) are free for
 //! other captures from then on, instead of once the graph is destroyed.
 
+use crate::capture_mode::RelaxedCapture;
 use crate::context::ContextInstance;
 use crate::driver::{Driver, driver};
 use crate::error::{Error, Result};
 use crate::event::captured;
-use crate::stream::Stream;
+use crate::stream::{Stream, capture_gate};
 use crate::sync::Mutex;
 use cuda_event_sys as sys;
+use std::sync::Arc;
 
 /// How a capture restricts other CUDA calls while it is open (`cudaStreamCaptureMode`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,15 +84,22 @@ impl Stream {
         let made_in = ContextInstance::of_primary(d, self.device).ok();
         self.in_context(d, || {
             let raw = self.as_raw();
-            d.stream_begin_capture.call(|f| {
-                // SAFETY: a live stream; capture only changes how later work on it is queued.
-                unsafe { f(raw, mode.to_driver()) }
-            })?;
-            let id = match captured::capture_of(d, self) {
-                Ok(captured::Capturing::Into(capture)) => Some(capture.id),
-                _ => None,
+            let capture = {
+                let _alone = capture_gate::exclusive(raw);
+                d.stream_begin_capture.call(|f| {
+                    // SAFETY: a live stream; capture only changes how later work on it is queued.
+                    unsafe { f(raw, mode.to_driver()) }
+                })?;
+                match captured::capture_of(d, self) {
+                    Ok(captured::Capturing::Into(capture)) => Some(capture),
+                    _ => None,
+                }
             };
-            let open = Open { d, stream: raw, id };
+            let open = Open {
+                d,
+                stream: raw,
+                capture,
+            };
             let worked = work(self);
             let ended = open.end();
             let graph = ended.map(|graph| Graph {
@@ -109,7 +118,8 @@ impl Stream {
 struct Open {
     d: &'static Driver,
     stream: sys::CUstream,
-    id: Option<u64>,
+    /// The capture as the crate's captured events know it (none where CUDA would not say).
+    capture: Option<Arc<captured::Capture>>,
 }
 
 impl Open {
@@ -120,14 +130,19 @@ impl Open {
         result.map(|()| graph)
     }
 
+    /// Ends the capture apart from the crate's records on its stream (the stream's gate) and into
+    /// it or forks from it on any stream (the capture's own), so that none overlaps the end.
     fn end_into(&mut self, graph: &mut sys::CUgraph) -> Result<()> {
-        let stream = self.stream;
-        // SAFETY: the stream this capture began on; writes the graph through a live reference.
-        let ended = self.d.stream_end_capture.call(|f| unsafe { f(stream, graph) });
-        if let Some(id) = self.id {
-            captured::ended(id); // the end has returned
+        let (d, stream) = (self.d, self.stream);
+        let mut end = || {
+            // SAFETY: the stream this capture began on; writes the graph through a live reference.
+            d.stream_end_capture.call(|f| unsafe { f(stream, graph) })
+        };
+        let _alone = capture_gate::exclusive(stream);
+        match &self.capture {
+            Some(capture) => capture.end(end),
+            None => end(),
         }
-        ended
     }
 }
 
@@ -172,6 +187,9 @@ impl Graph {
         if exec.is_null() {
             let (_, _current) = ContextInstance::enter_primary(d, self.device)?;
             let graph = self.graph;
+            // Relaxed: beside another thread's global-mode capture, CUDA refuses an instantiation
+            // made in global mode and invalidates that capture (capture_unsafe_calls, H100).
+            let _relaxed = RelaxedCapture::enter(d);
             // SAFETY: a live graph; writes the instance through a live reference.
             d.graph_instantiate.call(|f| unsafe { f(&mut *exec, graph, 0) })?;
         }
@@ -193,6 +211,9 @@ impl Drop for Graph {
         let (exec, graph) = (*self.exec.get_mut(), self.graph);
         crate::drop_errors::report(ContextInstance::destroy_unless_reset(self.made_in, |d| {
             if !exec.is_null() {
+                // Relaxed, as for the instantiation: a global-mode destroy breaks another
+                // thread's global-mode capture.
+                let _relaxed = RelaxedCapture::enter(d);
                 // SAFETY: this graph's instance, destroyed once; a launch in flight completes.
                 d.graph_exec_destroy.call(|f| unsafe { f(exec) })?;
             }

@@ -71,6 +71,9 @@ impl Stream {
     pub fn launch_host_fn<F: FnOnce() + Send + 'static>(&self, callback: F) -> Result<()> {
         let d = driver("Stream::launch_host_fn")?;
         self.in_context_alive(d, || {
+            // No begin of a capture the crate makes of this stream between the check and the
+            // launch (`capture_gate`).
+            let _gate = super::capture_gate::shared(self.as_raw());
             if self.is_capturing_with(d)? {
                 return Err(Error::StreamCapturing);
             }

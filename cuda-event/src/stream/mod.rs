@@ -2,6 +2,7 @@
 //! streams borrowed from other libraries as raw `cudaStream_t`.
 
 mod capture;
+pub(crate) mod capture_gate;
 mod host_fn;
 
 pub use capture::{CaptureMode, Graph};

@@ -7,6 +7,7 @@ use crate::context::ContextInstance;
 use crate::driver::{Driver, Entry};
 use crate::error::{Error, Result};
 use crate::stream::Stream;
+use crate::stream::capture_gate;
 use crate::timing::timer::from_ms;
 use cuda_event_sys as sys;
 use std::time::Duration;
@@ -66,9 +67,13 @@ impl GraphBatch {
         }
         let raw = stream.as_raw();
         let mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
-        // SAFETY: a live stream of the current context; capture only changes how later work on it
-        // is queued, until the end below.
-        let code = d.stream_begin_capture.code(|f| unsafe { f(raw, mode) });
+        let code = {
+            // No record the crate makes on the stream straddles the begin (`capture_gate`).
+            let _alone = capture_gate::exclusive(raw);
+            // SAFETY: a live stream of the current context; capture only changes how later work
+            // on it is queued, until the end below.
+            d.stream_begin_capture.code(|f| unsafe { f(raw, mode) })
+        };
         let hint = "the legacy default stream cannot be captured: use a created stream";
         check_step(&d.stream_begin_capture, "beginning the capture", code, hint)?;
         let recorded: Vec<Interval> = batch
@@ -180,6 +185,7 @@ impl Capturing {
     fn end(self, graph: &mut sys::CUgraph) -> sys::CUresult {
         let (d, stream) = (self.d, self.stream);
         std::mem::forget(self);
+        let _alone = capture_gate::exclusive(stream);
         // SAFETY: ends the capture begun on this stream by this thread; writes through a live
         // reference.
         d.stream_end_capture.code(|f| unsafe { f(stream, graph) })
@@ -192,8 +198,10 @@ impl Drop for Capturing {
         // After a reset (a panic in the captured work can follow one) the stream is gone.
         let _ = ContextInstance::destroy_unless_reset(self.made_in, |d| {
             let mut graph = std::ptr::null_mut();
+            let alone = capture_gate::exclusive(stream);
             // SAFETY: as in `end`; writes through a live local.
             let _ = d.stream_end_capture.code(|f| unsafe { f(stream, &mut graph) });
+            drop(alone);
             if !graph.is_null() {
                 // SAFETY: the graph just ended, never instantiated or shared; destroyed once.
                 let _ = d.graph_destroy.code(|f| unsafe { f(graph) });

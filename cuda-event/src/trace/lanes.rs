@@ -140,7 +140,10 @@ impl LaneInner {
 
     /// Gives back an event taken by [`timing_event`](Self::timing_event) and not used.
     pub(super) fn give_back(&mut self, event: Event) {
-        self.spare.push(event);
+        // One that a capture may hold (its record refused after the fact) is dropped instead.
+        if event.is_private() {
+            self.spare.push(event);
+        }
     }
 
     /// Drops the kept events of `device`: its context ended (a device reset), and so did they.

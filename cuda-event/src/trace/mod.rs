@@ -343,6 +343,40 @@ mod tests {
         assert!(trace.take_complete().ranges.is_empty(), "each range is read once");
     }
 
+    /// Review 3's S7: a child forked while another thread holds a lane's lock (a reader inside
+    /// `take_complete`) opens, closes and reads ranges without taking it; before, it blocked.
+    #[test]
+    fn a_forked_child_takes_none_of_the_traces_locks() {
+        let trace = Trace::new();
+        drop(trace.host_range("primes the lane"));
+        let open = trace.host_range("open at the fork");
+        crate::fork::refuse_in_forked_child().unwrap(); // children forked from now on are marked
+        let lane = trace.lane();
+        let held = lane.inner.lock(); // as another thread's read would hold it at the fork
+        // SAFETY: the child calls only the trace (whose behaviour after a fork is the subject) and
+        // async-signal-safe libc functions, then `_exit`s.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            // SAFETY: async-signal-safe calls; a blocked child dies of the alarm instead.
+            unsafe { libc::alarm(5) };
+            let dropped = trace.host_range("in the child").is_dropped();
+            drop(open);
+            let read = trace.take_complete();
+            let code = if dropped && read.ranges.is_empty() { 0 } else { 3 };
+            // SAFETY: ends the child without the parent's exit handlers.
+            unsafe { libc::_exit(code) };
+        }
+        drop(held);
+        let mut status = 0;
+        // SAFETY: waits for the child forked above, writing through a live local.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "the child ended with status {status:#x} (a signal: it blocked on a lock)"
+        );
+    }
+
     #[test]
     fn a_full_trace_drops_and_counts_ranges_and_never_blocks() {
         let trace = Trace::with_capacity(3);

@@ -40,6 +40,8 @@ impl Trace {
         stream: &'s Stream,
         name: impl Into<Cow<'static, str>>,
     ) -> Result<GpuRange<'t, 's>> {
+        // Before any lock: in a forked child, one may be held by a thread that did not fork.
+        crate::fork::refuse_in_forked_child()?;
         if !self.take_room() {
             return Ok(GpuRange {
                 _trace: PhantomData,
@@ -114,7 +116,8 @@ impl Trace {
     /// Opens a host span on the calling thread's lane: its lane and slot, or `None` when the trace
     /// is full.
     pub(super) fn open_host(&self, name: Cow<'static, str>) -> Option<(Arc<Lane>, usize)> {
-        if !self.take_room() {
+        // None in a forked child, whose locks a thread that did not fork may hold.
+        if crate::fork::in_forked_child() || !self.take_room() {
             return None;
         }
         let lane = self.lane();
@@ -199,6 +202,9 @@ impl GpuRange<'_, '_> {
         let Some((lane, slot)) = self.open.take() else {
             return Ok(());
         };
+        // A range the parent opened, closed in a forked child: left to the parent's copy (the
+        // lane's lock may be held by a thread that did not fork).
+        crate::fork::refuse_in_forked_child()?;
         let mismatch = on.filter(|s| s.device() != self.stream.device());
         let stream = match on {
             Some(s) if mismatch.is_none() => s,
@@ -258,6 +264,9 @@ impl HostRange<'_> {
 
 /// Closes a host span that [`Trace::open_host`] opened.
 pub(super) fn close_host((lane, slot): (Arc<Lane>, usize)) {
+    if crate::fork::in_forked_child() {
+        return; // as for a GPU range's close
+    }
     let nvtx = lane.inner.lock().close(slot, Ok(None));
     nvtx::end(nvtx);
 }
