@@ -180,9 +180,9 @@ driver_table! {
     memcpy_dtod_async: PFN_cuMemcpyDtoDAsync_v3020 = c"cuMemcpyDtoDAsync" @ 3020;
     ctx_reset_persisting_l2: PFN_cuCtxResetPersistingL2Cache_v11000 = c"cuCtxResetPersistingL2Cache" @ 11000;
     ctx_get_limit: PFN_cuCtxGetLimit_v3010 = c"cuCtxGetLimit" @ 3010;
-    mem_host_alloc: PFN_cuMemHostAlloc_v2020 = c"cuMemHostAlloc" @ 2020;
+    mem_host_register: PFN_cuMemHostRegister_v6050 = c"cuMemHostRegister" @ 6050;
     mem_free: PFN_cuMemFree_v3020 = c"cuMemFree" @ 3020;
-    mem_free_host: PFN_cuMemFreeHost_v2000 = c"cuMemFreeHost" @ 2000;
+    mem_host_unregister: PFN_cuMemHostUnregister_v4000 = c"cuMemHostUnregister" @ 4000;
     mem_host_get_device_pointer: PFN_cuMemHostGetDevicePointer_v3020 = c"cuMemHostGetDevicePointer" @ 3020;
     stream_wait_value32: PFN_cuStreamWaitValue32_v11070 = c"cuStreamWaitValue32" @ 11070;
     stream_begin_capture: PFN_cuStreamBeginCapture_v10010 = c"cuStreamBeginCapture" @ 10010;

@@ -19,11 +19,9 @@
 //!   thread that makes such records (and device), which only that thread calls CUDA on again, with
 //!   further captured records and the stream waits that fork its capture into other streams
 //!   (CUDA's multi-stream capture). Two threads' captured records of one CUDA event at once crash
-//!   CUDA too. They are never pooled with the published events: when the `Event` drops, the
-//!   dropping thread's own goes back to that thread's keeping for its next captured records, and
-//!   any other thread's is kept until its context ends (`EventHandle::retire`, counted in
-//!   `cuda_events_alive`), since the crate cannot know when a capture that holds it ends, and a
-//!   destroy beside that end crashes.
+//!   CUDA too. Each is bound to the capture it went into and kept, whoever drops the `Event`,
+//!   until that capture is over (see `captured`): a record into another capture, on a stream, or a
+//!   destroy beside that capture's end crashes CUDA too.
 //! - this **word** says which of the two holds the event's last record: 0, or the token of the
 //!   thread whose record a capture swallowed. A read loads it once: 0, it reads the published
 //!   event; otherwise it refuses with CUDA's own answer for such an event
@@ -47,13 +45,12 @@
 //! published only after it, so the word is only ever written for the CUDA event that is the
 //! event's (a first record cannot lose a publish race).
 //!
-//! What the word cannot cover: a capture that another thread begins on a stream between the
-//! crate's capture check and its record (`cuStreamBeginCapture` racing `cuEventRecord` on one
-//! stream). In CUDA's words (`cudaStreamBeginCapture`), "when a stream is in capture mode, all
-//! operations pushed into the stream will not be executed, but will instead be captured into a
-//! graph": the record is then captured on the published CUDA event, and the crate cannot know.
-//! That is the caller's race, outside the crate's guarantees: begin a capture of a stream on the
-//! thread that submits to it, or once other threads are done submitting.
+//! What the word cannot cover: a capture that another thread begins by raw CUDA on a stream
+//! between the crate's capture check and its record (`cuStreamBeginCapture` racing `cuEventRecord`
+//! on one stream). The record is then captured on the published CUDA event, and the crate cannot
+//! know. Captures the crate begins (`Stream::capture`, `measure`'s graph mode) hold the stream's
+//! gate against it (`stream::capture_gate`); for raw ones, `Event`'s capture-safety table says
+//! what holds.
 
 use crate::sync::atomic::{AtomicU64, Ordering};
 

@@ -101,23 +101,27 @@ use std::mem::ManuallyDrop;
 /// record one `cuStreamIsCapturing` call (see [`set_capture_checks`](crate::set_capture_checks)).
 /// Each thread that records the event into a capture does so on a CUDA event of its own (two
 /// threads' captured records of one CUDA event at once crash CUDA), under a lock of the event's.
-/// When the event drops, the thread's own goes back to that thread's keeping for its next records
-/// into captures, and any other thread's is kept until its device's context ends (a capture may
-/// still hold it, and destroying it beside that capture's end crashes CUDA); both count in
-/// [`cuda_events_alive`](crate::cuda_events_alive). A wait that forks a capture needs the waiting
-/// thread's record to be the event's last. An [`interprocess`](EventBuilder::interprocess) event
-/// is not recorded into a capture ([`Error::CapturedInterprocessEvent`]): its importers could never
-/// see that record.
+/// Such a CUDA event is bound to the capture it went into: it goes into no other capture, on no
+/// stream and into no destroy until that capture is over (the crate ended it, or CUDA destroyed
+/// its graph), whichever `Event` or thread uses it next. What is kept so is bounded by the captures
+/// and graphs alive, and counts in [`cuda_events_alive`](crate::cuda_events_alive). A wait that
+/// forks a capture needs the waiting thread's record to be the event's last. An
+/// [`interprocess`](EventBuilder::interprocess) event is not recorded into a capture
+/// ([`Error::CapturedInterprocessEvent`]): its importers could never see that record.
 ///
-/// A thread that records the event into a capture that another thread ends must not wait on the
-/// event (a fork), on that capture or a later one of its own, until that end has returned: CUDA
-/// crashes when a wait on an event overlaps the end of a capture that holds its record, and only
-/// the thread that ends a capture knows when it does. That is the caller's race, as is this one: a
-/// capture that another thread begins on a stream while this thread records on it is outside
-/// these guarantees: "when a stream is in capture mode, all operations
-/// pushed into the stream will not be executed, but will instead be captured into a graph"
-/// (CUDA's `cudaStreamBeginCapture`), this record included, on the CUDA event every thread reads.
-/// So is a record of [`as_raw`](Self::as_raw)'s handle into a capture made by other code.
+/// # Captures other threads make: what holds beside each
+/// Captures made with [`Stream::capture`] need no rule of the caller's: the crate's begin and end
+/// of such a capture never overlap the crate's records, host-function launches or forks on its
+/// stream and into it. Beside captures made by raw CUDA calls on other threads:
+///
+/// | other threads' raw CUDA | what the crate guarantees | measured by |
+/// |---|---|---|
+/// | end a capture that an `Event` was recorded into, while any `Event` records into another capture, on a stream, waits or drops | no crash: that CUDA event is reused or destroyed only once the capture's graph is gone (a user object's destructor) | `bench/results/2026-12-06-h100-review-probes` (P1 `r`), `bench/results/2026-12-06-h100-capture-signals` (`r`, `u`, `v`), test `capture_threads` |
+/// | end a capture while this thread forks from its record into it ([`wait`](Self::wait) on the recording thread) | **none**: CUDA crashes on a stream wait beside the end of the capture that holds the event's record; fork only in captures that this thread ends, or made with [`Stream::capture`] | `bench/results/2026-12-06-h100-review-probes` (P1 `p`), `bench/results/2026-12-02-h200-ac5b2f1` (section 3) |
+/// | begin a capture of a stream between the crate's capture check and its record there | the crate's own records (trace ranges, [`Stream::completion`]) ask again after the record and refuse it; for an `Event`'s record, **none**: the record goes into the capture on the CUDA event that every read uses, and a read beside that capture's end crashes CUDA; begin captures of a stream on the thread that submits to it, or with [`Stream::capture`] | `bench/results/2026-12-01-h200-captured-records`, `bench/results/2026-12-02-h200-two-events` |
+/// | hold a global-mode capture while this thread queries, synchronizes or measures | the crate's own calls (futures, the reactor, trace and timing reads, [`Graph`](crate::Graph)'s instantiation and destroy) run in relaxed mode and never break it; a caller's [`query`](Self::query) or [`synchronize`](Self::synchronize) in global mode is refused by CUDA (900) and breaks it, as CUDA documents | `bench/results/2026-12-06-h100-review-probes` (`capture_unsafe_calls.txt`) |
+/// | record or wait on an [`external`](EventBuilder::external) event beside other threads' calls on it | no crash, no error | `bench/results/2026-12-06-h100-review-probes` (P2) |
+/// | reset the device (`cudaDeviceReset`) during a measurement or a read | an error ([`Error::DeviceWasReset`]), never a store into freed memory: the crate's host words are its own, registered pages | `bench/results/2026-12-06-h100-review-probes` (P3), test `lifecycle` |
 pub struct Event {
     options: EventBuilder,
     /// The published CUDA event: every read and every record outside a capture.

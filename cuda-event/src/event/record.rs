@@ -25,6 +25,7 @@ use crate::event::captured;
 use crate::event::handle::EventHandle;
 use crate::event::last_record;
 use crate::event::pool;
+use crate::event::watchers::Watchers;
 use crate::event::{Escape, Event};
 use crate::stream::{Stream, capture_gate};
 use crate::sync::atomic::Ordering;
@@ -57,6 +58,7 @@ impl Event {
         // From the capture check to the record: no begin or end of a capture the crate makes of
         // this stream falls between them (`capture_gate`).
         let _gate = capture_checks::on().then(|| capture_gate::shared(stream.as_raw()));
+        let stamp = Watchers::stamp();
         let recorded = match self.created.get() {
             Some(handle) => self.record_handle(d, handle, stream, ask)?,
             None => self.record_first(d, stream, ask)?,
@@ -68,7 +70,7 @@ impl Event {
             if refuse_capture {
                 self.refuse_a_capture_begun_around(d, stream)?;
             }
-            self.watchers.note_record(stream);
+            self.watchers.note_record(stream, stamp);
         }
         Ok(recorded)
     }

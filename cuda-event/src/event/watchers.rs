@@ -32,21 +32,35 @@ impl Watchers {
         }
     }
 
-    /// After a record of the event's CUDA event on `stream`, made now (not swallowed by a capture).
+    /// When a record is about to be made: taken before the CUDA call, so that a wait filed with
+    /// it never stands ahead of work recorded on its stream before the record.
     #[inline]
-    pub(crate) fn note_record(&self, stream: &Stream) {
+    pub(crate) fn stamp() -> u64 {
+        record_stamp()
+    }
+
+    /// After a record of the event's CUDA event on `stream`, made now (not swallowed by a
+    /// capture), with the [`stamp`](Self::stamp) taken before it.
+    ///
+    /// The stamp is stored before the stream, which a read loads first (release, acquire): a read
+    /// that sees this record's stream sees this stamp or a later one, so a first poll never files
+    /// a wait at the front of the new stream's lane with the old record's stamp (review 3's S11).
+    /// A read that sees the old stream with the new stamp files the wait behind its real place,
+    /// which only delays it until the lane's front completes.
+    #[inline]
+    pub(crate) fn note_record(&self, stream: &Stream, stamp: u64) {
+        self.last_record.store(stamp, Ordering::Relaxed);
         // Written only when it changes: records from many threads on one stream share the line.
         let stream_id = StreamId::to_word(stream.id());
         if self.last_stream.load(Ordering::Relaxed) != stream_id {
-            self.last_stream.store(stream_id, Ordering::Relaxed);
+            self.last_stream.store(stream_id, Ordering::Release);
         }
-        self.last_record.store(record_stamp(), Ordering::Relaxed);
     }
 
     /// Where a wait on the last record stands: in its stream's lane, or `None` (a default stream,
     /// or never recorded through the crate) for the reactor's unordered waits.
     pub(crate) fn order(&self) -> Option<Order> {
-        let lane = self.last_stream.load(Ordering::Relaxed);
+        let lane = self.last_stream.load(Ordering::Acquire);
         // 0: no stream's (`StreamId::to_word`).
         (lane != 0).then(|| Order {
             lane,

@@ -779,13 +779,13 @@ unsafe extern "C" fn ctx_reset_persisting_l2() -> Code {
 unsafe extern "C" fn ctx_get_limit(_: *mut usize, _: sys::CUlimit) -> Code {
     Code::CUDA_ERROR_NOT_SUPPORTED
 }
-unsafe extern "C" fn mem_host_alloc(_: *mut *mut c_void, _: usize, _: c_uint) -> Code {
+unsafe extern "C" fn mem_host_register(_: *mut c_void, _: usize, _: c_uint) -> Code {
     Code::CUDA_ERROR_NOT_SUPPORTED
 }
 unsafe extern "C" fn mem_free(_: sys::CUdeviceptr_v2) -> Code {
     Code::CUDA_ERROR_NOT_SUPPORTED
 }
-unsafe extern "C" fn mem_free_host(_: *mut c_void) -> Code {
+unsafe extern "C" fn mem_host_unregister(_: *mut c_void) -> Code {
     Code::CUDA_ERROR_NOT_SUPPORTED
 }
 unsafe extern "C" fn mem_host_get_device_pointer(
@@ -893,9 +893,9 @@ pub(crate) fn entry_point(symbol: &CStr) -> *mut c_void {
         c"cuMemcpyDtoDAsync" => PFN_cuMemcpyDtoDAsync_v3020(memcpy_dtod_async),
         c"cuCtxResetPersistingL2Cache" => PFN_cuCtxResetPersistingL2Cache_v11000(ctx_reset_persisting_l2),
         c"cuCtxGetLimit" => PFN_cuCtxGetLimit_v3010(ctx_get_limit),
-        c"cuMemHostAlloc" => PFN_cuMemHostAlloc_v2020(mem_host_alloc),
+        c"cuMemHostRegister" => PFN_cuMemHostRegister_v6050(mem_host_register),
         c"cuMemFree" => PFN_cuMemFree_v3020(mem_free),
-        c"cuMemFreeHost" => PFN_cuMemFreeHost_v2000(mem_free_host),
+        c"cuMemHostUnregister" => PFN_cuMemHostUnregister_v4000(mem_host_unregister),
         c"cuMemHostGetDevicePointer" => PFN_cuMemHostGetDevicePointer_v3020(mem_host_get_device_pointer),
         c"cuStreamWaitValue32" => PFN_cuStreamWaitValue32_v11070(stream_wait_value32),
         c"cuStreamBeginCapture" => PFN_cuStreamBeginCapture_v10010(stream_begin_capture),

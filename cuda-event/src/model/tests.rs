@@ -817,3 +817,38 @@ fn captured_events_dropped_on_other_threads_or_by_exiting_threads_keep_a_bounded
         );
     });
 }
+
+/// Review 3's S11: a first poll racing a record on another stream never files its wait in the new
+/// stream's lane with the earlier record's stamp (which would put it at the front of that lane,
+/// holding up the lane's other futures until its work completes).
+#[test]
+fn a_read_of_an_events_order_never_pairs_a_new_stream_with_an_earlier_records_stamp() {
+    use crate::sync::atomic::{AtomicBool, Ordering};
+    check(300, || {
+        let (s1, s2) = (stream(), stream());
+        let event = Arc::new(Event::new());
+        event.record(&s1).unwrap();
+        let first = event
+            .watchers()
+            .order()
+            .expect("recorded on a stream of the crate's");
+        let done = Arc::new(AtomicBool::new(false));
+        let recorder = {
+            let (event, s2, done) = (event.clone(), s2.clone(), done.clone());
+            thread::spawn(move || {
+                event.record(&s2).unwrap();
+                done.store(true, Ordering::Relaxed);
+            })
+        };
+        // Reads (a first poll's) all through the second record.
+        while !done.load(Ordering::Relaxed) {
+            let seen = event.watchers().order().unwrap();
+            assert!(
+                seen.lane == first.lane || seen.stamp > first.stamp,
+                "the second record's stream paired with the first record's stamp"
+            );
+            thread::yield_now();
+        }
+        recorder.join().unwrap();
+    });
+}
