@@ -244,6 +244,11 @@ fn record(symbol: &'static str, event: sys::CUevent, stream: sys::CUstream, exte
             return Some(sticky);
         }
         let interprocess = flags & sys::cudaEventInterprocess != 0;
+        if w.capture_of(s)
+            .is_some_and(|c| w.captures[&c].invalidated.is_some())
+        {
+            return Some(Code::CUDA_ERROR_STREAM_CAPTURE_INVALIDATED); // source::P5_ISOLATION (c)
+        }
         match w.capture_of(s) {
             // Refused, the capture left valid (two-events, probe_destroy_ipc.txt).
             Some(_) if interprocess && !external => return Some(Code::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED),
@@ -377,9 +382,10 @@ unsafe extern "C" fn event_destroy(event: sys::CUevent) -> Code {
     })
 }
 
-unsafe extern "C" fn stream_wait_event(stream: sys::CUstream, event: sys::CUevent, _flags: c_uint) -> Code {
+unsafe extern "C" fn stream_wait_event(stream: sys::CUstream, event: sys::CUevent, flags: c_uint) -> Code {
     let (s, e) = (id(stream), id(event));
     let symbol = "cuStreamWaitEvent";
+    let external = flags & sys::cudaEventWaitExternal != 0;
     in_flight(symbol, &[Op::Read(symbol, e)], |w, _| {
         let Some(device) = w.stream(s, symbol).map(|st| st.device) else {
             return Some(BROKEN);
@@ -390,15 +396,42 @@ unsafe extern "C" fn stream_wait_event(stream: sys::CUstream, event: sys::CUeven
         if let Some(sticky) = w.sticky(device) {
             return Some(sticky);
         }
-        if let Last::InCapture(capture) = last {
-            if !w.captures[&capture].open {
+        // source::P5_ISOLATION, for each refusal below.
+        let waiting_in = w.capture_of(s);
+        if waiting_in.is_some_and(|c| w.captures[&c].invalidated.is_some()) {
+            return Some(Code::CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+        }
+        match (last, waiting_in) {
+            (Last::InCapture(capture), _) if !w.captures[&capture].open => {
                 return Some(Code::CUDA_ERROR_INVALID_VALUE);
             }
-            // CUDA's multi-stream capture: the waiting stream joins the capture.
-            let st = w.streams.get_mut(&s).expect("checked");
-            if st.capture.is_none() {
-                st.capture = Some(capture);
+            (Last::InCapture(capture), Some(other)) if other != capture && !external => {
+                for c in [capture, other] {
+                    let cap = w.captures.get_mut(&c).expect("open");
+                    cap.invalidated.get_or_insert_with(|| {
+                        format!("{symbol} merged two captures ({})", source::P5_ISOLATION)
+                    });
+                }
+                return Some(Code::CUDA_ERROR_STREAM_CAPTURE_MERGE);
             }
+            (Last::InCapture(capture), _) => {
+                // CUDA's multi-stream capture: the waiting stream joins the capture.
+                let st = w.streams.get_mut(&s).expect("checked");
+                if st.capture.is_none() {
+                    st.capture = Some(capture);
+                }
+            }
+            (Last::OnStream { .. }, Some(other)) if !external => {
+                let cap = w.captures.get_mut(&other).expect("open");
+                cap.invalidated.get_or_insert_with(|| {
+                    format!(
+                        "{symbol}: a plain wait on an event recorded outside the capture ({})",
+                        source::P5_ISOLATION
+                    )
+                });
+                return Some(Code::CUDA_ERROR_STREAM_CAPTURE_ISOLATION);
+            }
+            _ => {}
         }
         Some(OK)
     })

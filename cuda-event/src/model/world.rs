@@ -35,6 +35,19 @@ pub(crate) mod source {
     /// A CUDA event recorded into one capture, recorded again into another capture beside the
     /// first one's end, crashed at round 2 (review 3's probe P1, case r, on an H100).
     pub(crate) const P1_REUSE: &str = "bench/results/2026-12-06-h100-review-probes (probes-P1-P5.txt, P1 r)";
+    /// Beside another thread's global-mode capture, a caller in global mode is refused (900) the
+    /// potentially unsafe calls (queries, synchronizes, allocations, graph instantiation and
+    /// instance destroy) and the capture is invalidated; callers in thread-local or relaxed mode
+    /// are not (`capture_unsafe_calls.txt`, H100). A caller's own capture restricts it in global and
+    /// thread-local mode (CUDA's documentation of `cudaStreamCaptureMode`).
+    pub(crate) const UNSAFE_CALLS: &str =
+        "bench/results/2026-12-06-h100-review-probes (capture_unsafe_calls.txt)";
+    /// In a capture: a plain wait on an event recorded outside it answers 905 and invalidates it
+    /// (P5 a); a wait on another capture's record answers 902 and invalidates both (P5 b); work
+    /// into an invalidated capture answers 901 (P5 c); a wait on an ended capture's record answers
+    /// invalid value (P5 d). Review 3's probe P5, H100.
+    pub(crate) const P5_ISOLATION: &str =
+        "bench/results/2026-12-06-h100-review-probes (probes-P1-P5.txt, P5)";
     /// Undefined behaviour by CUDA's documentation.
     pub(crate) const CUDA_DOCS: &str = "CUDA driver API documentation (undefined behaviour)";
 }
@@ -311,18 +324,24 @@ impl World {
     /// not relaxed: CUDA refuses it and invalidates those captures (CUDA's documentation of
     /// `cuThreadExchangeStreamCaptureMode`).
     pub(crate) fn prohibited_by_a_capture(&mut self, me: TaskId, symbol: &str) -> Option<Code> {
-        if self.modes.get(&me).copied().unwrap_or(CaptureMode::Global) == CaptureMode::Relaxed {
+        // A global-mode caller is restricted by every global capture, any
+        // caller but a relaxed one by its own captures that are not relaxed.
+        let mine = self.modes.get(&me).copied().unwrap_or(CaptureMode::Global);
+        if mine == CaptureMode::Relaxed {
             return None;
         }
         let mut refused = false;
         for capture in self.captures.values_mut().filter(|c| c.open) {
-            let prohibits = capture.mode == CaptureMode::Global
+            let prohibits = (capture.mode == CaptureMode::Global && mine == CaptureMode::Global)
                 || (capture.thread == me && capture.mode != CaptureMode::Relaxed);
             if prohibits {
                 refused = true;
-                capture
-                    .invalidated
-                    .get_or_insert_with(|| format!("{symbol} on {me:?}, not in relaxed capture mode"));
+                capture.invalidated.get_or_insert_with(|| {
+                    format!(
+                        "{symbol} on {me:?}, not in relaxed capture mode ({})",
+                        source::UNSAFE_CALLS
+                    )
+                });
             }
         }
         refused.then_some(Code::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)
