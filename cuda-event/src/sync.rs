@@ -19,7 +19,7 @@ pub(crate) use self::model::*;
 
 #[cfg(not(cuda_event_model))]
 mod build {
-    pub(crate) use parking_lot::{Condvar, Mutex, RwLock};
+    pub(crate) use parking_lot::{Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
     pub(crate) use std::sync::atomic;
     pub(crate) use std::thread;
     pub(crate) use std::thread_local;
@@ -53,6 +53,7 @@ mod build {
 #[cfg(cuda_event_model)]
 mod model {
     pub(crate) use shuttle::sync::atomic;
+    pub(crate) use shuttle::sync::{RwLockReadGuard, RwLockWriteGuard};
     pub(crate) use shuttle::thread;
     pub(crate) use shuttle::thread_local;
     use std::ops::{Deref, DerefMut};
@@ -138,11 +139,11 @@ mod model {
             RwLock(shuttle::sync::RwLock::new(value))
         }
 
-        pub(crate) fn read(&self) -> shuttle::sync::RwLockReadGuard<'_, T> {
+        pub(crate) fn read(&self) -> RwLockReadGuard<'_, T> {
             self.0.read().unwrap_or_else(PoisonError::into_inner)
         }
 
-        pub(crate) fn write(&self) -> shuttle::sync::RwLockWriteGuard<'_, T> {
+        pub(crate) fn write(&self) -> RwLockWriteGuard<'_, T> {
             self.0.write().unwrap_or_else(PoisonError::into_inner)
         }
     }

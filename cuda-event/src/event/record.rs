@@ -30,6 +30,7 @@ use crate::event::{Escape, Event};
 use crate::stream::{Stream, capture_gate};
 use crate::sync::atomic::Ordering;
 use cuda_event_sys as sys;
+use std::sync::Arc;
 
 impl Event {
     /// Records the work submitted to `stream` so far: the event completes when that work has.
@@ -57,7 +58,16 @@ impl Event {
         };
         // From the capture check to the record: no begin or end of a capture the crate makes of
         // this stream falls between them (`capture_gate`).
-        let _gate = capture_checks::on().then(|| capture_gate::shared(stream.as_raw()));
+        let gate = capture_checks::on().then(|| capture_gate::shared(stream.as_raw()));
+        let ask = match gate.as_ref().and_then(|gate| gate.capture_of(stream.as_raw())) {
+            // A capture the crate is making: known without asking CUDA.
+            Some(capture) => Ask {
+                capturing: Some(true),
+                capture: Some(capture),
+                ..ask
+            },
+            None => ask,
+        };
         let stamp = Watchers::stamp();
         let recorded = match self.created.get() {
             Some(handle) => self.record_handle(d, handle, stream, ask)?,
@@ -94,7 +104,7 @@ impl Event {
     /// Not `#[cold]`: a new event's first record is a hot path (the pool makes it cost about a
     /// record), and a cold function gets little inlined into it.
     #[inline(never)]
-    fn record_first(&self, d: &Driver, stream: &Stream, ask: Ask) -> Result<Recorded> {
+    fn record_first(&self, d: &Driver, stream: &Stream, ask: Ask<'_>) -> Result<Recorded> {
         let _creating = self.creating.lock();
         if let Some(handle) = self.created.get() {
             // Another thread's first record came first.
@@ -104,7 +114,10 @@ impl Event {
         // The stream's check first: a pooled event made in the instance the stream is alive in
         // needs no check of its own (one driver call in all, as for any record).
         let known_alive = stream.made_in().ensure_alive(d, None)?;
-        let capturing = capture_checks::on() && stream.in_context(d, || stream.is_capturing_with(d))?;
+        let capturing = match ask.capturing {
+            Some(capturing) => capturing,
+            None => capture_checks::on() && stream.in_context(d, || stream.is_capturing_with(d))?,
+        };
         if capturing && ask.refuse_capture {
             return Err(Error::StreamCapturing); // before any CUDA event is taken
         }
@@ -142,7 +155,13 @@ impl Event {
     /// Records on `stream`: `handle` (the published CUDA event, or the one a first record is about
     /// to publish) outside a capture or as an external node, this thread's captured CUDA event
     /// into a capture.
-    fn record_handle(&self, d: &Driver, handle: &EventHandle, stream: &Stream, ask: Ask) -> Result<Recorded> {
+    fn record_handle(
+        &self,
+        d: &Driver,
+        handle: &EventHandle,
+        stream: &Stream,
+        ask: Ask<'_>,
+    ) -> Result<Recorded> {
         if handle.device() != stream.device() {
             return Err(Error::DeviceMismatch {
                 event: handle.device(),
@@ -158,7 +177,7 @@ impl Event {
             if !capturing {
                 return self.record_on_the_stream(d, handle, stream);
             }
-            self.record_into_capture(d, handle, stream, ask.refuse_capture)
+            self.record_into_capture(d, handle, stream, ask)
         })
     }
 
@@ -171,13 +190,13 @@ impl Event {
         d: &Driver,
         handle: &EventHandle,
         stream: &Stream,
-        refuse_capture: bool,
+        ask: Ask<'_>,
     ) -> Result<Recorded> {
-        if refuse_capture {
+        if ask.refuse_capture {
             return Err(Error::StreamCapturing);
         }
         if !self.options.external {
-            return self.record_captured(d, handle, stream);
+            return self.record_captured(d, handle, stream, ask.capture);
         }
         d.event_record_with_flags.call(|f| {
             // SAFETY: a live event and stream of one device (checked by the caller); the flag is a
@@ -193,11 +212,21 @@ impl Event {
     /// the stream's device and that capture (see `last_record` and `captured`): the one it used
     /// for its last record into the same capture, or one whose capture is over, or a new one.
     #[cold]
-    fn record_captured(&self, d: &Driver, published: &EventHandle, stream: &Stream) -> Result<Recorded> {
+    fn record_captured(
+        &self,
+        d: &Driver,
+        published: &EventHandle,
+        stream: &Stream,
+        known: Option<&Arc<captured::Capture>>,
+    ) -> Result<Recorded> {
         if self.options.interprocess {
             return Err(Error::CapturedInterprocessEvent);
         }
-        let capture = match captured::capture_of(d, stream)? {
+        let found = match known {
+            Some(capture) => captured::Capturing::Into(capture.clone()),
+            None => captured::capture_of(d, stream)?,
+        };
+        let capture = match found {
             captured::Capturing::Into(capture) => capture,
             // Another thread ended the capture since the check: a record on the stream now.
             captured::Capturing::Nothing => return self.record_on_the_stream(d, published, stream),
@@ -275,11 +304,13 @@ impl Event {
 
 /// How a record is asked for.
 #[derive(Clone, Copy, Default)]
-struct Ask {
+struct Ask<'a> {
     /// A context instance the caller just found alive.
     known_alive: Option<ContextInstance>,
     /// Whether the stream is being captured, if the caller asked already.
     capturing: Option<bool>,
+    /// The capture the crate is making of the stream, if it is making one (`capture_gate`).
+    capture: Option<&'a Arc<captured::Capture>>,
     /// A stream being captured gets `Error::StreamCapturing`, and nothing is recorded.
     refuse_capture: bool,
 }

@@ -852,3 +852,30 @@ fn a_read_of_an_events_order_never_pairs_a_new_stream_with_an_earlier_records_st
         recorder.join().unwrap();
     });
 }
+
+/// Records into a capture the crate is making (`Stream::capture`) know it without asking CUDA: no
+/// `cuStreamIsCapturing` nor `cuStreamGetCaptureInfo` (the stream's capture gate lists it); and
+/// the capture ends valid with the record's CUDA event kept for it until then.
+#[test]
+fn records_into_a_capture_the_crate_makes_ask_cuda_nothing_about_the_capture() {
+    check_once(|| {
+        let cap = Stream::new(0).unwrap();
+        let event = Event::new();
+        event.record(&cap).unwrap(); // published, outside the capture
+        let graph = cap
+            .capture(crate::CaptureMode::ThreadLocal, |s| {
+                event.record(s)?; // the captured CUDA event: made now
+                super::reset_calls();
+                event.record(s)?; // the same one, the same capture
+                let calls: Vec<_> = super::calls().into_iter().map(|(call, _)| call).collect();
+                assert!(
+                    !calls.contains(&"cuStreamIsCapturing") && !calls.contains(&"cuStreamGetCaptureInfo"),
+                    "a record into the crate's capture asked CUDA: {calls:?}"
+                );
+                Ok(())
+            })
+            .expect("the capture ends valid");
+        drop(graph);
+        assert!(matches!(event.query(), Err(Error::Cuda(e)) if e.code() == 907));
+    });
+}

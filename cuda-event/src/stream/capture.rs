@@ -85,13 +85,16 @@ impl Stream {
         self.in_context(d, || {
             let raw = self.as_raw();
             let capture = {
-                let _alone = capture_gate::exclusive(raw);
+                let mut alone = capture_gate::exclusive(raw);
                 d.stream_begin_capture.call(|f| {
                     // SAFETY: a live stream; capture only changes how later work on it is queued.
                     unsafe { f(raw, mode.to_driver()) }
                 })?;
                 match captured::capture_of(d, self) {
-                    Ok(captured::Capturing::Into(capture)) => Some(capture),
+                    Ok(captured::Capturing::Into(capture)) => {
+                        alone.began(raw, capture.clone());
+                        Some(capture)
+                    }
                     _ => None,
                 }
             };
@@ -138,11 +141,13 @@ impl Open {
             // SAFETY: the stream this capture began on; writes the graph through a live reference.
             d.stream_end_capture.call(|f| unsafe { f(stream, graph) })
         };
-        let _alone = capture_gate::exclusive(stream);
-        match &self.capture {
+        let mut alone = capture_gate::exclusive(stream);
+        let ended = match &self.capture {
             Some(capture) => capture.end(end),
             None => end(),
-        }
+        };
+        alone.ended(stream);
+        ended
     }
 }
 

@@ -10,32 +10,66 @@
 //! crate straddles a begin or an end the crate makes. A capture begun or ended by raw CUDA calls
 //! takes no gate: that race stays the caller's (the capture-safety table in the crate's docs).
 //!
+//! Each gate also lists the streams of its set that the crate is capturing, with their captures,
+//! so that a record on such a stream knows where it goes without asking CUDA.
+//!
 //! The gates are a fixed set, picked by the stream's raw handle (two `Stream`s borrowing one CUDA
 //! stream share a gate), each on a cache line of its own so that threads on different streams
 //! rarely meet.
 
-use crate::sync::{Lazy, RwLock};
+use crate::event::captured::Capture;
+use crate::sync::{Lazy, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use cuda_event_sys as sys;
+use std::sync::Arc;
 
 const GATES: usize = 64;
 
+/// The streams of this gate that the crate is capturing now, with their captures.
+type Capturing = Vec<(usize, Arc<Capture>)>;
+
 #[repr(align(128))]
-struct Gate(RwLock<()>);
+struct Gate(RwLock<Capturing>);
 
-static ALL: Lazy<Vec<Gate>> = Lazy::new(|| (0..GATES).map(|_| Gate(RwLock::new(()))).collect());
+static ALL: Lazy<Vec<Gate>> = Lazy::new(|| (0..GATES).map(|_| Gate(RwLock::new(Vec::new()))).collect());
 
-fn gate(stream: sys::cudaStream_t) -> &'static RwLock<()> {
+fn gate(stream: sys::cudaStream_t) -> &'static RwLock<Capturing> {
     // Stream handles are pointers to allocations of at least 64 bytes: the low bits carry nothing.
     let at = ((stream as usize) >> 6) % GATES;
     &ALL.get()[at].0
 }
 
+/// Held by a record or host-function launch on a stream from its capture check to its CUDA call.
+pub(crate) struct Shared(RwLockReadGuard<'static, Capturing>);
+
+impl Shared {
+    /// The capture the crate is making of `stream`, if it is making one: known without asking
+    /// CUDA, and certain while this is held.
+    pub(crate) fn capture_of(&self, stream: sys::cudaStream_t) -> Option<&Arc<Capture>> {
+        self.0.iter().find(|(s, _)| *s == stream as usize).map(|(_, c)| c)
+    }
+}
+
+/// Held by the crate's begin and end of a capture of a stream.
+pub(crate) struct Exclusive(RwLockWriteGuard<'static, Capturing>);
+
+impl Exclusive {
+    /// The crate began `capture` of `stream`.
+    pub(crate) fn began(&mut self, stream: sys::cudaStream_t, capture: Arc<Capture>) {
+        self.0.push((stream as usize, capture));
+    }
+
+    /// The crate ended its capture of `stream`.
+    pub(crate) fn ended(&mut self, stream: sys::cudaStream_t) {
+        self.0.retain(|(s, _)| *s != stream as usize);
+    }
+}
+
 /// Held by a record or host-function launch on `stream` from its capture check to its CUDA call.
-pub(crate) fn shared(stream: sys::cudaStream_t) -> impl Sized {
-    gate(stream).read()
+pub(crate) fn shared(stream: sys::cudaStream_t) -> Shared {
+    Shared(gate(stream).read())
 }
 
 /// Held by the crate's begin and end of a capture of `stream`.
-pub(crate) fn exclusive(stream: sys::cudaStream_t) -> impl Sized {
-    gate(stream).write()
+pub(crate) fn exclusive(stream: sys::cudaStream_t) -> Exclusive {
+    Exclusive(gate(stream).write())
 }
