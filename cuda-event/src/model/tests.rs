@@ -867,7 +867,7 @@ fn records_into_a_capture_the_crate_makes_ask_cuda_nothing_about_the_capture() {
                 event.record(s)?; // the captured CUDA event: made now
                 super::reset_calls();
                 event.record(s)?; // the same one, the same capture
-                let calls: Vec<_> = super::calls().into_iter().map(|(call, _)| call).collect();
+                let calls: Vec<_> = super::calls().into_keys().collect();
                 assert!(
                     !calls.contains(&"cuStreamIsCapturing") && !calls.contains(&"cuStreamGetCaptureInfo"),
                     "a record into the crate's capture asked CUDA: {calls:?}"
