@@ -14,6 +14,8 @@ use crate::sync::atomic::{AtomicBool, Ordering};
 /// Set by the first check before a CUDA call; a child forked after it is marked.
 static USED: AtomicBool = AtomicBool::new(false);
 static FORKED: AtomicBool = AtomicBool::new(false);
+/// Set in every forked child, CUDA or not: for the crate's host-only state (a `Trace`'s locks).
+static FORKED_AT_ALL: AtomicBool = AtomicBool::new(false);
 
 /// Registers the child handler when the program starts, before any thread can fork: registering
 /// it at first use instead could leave a child that forked meanwhile with a registration half
@@ -33,6 +35,7 @@ extern "C" fn register_child_handler() {
 
 #[cfg(target_os = "linux")]
 extern "C" fn mark_child() {
+    FORKED_AT_ALL.store(true, Ordering::Relaxed);
     if USED.load(Ordering::Relaxed) {
         FORKED.store(true, Ordering::Relaxed);
     }
@@ -51,6 +54,14 @@ pub(crate) fn keep_the_registration() {
 #[inline]
 pub(crate) fn in_forked_child() -> bool {
     FORKED.load(Ordering::Relaxed)
+}
+
+/// Whether this process is a forked child at all, whether or not the crate had called CUDA before
+/// the fork: its locks may be held by threads that did not fork, so the crate's host-only state
+/// (a `Trace`) takes none of them.
+#[inline]
+pub(crate) fn in_any_forked_child() -> bool {
+    FORKED_AT_ALL.load(Ordering::Relaxed) || in_forked_child()
 }
 
 /// The check before every CUDA call the crate makes on a caller's behalf: `Err(ForkedChild)` in a

@@ -54,6 +54,7 @@ fn records_into_a_capture_beside_the_end_of_another_that_held_the_event_never_cr
     let before = cuda_event::cuda_events_alive();
     let meet = Barrier::new(2);
     let reused = Event::new();
+    let began = Instant::now();
     let c1_failed = std::thread::scope(|s| {
         let ender = s.spawn(|| {
             let mut failed = 0;
@@ -106,6 +107,7 @@ fn records_into_a_capture_beside_the_end_of_another_that_held_the_event_never_cr
         }
         ender.join().unwrap()
     });
+    println!("{rounds} rounds in {:?}", began.elapsed());
     assert_eq!(c1_failed, 0, "captures of A that ended invalid");
     drop(reused);
     // Every graph is gone, so every captured CUDA event's capture is over: what is kept is bounded
@@ -133,6 +135,7 @@ fn the_crates_captures_beside_records_host_functions_and_reads_on_their_stream_n
         AtomicU64::new(0),
         AtomicU64::new(0),
     );
+    let began = Instant::now();
     std::thread::scope(|s| {
         s.spawn(|| {
             while !stop.load(Ordering::Relaxed) {
@@ -170,7 +173,8 @@ fn the_crates_captures_beside_records_host_functions_and_reads_on_their_stream_n
     });
     stream.synchronize().unwrap();
     println!(
-        "{rounds} captures; {} records, {} host functions launched, {} refused for a capture, {} reads",
+        "{rounds} captures in {:?}; {} records, {} host functions launched, {} refused for a capture, {} reads",
+        began.elapsed(),
         records.into_inner(),
         host_fns.into_inner(),
         captured.into_inner(),
@@ -190,7 +194,7 @@ fn cuda_events_alive_stays_bounded_over_10000_threads_that_each_capture() {
     // The thread's pools and the kept captured events, warmed.
     drop(stream.record_event().unwrap());
     let before = cuda_event::cuda_events_alive();
-    let mut most = 0;
+    let (mut most, began) = (0, Instant::now());
     for round in 0..rounds {
         let stream = &stream;
         let event = std::thread::scope(|s| {
@@ -218,6 +222,10 @@ fn cuda_events_alive_stays_bounded_over_10000_threads_that_each_capture() {
         drop(event); // on this thread, not the one that recorded it
         most = most.max(cuda_event::cuda_events_alive().saturating_sub(before));
     }
+    println!(
+        "{rounds} threads in {:?}; at most {most} more CUDA events alive",
+        began.elapsed()
+    );
     assert!(
         most <= 128,
         "{most} more CUDA events alive at most over {rounds} threads"

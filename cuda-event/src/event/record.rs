@@ -235,6 +235,17 @@ impl Event {
         let thread = last_record::thread_token().unwrap_or(last_record::NO_THREAD);
         // This event's list first, then the capture's entry, as a fork takes them.
         let mut entries = self.captured.lock();
+        // Another thread's entry whose capture is over serves no fork and no record: its CUDA
+        // event goes back, so that one event recorded into captures by many threads keeps one per
+        // capture alive, not one per thread that ever did.
+        if entries.iter().any(|c| c.thread != thread && c.capture.is_over()) {
+            for Captured { capture, handle, .. } in entries
+                .extract_if(.., |c| c.thread != thread && c.capture.is_over())
+                .collect::<Vec<_>>()
+            {
+                captured::give(capture, flags, handle);
+            }
+        }
         // Until the record returns, the crate's own end of that capture waits (`Capture::end`).
         let entered = capture.clone();
         let Some(_entry) = entered.enter() else {

@@ -879,3 +879,29 @@ fn records_into_a_capture_the_crate_makes_ask_cuda_nothing_about_the_capture() {
         assert!(matches!(event.query(), Err(Error::Cuda(e)) if e.code() == 907));
     });
 }
+
+/// One `Event` recorded into captures by many threads in turn keeps a CUDA event per capture that
+/// may still hold one, not one per thread that ever recorded it (the S2 fix's review).
+#[test]
+fn one_event_recorded_into_captures_by_many_threads_keeps_a_bounded_number() {
+    check_once(|| {
+        let cap = stream();
+        let event = Arc::new(Event::new());
+        let mut alive = Vec::new();
+        for _ in 0..6 {
+            let (cap, event) = (cap.clone(), event.clone());
+            thread::spawn(move || {
+                begin_capture(&cap, CaptureMode::ThreadLocal);
+                event.record(&cap).unwrap();
+                end_capture(&cap).unwrap();
+            })
+            .join()
+            .unwrap();
+            alive.push(crate::cuda_events_alive());
+        }
+        assert!(
+            alive[5] <= alive[1],
+            "CUDA events alive after each thread's capture: {alive:?}"
+        );
+    });
+}

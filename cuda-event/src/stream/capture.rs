@@ -6,7 +6,7 @@
 //! other captures from then on, instead of once the graph is destroyed.
 
 use crate::capture_mode::RelaxedCapture;
-use crate::context::ContextInstance;
+use crate::context::{ContextInstance, MadeIn};
 use crate::driver::{Driver, driver};
 use crate::error::{Error, Result};
 use crate::event::captured;
@@ -92,7 +92,11 @@ impl Stream {
                 })?;
                 match captured::capture_of(d, self) {
                     Ok(captured::Capturing::Into(capture)) => {
-                        alone.began(raw, capture.clone());
+                        // The per-thread stream's handle names another stream on every thread:
+                        // not listed, so records on it ask CUDA.
+                        if raw != sys::cudaStreamPerThread {
+                            alone.began(raw, capture.clone());
+                        }
                         Some(capture)
                     }
                     _ => None,
@@ -187,7 +191,9 @@ impl Graph {
             });
         }
         let d = driver("Graph::launch")?;
-        stream.made_in().ensure_alive(d, None)?;
+        // The graph's instance as well as the stream's: a reset destroyed the graph with it.
+        let graphs = MadeIn::new(self.device, self.made_in);
+        MadeIn::ensure_both_alive(d, graphs, stream.made_in(), None)?;
         let mut exec = self.exec.lock();
         if exec.is_null() {
             let (_, _current) = ContextInstance::enter_primary(d, self.device)?;

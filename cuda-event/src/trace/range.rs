@@ -41,7 +41,9 @@ impl Trace {
         name: impl Into<Cow<'static, str>>,
     ) -> Result<GpuRange<'t, 's>> {
         // Before any lock: in a forked child, one may be held by a thread that did not fork.
-        crate::fork::refuse_in_forked_child()?;
+        if crate::fork::in_any_forked_child() {
+            return Err(Error::ForkedChild);
+        }
         if !self.take_room() {
             return Ok(GpuRange {
                 _trace: PhantomData,
@@ -117,7 +119,7 @@ impl Trace {
     /// is full.
     pub(super) fn open_host(&self, name: Cow<'static, str>) -> Option<(Arc<Lane>, usize)> {
         // None in a forked child, whose locks a thread that did not fork may hold.
-        if crate::fork::in_forked_child() || !self.take_room() {
+        if crate::fork::in_any_forked_child() || !self.take_room() {
             return None;
         }
         let lane = self.lane();
@@ -204,7 +206,9 @@ impl GpuRange<'_, '_> {
         };
         // A range the parent opened, closed in a forked child: left to the parent's copy (the
         // lane's lock may be held by a thread that did not fork).
-        crate::fork::refuse_in_forked_child()?;
+        if crate::fork::in_any_forked_child() {
+            return Err(Error::ForkedChild);
+        }
         let mismatch = on.filter(|s| s.device() != self.stream.device());
         let stream = match on {
             Some(s) if mismatch.is_none() => s,
@@ -264,7 +268,7 @@ impl HostRange<'_> {
 
 /// Closes a host span that [`Trace::open_host`] opened.
 pub(super) fn close_host((lane, slot): (Arc<Lane>, usize)) {
-    if crate::fork::in_forked_child() {
+    if crate::fork::in_any_forked_child() {
         return; // as for a GPU range's close
     }
     let nvtx = lane.inner.lock().close(slot, Ok(None));

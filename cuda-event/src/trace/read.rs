@@ -14,7 +14,7 @@ impl Trace {
     /// Takes the complete ranges out of the trace without waiting for the others, and counts
     /// what it left and what was lost. See [`Trace`] and [`TracedRange`].
     pub fn take_complete(&self) -> Complete {
-        if crate::fork::in_forked_child() {
+        if crate::fork::in_any_forked_child() {
             // Nothing in a forked child: the parent's threads, which may hold the trace's locks,
             // did not fork, and the parent reads the ranges.
             return Complete::default();
