@@ -62,7 +62,10 @@ fn a_device_reset_during_a_measurement_is_an_error_not_a_crash() {
         Ok::<(), cuda_event::Error>(())
     });
     println!("measure across a reset after {calls} calls of the work: {measured:?}");
-    assert!(measured.is_err(), "a measurement across a reset gave {measured:?}");
+    assert!(
+        measured.is_err(),
+        "a measurement across a reset gave {measured:?}"
+    );
     // The crate's memory after the reset: a new measurement makes its own.
     let stream = Stream::new(0).unwrap();
     let quick = cuda_event::MeasureOptions::default().min_time(std::time::Duration::from_millis(20));

@@ -217,18 +217,18 @@ unsafe extern "C" fn event_create(event: *mut sys::CUevent, flags: c_uint) -> Co
 }
 
 /// The op a record of `event` on `stream` is, decided when it is called.
-fn record_op(event: u64, stream: u64, external: bool) -> Op {
+fn record_ops(event: u64, stream: u64, external: bool) -> Vec<Op> {
     with(|w| match w.capture_of(stream) {
-        Some(_) if external => Op::RecordExternal(event),
-        Some(_) => Op::RecordCaptured(event),
-        None => Op::RecordPlain(event),
+        Some(c) if external => vec![Op::RecordExternal(event), Op::IntoCapture(c)],
+        Some(c) => vec![Op::RecordCaptured(event), Op::IntoCapture(c)],
+        None => vec![Op::RecordPlain(event)],
     })
 }
 
 fn record(symbol: &'static str, event: sys::CUevent, stream: sys::CUstream, external: bool) -> Code {
     let (e, s) = (id(event), id(stream));
-    let op = record_op(e, s, external);
-    in_flight(symbol, &[op], |w, _| {
+    let ops = record_ops(e, s, external);
+    in_flight(symbol, &ops, |w, _| {
         let Some(st) = w.stream(s, symbol) else {
             return Some(BROKEN);
         };
@@ -694,9 +694,14 @@ unsafe extern "C" fn stream_get_capture_info(
     count: *mut usize,
 ) -> Code {
     let s = id(stream);
-    call("cuStreamGetCaptureInfo", |w, _| {
-        let Some(capture) = w.stream(s, "cuStreamGetCaptureInfo").map(|st| st.capture) else {
-            return BROKEN;
+    let symbol = "cuStreamGetCaptureInfo";
+    let ops: Vec<Op> = with(|w| w.capture_of(s))
+        .map(Op::IntoCapture)
+        .into_iter()
+        .collect();
+    in_flight(symbol, &ops, |w, _| {
+        let Some(capture) = w.stream(s, symbol).map(|st| st.capture) else {
+            return Some(BROKEN);
         };
         let (answer, c, g) = match capture.map(|c| (c, &w.captures[&c])) {
             Some((c, capture)) if capture.open && capture.invalidated.is_some() => (
@@ -727,7 +732,7 @@ unsafe extern "C" fn stream_get_capture_info(
                 *count = 0;
             }
         }
-        OK
+        Some(OK)
     })
 }
 

@@ -48,6 +48,11 @@ pub(crate) mod source {
     /// invalid value (P5 d). Review 3's probe P5, H100.
     pub(crate) const P5_ISOLATION: &str =
         "bench/results/2026-12-06-h100-review-probes (probes-P1-P5.txt, P5)";
+    /// `cudaStreamGetCaptureInfo` of a stream, and a record of a fresh event on it, beside another
+    /// thread's end of that stream's capture crashed (probe capture_end_signals, i and e, H100);
+    /// `cudaStreamIsCapturing` there did not (q).
+    pub(crate) const INTO_THE_END: &str =
+        "bench/results/2026-12-06-h100-capture-signals (capture_end_signals-iqe.txt, i and e)";
     /// Undefined behaviour by CUDA's documentation.
     pub(crate) const CUDA_DOCS: &str = "CUDA driver API documentation (undefined behaviour)";
 }
@@ -144,6 +149,8 @@ pub(crate) enum Op {
     RecordPlain(u64),
     /// An external record of the event into an open capture (a node of the graph).
     RecordExternal(u64),
+    /// A call into an open capture (by its id): a record into it, a read of its capture info.
+    IntoCapture(u64),
     /// The end of a capture, with the events it held when it began to end.
     EndCapture(u64, Vec<u64>),
     Destroy(u64),
@@ -400,6 +407,10 @@ fn conflict(a: &Op, b: &Op) -> Option<(&'static str, &'static str)> {
         (Op::RecordPlain(e), Op::EndCapture(_, held)) if held.contains(e) => Some((
             "a record of an event on a stream beside the end of a capture that holds its record (SIGSEGV)",
             source::TWO_EVENTS,
+        )),
+        (Op::IntoCapture(c), Op::EndCapture(d, _)) if c == d => Some((
+            "a call into a capture (a record, its capture info) beside that capture's end (SIGSEGV)",
+            source::INTO_THE_END,
         )),
         (Op::Destroy(e), Op::EndCapture(_, held)) if held.contains(e) => Some((
             "a destroy of an event beside the end of a capture that holds its record (SIGSEGV)",
