@@ -257,7 +257,9 @@ impl Event {
             return Err(d.stream_wait_event.error(CUresult::CUDA_ERROR_CAPTURED_EVENT));
         };
         MadeIn::ensure_both_alive(d, mine.handle.made_in(), stream.made_in(), None)?;
-        self.wait_handle(d, &mine.handle, stream, false)
+        self.wait_handle(d, &mine.handle, stream, false)?;
+        captured::forked(stream.as_raw(), &mine.capture);
+        Ok(())
     }
 
     /// The stream wait; `check_exporter`: first ask whether an imported event's exporter is gone.

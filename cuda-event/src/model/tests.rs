@@ -905,3 +905,34 @@ fn one_event_recorded_into_captures_by_many_threads_keeps_a_bounded_number() {
         );
     });
 }
+
+/// Another thread's records on a stream that the crate's wait forked into a capture the crate is
+/// making never overlap that capture's end: neither the record into it nor a read of its capture
+/// info (which crashes beside the end, capture_end_signals i) runs while the end does.
+#[test]
+fn the_crates_end_of_a_capture_never_overlaps_a_record_into_it_on_a_forked_stream() {
+    use crate::sync::atomic::{AtomicBool, Ordering};
+    check(300, || {
+        let (main, side) = (stream(), stream());
+        let event = Arc::new(Event::new());
+        let forked = Arc::new(AtomicBool::new(false));
+        let recorder = {
+            let (side, event, forked) = (side.clone(), event.clone(), forked.clone());
+            thread::spawn(move || {
+                while !forked.load(Ordering::Relaxed) {
+                    thread::yield_now();
+                }
+                for _ in 0..2 {
+                    let _ = event.record(&side); // into the capture, or on the stream after it
+                }
+            })
+        };
+        let _ = main.capture(crate::CaptureMode::Relaxed, |s| {
+            side.wait_stream(s)?; // fork: side joins the capture
+            forked.store(true, Ordering::Relaxed);
+            s.wait_stream(&side) // join
+        });
+        forked.store(true, Ordering::Relaxed);
+        recorder.join().unwrap();
+    });
+}
