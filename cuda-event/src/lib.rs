@@ -117,8 +117,9 @@
 //!   an interprocess timing event is rejected there. The CUDA event is created on the first
 //!   [`Event::record`] (on the stream's device) or [`Event::ipc_handle`] (on the current device),
 //!   exactly once when threads race (a first record takes the event's lock); after that record,
-//!   wait, query, synchronize and elapsed_time take no lock and never wait for one another, on any
-//!   thread, graph captures included (see [`Event`]'s "Recorded into a graph capture").
+//!   records outside captures, wait, query, synchronize and elapsed_time take no lock and never
+//!   wait for one another, on any thread; records into captures and the forks they allow take the
+//!   event's lock (see [`Event`]'s "Recorded into a graph capture").
 //! - [`Stream`]: owned streams, a device's default streams, and streams borrowed from other
 //!   libraries; [`device_count`], [`current_device`], [`set_device`] and [`DeviceGuard`].
 //! - [`Error`] says what went wrong: a CUDA call's code, name and message, or one of the misuses

@@ -400,6 +400,10 @@ impl Event {
     /// keeps this event's CUDA event out of the reuse pool (see "Reuse" above). Don't record it
     /// into a stream capture: the crate reads it from any thread, and CUDA can crash when such a
     /// read overlaps a record into a capture or the capture's end (record the `Event` instead).
+    ///
+    /// It never carries a record made into a capture: after a plain record of the `Event` into a
+    /// capture, code waiting on this handle waits on the `Event`'s last record outside captures
+    /// (a wait through the `Event` on the recording thread forks the capture instead).
     pub fn as_raw(&self) -> Option<sys::cudaEvent_t> {
         let handle = self.created.get()?;
         self.escape(Escape::ToCaller);
@@ -429,7 +433,8 @@ impl Event {
 
     /// Gives up the raw handle, for C or another crate to use and destroy (`cudaEventDestroy`);
     /// `None` if the CUDA event was never created. In a forked child (see the crate's docs on
-    /// `fork`) the handle is the parent's, which the child must not use.
+    /// `fork`) the handle is the parent's, which the child must not use. As for
+    /// [`as_raw`](Self::as_raw), the handle carries no record made into a capture.
     pub fn into_raw(self) -> Option<sys::cudaEvent_t> {
         let mut this = ManuallyDrop::new(self);
         if crate::fork::in_forked_child() {
@@ -437,8 +442,9 @@ impl Event {
             return this.created.take().map(EventHandle::release);
         }
         let raw = this.give_up().map(EventHandle::release);
-        // SAFETY: `this` is not used again; its fields own no CUDA resource now that `give_up` has
-        // emptied `created` and `captured`, so dropping them in place only frees Rust memory.
+        // SAFETY: `this` is not used again. Dropping it in place runs `Event`'s `Drop`, whose
+        // `give_up` finds nothing left to give up (`created` and `captured` emptied, every cell
+        // abandoned, the export forgotten: each step is idempotent), then frees Rust memory.
         unsafe { ManuallyDrop::drop(&mut this) };
         raw
     }
