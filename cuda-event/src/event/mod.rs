@@ -105,9 +105,11 @@ use std::mem::ManuallyDrop;
 /// stream and into no destroy until that capture is over (the crate ended it, or CUDA destroyed
 /// its graph), whichever `Event` or thread uses it next. What is kept so is bounded by the captures
 /// and graphs alive, and counts in [`cuda_events_alive`](crate::cuda_events_alive). A wait that
-/// forks a capture needs the waiting thread's record to be the event's last. An
-/// [`interprocess`](EventBuilder::interprocess) event is not recorded into a capture
-/// ([`Error::CapturedInterprocessEvent`]): its importers could never see that record.
+/// forks a capture needs the waiting thread's record to be the event's last. A plain record of an
+/// [`interprocess`](EventBuilder::interprocess) event into a capture is refused
+/// ([`Error::CapturedInterprocessEvent`]; CUDA answers 900 too): its importers could never see that
+/// record. An interprocess event that is also [`external`](EventBuilder::external) records into a
+/// capture as a node of the graph, which CUDA accepts, launches and exports (review 3's P4).
 ///
 /// # Captures other threads make: what holds beside each
 /// Captures made with [`Stream::capture`] need no rule of the caller's: the crate's begin and end
