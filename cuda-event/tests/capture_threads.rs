@@ -40,6 +40,44 @@ fn is_a_reads_answer(read: &Result<bool, Error>) -> bool {
     }
 }
 
+/// `Stream::capture` with a fork and join through the crate's waits captures both streams' work
+/// (none of it runs during the capture), and each replay that `Graph::launch_completion` awaits
+/// does it again.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_capture_through_the_crate_replays_its_forked_work_at_each_awaited_launch() {
+    let _gpu = common::gpu();
+    let (main, side) = (new_stream(), new_stream());
+    let (first, second) = (
+        common::TestBuffer::new(0, 1 << 20),
+        common::TestBuffer::new(0, 1 << 20),
+    );
+    first.memset(&main, 0);
+    second.memset(&main, 0);
+    main.synchronize().unwrap();
+    let graph = main
+        .capture(CaptureMode::ThreadLocal, |s| {
+            first.memset(s, 3);
+            side.wait_stream(s)?; // fork
+            second.memset(&side, 5);
+            s.wait_stream(&side) // join
+        })
+        .unwrap();
+    assert_eq!(
+        (first.read(16), second.read(16)),
+        (vec![0; 16], vec![0; 16]),
+        "ran during the capture"
+    );
+    for _ in 0..2 {
+        common::block_on(graph.launch_completion(&main).unwrap()).unwrap();
+        assert_eq!(first.read(1 << 20), vec![3; 1 << 20]);
+        assert_eq!(second.read(1 << 20), vec![5; 1 << 20]);
+        first.memset(&main, 0);
+        second.memset(&main, 0);
+        main.synchronize().unwrap();
+    }
+}
+
 /// S1's shape: thread U captures stream A (C1); thread T records an `Event` into C1, then, while
 /// U ends C1, records an `Event` into C2, its own capture of stream B, and forks and joins C2
 /// through the crate. The second `Event` is the same one in half the rounds, and in the other half

@@ -212,6 +212,22 @@ impl Graph {
         })
     }
 
+    /// [`launch`](Self::launch), then a future that resolves once that replay (and all the work
+    /// queued on `stream` before it) has completed, as [`Stream::completion`].
+    ///
+    /// ```no_run
+    /// # async fn example(graph: &cuda_event::Graph, stream: &cuda_event::Stream) -> cuda_event::Result<()> {
+    /// graph.launch_completion(stream)?.await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// Those of [`launch`](Self::launch); the future's, as [`Stream::completion`]'s.
+    pub fn launch_completion(&self, stream: &Stream) -> Result<crate::Completion<'static>> {
+        self.launch(stream)?;
+        Ok(stream.completion())
+    }
+
     /// The raw graph, for CUDA's graph API (it stays owned by this `Graph`).
     pub fn as_raw(&self) -> sys::CUgraph {
         self.graph
