@@ -47,10 +47,15 @@ fn a_device_reset_during_a_measurement_is_an_error_not_a_crash() {
         return;
     }
     let stream = Stream::new(0).unwrap();
+    // CUDA_EVENT_TEST_RESET_MODE picks the measurement's mode, to tell which part a failure is in.
+    let mode = std::env::var("CUDA_EVENT_TEST_RESET_MODE").unwrap_or_default();
     let options = cuda_event::MeasureOptions::default()
         .min_time(std::time::Duration::from_secs(3))
         .timeout(std::time::Duration::from_secs(10))
-        .sm_clock(true);
+        .gate(!mode.contains("nogate"))
+        .sm_clock(!mode.contains("nosm"))
+        .graph(mode.contains("graph"));
+    println!("mode {mode:?}: {options:?}");
     let mut calls = 0;
     let measured = cuda_event::measure(&stream, &options, |_| {
         calls += 1;
@@ -58,6 +63,7 @@ fn a_device_reset_during_a_measurement_is_an_error_not_a_crash() {
             // SAFETY: resets the current device (the stream's) between the crate's calls, which
             // is the point; nothing of this closure's uses the device after it.
             common::ok(unsafe { sys::cudaDeviceReset() });
+            println!("the work reset the device");
         }
         Ok::<(), cuda_event::Error>(())
     });
