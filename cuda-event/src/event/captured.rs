@@ -54,12 +54,17 @@ impl Capture {
     }
 
     /// Runs `end`, the crate's own end of this capture, apart from every record into it and fork
-    /// from it made through the crate, and marks the capture over once it has returned.
-    pub(crate) fn end<R>(&self, end: impl FnOnce() -> R) -> R {
+    /// from it made through the crate, and marks the capture over once it has returned valid.
+    /// A failed end leaves that to the graph's user object: a capture invalidated ends with its
+    /// graph destroyed inside the end, which runs the destructor (capture_end_signals v); a capture
+    /// that raw CUDA ended first is over once the graph it handed out is gone.
+    pub(crate) fn end(&self, end: impl FnOnce() -> Result<()>) -> Result<()> {
         let _alone = self.gate.write();
         let ended = end();
-        self.over.store(true, Ordering::Release);
-        FORKED.lock().retain(|(_, c)| !c.is_over());
+        if ended.is_ok() {
+            self.over.store(true, Ordering::Release);
+            FORKED.lock().retain(|(_, c)| !c.is_over());
+        }
         ended
     }
 

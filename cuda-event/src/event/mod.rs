@@ -25,7 +25,7 @@ use crate::event::last_record::{LastRecord, LastRecordWord};
 use crate::event::publish_once::PublishOnce;
 use crate::event::record::Captured;
 use crate::event::watchers::Watchers;
-use crate::stream::Stream;
+use crate::stream::{Stream, capture_gate};
 use crate::sync::Mutex;
 use crate::sync::OnceLock;
 use crate::sync::atomic::{AtomicBool, AtomicU8, Ordering};
@@ -112,9 +112,10 @@ use std::mem::ManuallyDrop;
 /// capture as a node of the graph, which CUDA accepts, launches and exports (review 3's P4).
 ///
 /// # Captures other threads make: what holds beside each
-/// Captures made with [`Stream::capture`] need no rule of the caller's: the crate's begin and end
-/// of such a capture never overlap the crate's records, host-function launches or forks on its
-/// stream and into it. Beside captures made by raw CUDA calls on other threads:
+/// Captures made with [`Stream::capture`] need no rule of the caller's, so long as raw CUDA leaves
+/// them alone: the crate's begin and end of such a capture, and its forks into it, never overlap
+/// the crate's records, host-function launches or forks on those streams and into it. Beside
+/// captures made by raw CUDA calls on other threads:
 ///
 /// | other threads' raw CUDA | what the crate guarantees | measured by |
 /// |---|---|---|
@@ -122,6 +123,7 @@ use std::mem::ManuallyDrop;
 /// | end a capture while this thread records into that same capture (a record on its stream racing its end) | **none** beyond CUDA's own: the record's capture check, its capture-info read and its move of a user object into the capture's graph race the end | `bench/results/2026-12-06-h100-capture-signals` (`i`, `q`, `e`) |
 /// | end a capture while this thread forks from its record into it ([`wait`](Self::wait) on the recording thread) | **none**: CUDA crashes on a stream wait beside the end of the capture that holds the event's record; fork only in captures that this thread ends, or made with [`Stream::capture`] | `bench/results/2026-12-06-h100-review-probes` (P1 `p`), `bench/results/2026-12-02-h200-ac5b2f1` (section 3) |
 /// | begin a capture of a stream between the crate's capture check and its record there | the crate's own records (trace ranges, [`Stream::completion`]) ask again after the record and refuse it if the capture is still open (a capture begun and ended around the record goes unseen); for an `Event`'s record, **none**: the record goes into the capture on the CUDA event that every read uses, and a read beside that capture's end crashes CUDA; begin captures of a stream on the thread that submits to it, or with [`Stream::capture`] | `bench/results/2026-12-01-h200-captured-records`, `bench/results/2026-12-02-h200-two-events` |
+/// | end by raw CUDA a capture the crate is making ([`Stream::capture`]), or capture by raw CUDA a stream the crate forked into one | **none**: the crate binds records on those streams to its own capture until its end returns | by reading |
 /// | hold a global-mode capture while this thread queries, synchronizes or measures | the crate's own calls (futures, the reactor, trace and timing reads, [`Graph`](crate::Graph)'s instantiation and destroy) run in relaxed mode and never break it; a caller's [`query`](Self::query) or [`synchronize`](Self::synchronize) in global mode is refused by CUDA (900) and breaks it, as CUDA documents | `bench/results/2026-12-06-h100-review-probes` (`capture_unsafe_calls.txt`) |
 /// | record or wait on an [`external`](EventBuilder::external) event beside other threads' calls on it | no crash, no error | `bench/results/2026-12-06-h100-review-probes` (P2) |
 /// | reset the device (`cudaDeviceReset`) during a measurement or a read | an error ([`Error::DeviceWasReset`]), never a store into freed memory: the crate's host words are its own, registered pages | `bench/results/2026-12-06-h100-review-probes` (P3), test `lifecycle` |
@@ -242,6 +244,10 @@ impl Event {
     /// into `stream`. Only this thread calls CUDA on that event.
     #[cold]
     fn fork(&self, d: &Driver, device: i32, stream: &Stream) -> Result<()> {
+        // A fork puts `stream` into the capture: no record or host-function launch of the crate's
+        // on it falls between its capture check and its call meanwhile (`capture_gate`), as for
+        // the crate's begin of a capture. Taken before the event's list, as records take them.
+        let _alone = capture_gate::exclusive(stream.as_raw());
         let thread = last_record::thread_token();
         let captured = self.captured.lock();
         // The waiting stream may be on another device (CUDA allows it); the captured event is on

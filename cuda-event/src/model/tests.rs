@@ -906,9 +906,10 @@ fn one_event_recorded_into_captures_by_many_threads_keeps_a_bounded_number() {
     });
 }
 
-/// Another thread's records on a stream that the crate's wait forked into a capture the crate is
-/// making never overlap that capture's end: neither the record into it nor a read of its capture
-/// info (which crashes beside the end, capture_end_signals i) runs while the end does.
+/// Another thread's records and reads on a stream that the crate's wait forks into a capture the
+/// crate is making: no record straddles the fork (a record on the published CUDA event swallowed
+/// unseen, whose read beside the end crashes), and none overlaps the capture's end (neither the
+/// record into it nor a read of its capture info, capture_end_signals i).
 #[test]
 fn the_crates_end_of_a_capture_never_overlaps_a_record_into_it_on_a_forked_stream() {
     use crate::sync::atomic::{AtomicBool, Ordering};
@@ -919,11 +920,14 @@ fn the_crates_end_of_a_capture_never_overlaps_a_record_into_it_on_a_forked_strea
         let recorder = {
             let (side, event, forked) = (side.clone(), event.clone(), forked.clone());
             thread::spawn(move || {
-                while !forked.load(Ordering::Relaxed) {
-                    thread::yield_now();
-                }
-                for _ in 0..2 {
-                    let _ = event.record(&side); // into the capture, or on the stream after it
+                // Before, during and after the fork: each record goes on the stream or into the
+                // capture knowingly, and each read is of a CUDA event no capture holds.
+                for _ in 0..3 {
+                    let _ = event.record(&side);
+                    let _ = event.query();
+                    if forked.load(Ordering::Relaxed) {
+                        thread::yield_now();
+                    }
                 }
             })
         };
