@@ -8,7 +8,6 @@ use cuda_event_testkit as common;
 
 use common::{begin_capture, end_capture, gpu_for};
 use cuda_event::{CaptureMode, Error, Event, Stream, StreamOptions, sys};
-use std::sync::Barrier;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -20,6 +19,39 @@ fn rounds() -> usize {
 
 fn new_stream() -> Stream {
     Stream::with_options(0, StreamOptions::default().non_blocking(true)).unwrap()
+}
+
+/// Two threads' meeting point, as `std::sync::Barrier`, which gives up with a panic after 10 s: a
+/// thread whose peer panicked fails the test instead of waiting forever.
+struct Meet {
+    arrived: parking_lot::Mutex<(u64, usize)>,
+    all_here: parking_lot::Condvar,
+}
+
+impl Meet {
+    fn new() -> Meet {
+        Meet {
+            arrived: parking_lot::Mutex::new((0, 0)),
+            all_here: parking_lot::Condvar::new(),
+        }
+    }
+
+    fn wait(&self) {
+        let mut arrived = self.arrived.lock();
+        let generation = arrived.0;
+        arrived.1 += 1;
+        if arrived.1 == 2 {
+            *arrived = (generation + 1, 0);
+            self.all_here.notify_all();
+            return;
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while arrived.0 == generation {
+            if self.all_here.wait_until(&mut arrived, deadline).timed_out() {
+                panic!("the other thread never came (it panicked or hung)");
+            }
+        }
+    }
 }
 
 /// Busy-waits `micros` microseconds: a varying offset between two threads' calls.
@@ -90,7 +122,7 @@ fn records_into_a_capture_beside_the_end_of_another_that_held_the_event_never_cr
     let (a, b, side) = (new_stream(), new_stream(), new_stream());
     let rounds = rounds();
     let before = cuda_event::cuda_events_alive();
-    let meet = Barrier::new(2);
+    let meet = Meet::new();
     let reused = Event::new();
     let began = Instant::now();
     let c1_failed = std::thread::scope(|s| {
