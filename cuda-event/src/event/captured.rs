@@ -63,7 +63,6 @@ impl Capture {
         let ended = end();
         if ended.is_ok() {
             self.over.store(true, Ordering::Release);
-            FORKED.lock().retain(|(_, c)| !c.is_over());
         }
         ended
     }
@@ -72,35 +71,12 @@ impl Capture {
     pub(crate) fn to_be_ended_by_the_crate(&self) {
         self.ended_by_the_crate.store(true, Ordering::Relaxed);
     }
-}
 
-/// Streams that the crate's waits forked into a capture the crate ends, by raw handle: a record on
-/// one knows its capture without `cuStreamGetCaptureInfo`, which crashes beside that capture's end
-/// (probe capture_end_signals, i), as a record into it would beside the end the crate makes.
-static FORKED: Mutex<Vec<(usize, Arc<Capture>)>> = Mutex::new(Vec::new());
-
-/// A wait through the crate forked `stream` into `capture`.
-pub(crate) fn forked(stream: sys::CUstream, capture: &Arc<Capture>) {
-    // Only a capture the crate ends is over exactly at its end; a raw capture's stream may be
-    // captured again by another capture while its graph lives. The per-thread stream's handle
-    // names a different stream on every thread.
-    if !capture.ended_by_the_crate.load(Ordering::Relaxed) || stream == sys::cudaStreamPerThread {
-        return;
+    /// Whether the crate ends it: then it is over exactly when its end has returned valid, and a
+    /// stream in it is in no other capture meanwhile (unless raw CUDA ends it first).
+    pub(crate) fn is_ended_by_the_crate(&self) -> bool {
+        self.ended_by_the_crate.load(Ordering::Relaxed)
     }
-    let mut forked = FORKED.lock();
-    forked.retain(|(_, c)| !c.is_over());
-    if !forked.iter().any(|(s, _)| *s == stream as usize) {
-        forked.push((stream as usize, capture.clone()));
-    }
-}
-
-/// The capture the crate ends that a wait through the crate forked `stream` into, if any.
-pub(crate) fn forked_into(stream: sys::CUstream) -> Option<Arc<Capture>> {
-    let forked = FORKED.lock();
-    forked
-        .iter()
-        .find(|(s, c)| *s == stream as usize && !c.is_over())
-        .map(|(_, c)| c.clone())
 }
 
 /// What a stream being captured is capturing into now.
@@ -297,5 +273,4 @@ pub(crate) fn forget_all() {
     kept.held.clear();
     kept.free.clear();
     CAPTURES.lock().clear();
-    FORKED.lock().clear();
 }

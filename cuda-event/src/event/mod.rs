@@ -247,7 +247,7 @@ impl Event {
         // A fork puts `stream` into the capture: no record or host-function launch of the crate's
         // on it falls between its capture check and its call meanwhile (`capture_gate`), as for
         // the crate's begin of a capture. Taken before the event's list, as records take them.
-        let _alone = capture_gate::exclusive(stream.as_raw());
+        let mut alone = capture_gate::exclusive(stream.as_raw());
         let thread = last_record::thread_token();
         let captured = self.captured.lock();
         // The waiting stream may be on another device (CUDA allows it); the captured event is on
@@ -266,7 +266,13 @@ impl Event {
         };
         MadeIn::ensure_both_alive(d, mine.handle.made_in(), stream.made_in(), None)?;
         self.wait_handle(d, &mine.handle, stream, false)?;
-        captured::forked(stream.as_raw(), &mine.capture);
+        // Listed with the stream's gate: records on it then know the capture without
+        // `cuStreamGetCaptureInfo`, which crashes beside the capture's end (capture_end_signals i).
+        // Only a capture the crate ends: a raw one's streams may be captured again while its graph
+        // lives.
+        if mine.capture.is_ended_by_the_crate() {
+            alone.began(stream.as_raw(), mine.capture.clone());
+        }
         Ok(())
     }
 

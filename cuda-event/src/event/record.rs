@@ -222,8 +222,8 @@ impl Event {
         if self.options.interprocess {
             return Err(Error::CapturedInterprocessEvent);
         }
-        let found = match known.cloned().or_else(|| captured::forked_into(stream.as_raw())) {
-            Some(capture) => captured::Capturing::Into(capture),
+        let found = match known {
+            Some(capture) => captured::Capturing::Into(capture.clone()),
             None => captured::capture_of(d, stream)?,
         };
         let capture = match found {

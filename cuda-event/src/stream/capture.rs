@@ -93,11 +93,7 @@ impl Stream {
                 match captured::capture_of(d, self) {
                     Ok(captured::Capturing::Into(capture)) => {
                         capture.to_be_ended_by_the_crate();
-                        // The per-thread stream's handle names another stream on every thread:
-                        // not listed, so records on it ask CUDA.
-                        if raw != sys::cudaStreamPerThread {
-                            alone.began(raw, capture.clone());
-                        }
+                        alone.began(raw, capture.clone());
                         Some(capture)
                     }
                     _ => None,

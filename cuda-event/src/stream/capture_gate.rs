@@ -10,8 +10,10 @@
 //! crate straddles a begin or an end the crate makes. A capture begun or ended by raw CUDA calls
 //! takes no gate: that race stays the caller's (the capture-safety table in the crate's docs).
 //!
-//! Each gate also lists the streams of its set that the crate is capturing, with their captures,
-//! so that a record on such a stream knows where it goes without asking CUDA.
+//! Each gate also lists the streams of its set that are in a capture the crate ends (begun there,
+//! or forked into it by the crate's waits, which hold the gate exclusive too), with their
+//! captures, so that a record on such a stream knows where it goes without asking CUDA
+//! (`cuStreamGetCaptureInfo` beside that capture's end crashes, capture_end_signals i).
 //!
 //! The gates are a fixed set, picked by the stream's raw handle (two `Stream`s borrowing one CUDA
 //! stream share a gate), each on a cache line of its own so that threads on different streams
@@ -45,7 +47,10 @@ impl Shared {
     /// The capture the crate is making of `stream`, if it is making one: known without asking
     /// CUDA, and certain while this is held.
     pub(crate) fn capture_of(&self, stream: sys::cudaStream_t) -> Option<&Arc<Capture>> {
-        self.0.iter().find(|(s, _)| *s == stream as usize).map(|(_, c)| c)
+        self.0
+            .iter()
+            .find(|(s, c)| *s == stream as usize && !c.is_over())
+            .map(|(_, c)| c)
     }
 }
 
@@ -53,9 +58,14 @@ impl Shared {
 pub(crate) struct Exclusive(RwLockWriteGuard<'static, Capturing>);
 
 impl Exclusive {
-    /// The crate began `capture` of `stream`.
+    /// `stream` is in `capture`, which the crate ends: the crate began it there, or forked the
+    /// stream into it. (Not the per-thread stream, whose handle names another stream on every
+    /// thread.) Entries of captures that are over go, here and as ends and drops find them.
     pub(crate) fn began(&mut self, stream: sys::cudaStream_t, capture: Arc<Capture>) {
-        self.0.push((stream as usize, capture));
+        self.0.retain(|(s, c)| *s != stream as usize && !c.is_over());
+        if stream != sys::cudaStreamPerThread {
+            self.0.push((stream as usize, capture));
+        }
     }
 
     /// The crate ended its capture of `stream`.
@@ -69,7 +79,12 @@ pub(crate) fn shared(stream: sys::cudaStream_t) -> Shared {
     Shared(gate(stream).read())
 }
 
-/// Held by the crate's begin and end of a capture of `stream`.
+/// Held by the crate's begin and end of a capture of `stream`, and by its forks into `stream`.
 pub(crate) fn exclusive(stream: sys::cudaStream_t) -> Exclusive {
     Exclusive(gate(stream).write())
+}
+
+/// `stream` is destroyed: CUDA may give its handle to the next stream made, which is in no capture.
+pub(crate) fn forget(stream: sys::cudaStream_t) {
+    exclusive(stream).ended(stream);
 }

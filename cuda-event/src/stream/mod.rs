@@ -315,6 +315,9 @@ impl Stream {
 impl Drop for Stream {
     fn drop(&mut self) {
         let Kind::Owned(instance) = self.kind else { return };
+        if !crate::fork::in_forked_child() {
+            capture_gate::forget(self.raw); // the child takes no lock (see `fork`)
+        }
         crate::drop_errors::report(ContextInstance::destroy_unless_reset(Some(instance), |d| {
             // SAFETY: the stream was created here and is destroyed once; pending work still
             // completes.
