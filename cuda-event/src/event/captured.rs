@@ -13,7 +13,7 @@
 //! - any other capture is over once CUDA runs the destructor of a user object that the crate moved
 //!   into the capture's graph: the graph, every instance of it, and so the capture, are gone.
 //!
-//! Until then the event waits here, in [`HELD`]; once its capture is over it is free for any
+//! Until then the event waits here, held (`KEPT`); once its capture is over it is free for any
 //! `Event`'s next captured record, on any thread (nothing else holds it). What is kept is so
 //! bounded by the captures (and graphs) alive, not by the threads that ever ran.
 
@@ -166,7 +166,10 @@ fn watch_graph(d: &Driver, capture: &Arc<Capture>, graph: sys::CUgraph) {
         drop(unsafe { Arc::from_raw(data as *const Capture) });
         return;
     }
-    let moved = d.graph_retain_user_object.call(|f| {
+    // Where the graph does not take it, releasing our reference would run the destructor and mark
+    // the capture over while it is not: the object is left alive instead (a few bytes, once per
+    // such capture), so that capture is over only if the crate ends it.
+    let _ = d.graph_retain_user_object.call(|f| {
         // SAFETY: the graph of an open capture, and the object just made; its one reference moves.
         unsafe {
             f(
@@ -177,10 +180,6 @@ fn watch_graph(d: &Driver, capture: &Arc<Capture>, graph: sys::CUgraph) {
             )
         }
     });
-    // Where the graph did not take it, releasing our reference would run the destructor and mark
-    // the capture over while it is not: the object is left alive instead (a few bytes, once per
-    // such capture), so that capture is over only if the crate ends it.
-    let _ = moved;
 }
 
 /// A user object's destructor: the graph of the capture is gone (CUDA calls it on a thread of its
@@ -265,8 +264,8 @@ pub(crate) fn kept() -> (usize, usize) {
     (kept.held.len(), kept.free.len())
 }
 
-/// Forgets every kept captured event without a CUDA call (a handle is plain data) (the model's executions end with it: each
-/// starts with a new world, in which the old handles name nothing).
+/// Forgets every kept captured event without a CUDA call (a handle is plain data): the model's
+/// executions end with it, as each starts with a new world in which the old handles name nothing.
 #[cfg(all(cuda_event_model, test))]
 pub(crate) fn forget_all() {
     let mut kept = KEPT.lock();

@@ -126,7 +126,7 @@ use std::mem::ManuallyDrop;
 /// | end by raw CUDA a capture the crate is making ([`Stream::capture`]), or capture by raw CUDA a stream the crate forked into one | **none**: the crate binds records on those streams to its own capture until its end returns | by reading |
 /// | hold a global-mode capture while this thread queries, synchronizes or measures | the crate's own calls (futures, the reactor, trace and timing reads, [`Graph`](crate::Graph)'s instantiation and destroy) run in relaxed mode and never break it; a caller's [`query`](Self::query) or [`synchronize`](Self::synchronize) in global mode is refused by CUDA (900) and breaks it, as CUDA documents | `bench/results/2026-12-06-h100-review-probes` (`capture_unsafe_calls.txt`) |
 /// | record or wait on an [`external`](EventBuilder::external) event beside other threads' calls on it | no crash, no error | `bench/results/2026-12-06-h100-review-probes` (P2) |
-/// | reset the device (`cudaDeviceReset`) during a measurement or a read | an error ([`Error::DeviceWasReset`]), never a store into freed memory: the crate's host words are its own, registered pages | `bench/results/2026-12-06-h100-review-probes` (P3), test `lifecycle` |
+/// | reset the device (`cudaDeviceReset`) between the crate's calls | an error ([`Error::DeviceWasReset`]); the crate's stores into its host words after the reset are harmless (they are its own, registered pages). A reset made inside `measure`'s work still crashes, for a reason not yet found (test `lifecycle`) | `bench/results/2026-12-06-h100-review-probes` (P3), `bench/results/2026-12-06-h100-suite-issue-41` |
 pub struct Event {
     options: EventBuilder,
     /// The published CUDA event: every read and every record outside a capture.

@@ -238,13 +238,10 @@ impl Event {
         // Another thread's entry whose capture is over serves no fork and no record: its CUDA
         // event goes back, so that one event recorded into captures by many threads keeps one per
         // capture alive, not one per thread that ever did.
-        if entries.iter().any(|c| c.thread != thread && c.capture.is_over()) {
-            for Captured { capture, handle, .. } in entries
-                .extract_if(.., |c| c.thread != thread && c.capture.is_over())
-                .collect::<Vec<_>>()
-            {
-                captured::give(capture, flags, handle);
-            }
+        for Captured { capture, handle, .. } in
+            entries.extract_if(.., |c| c.thread != thread && c.capture.is_over())
+        {
+            captured::give(capture, flags, handle);
         }
         // Until the record returns, the crate's own end of that capture waits (`Capture::end`).
         let entered = capture.clone();
@@ -359,10 +356,9 @@ fn give_back_after_a_failed_record(
     flags: u32,
     handle: EventHandle,
 ) {
-    let in_graph = match (capturing, external) {
-        (true, true) => true,
-        (true, false) => false,
-        (false, _) => stream.is_capturing() == Ok(true),
+    let in_graph = match capturing {
+        true => external,
+        false => stream.is_capturing() == Ok(true),
     };
     match in_graph {
         false => pool::give_or_destroy(flags, handle),

@@ -755,8 +755,8 @@ fn reads_on_the_callers_behalf_leave_another_threads_global_capture_valid() {
 
 /// Review 3's S1: a captured CUDA event that went into a capture another thread ends goes into no
 /// other capture until that end has returned, whichever `Event` records next (here `wait_stream`'s
-/// temporary event, which a pool keyed by thread handed the same CUDA event). On bcf29ea this
-/// fails: a record of an event into a capture beside the end of a capture that holds its record.
+/// temporary event, which a pool keyed by thread handed the same CUDA event). With that pool it
+/// failed: a record of an event into a capture beside the end of a capture that holds its record.
 #[test]
 fn a_captured_cuda_event_goes_into_no_other_capture_beside_another_threads_end_of_its_own() {
     check(300, || {

@@ -33,23 +33,23 @@ pub(crate) mod source {
     /// a captured one; output not kept, see that folder's README).
     pub(crate) const TWO_CAPTURES: &str = "bench/results/2026-12-02-h200-two-events (README, section 6)";
     /// A CUDA event recorded into one capture, recorded again into another capture beside the
-    /// first one's end, crashed at round 2 (review 3's probe P1, case r, on an H100).
+    /// first one's end, crashed at round 2 (review 3's probe P1, case r).
     pub(crate) const P1_REUSE: &str = "bench/results/2026-12-06-h100-review-probes (probes-P1-P5.txt, P1 r)";
     /// Beside another thread's global-mode capture, a caller in global mode is refused (900) the
     /// potentially unsafe calls (queries, synchronizes, allocations, graph instantiation and
     /// instance destroy) and the capture is invalidated; callers in thread-local or relaxed mode
-    /// are not (`capture_unsafe_calls.txt`, H100). A caller's own capture restricts it in global and
+    /// are not (`capture_unsafe_calls.txt`). A caller's own capture restricts it in global and
     /// thread-local mode (CUDA's documentation of `cudaStreamCaptureMode`).
     pub(crate) const UNSAFE_CALLS: &str =
         "bench/results/2026-12-06-h100-review-probes (capture_unsafe_calls.txt)";
     /// In a capture: a plain wait on an event recorded outside it answers 905 and invalidates it
     /// (P5 a); a wait on another capture's record answers 902 and invalidates both (P5 b); work
     /// into an invalidated capture answers 901 (P5 c); a wait on an ended capture's record answers
-    /// invalid value (P5 d). Review 3's probe P5, H100.
+    /// invalid value (P5 d). Review 3's probe P5.
     pub(crate) const P5_ISOLATION: &str =
         "bench/results/2026-12-06-h100-review-probes (probes-P1-P5.txt, P5)";
     /// `cudaStreamGetCaptureInfo` of a stream, and a record of a fresh event on it, beside another
-    /// thread's end of that stream's capture crashed (probe capture_end_signals, i and e, H100);
+    /// thread's end of that stream's capture crashed (probe capture_end_signals, i and e);
     /// `cudaStreamIsCapturing` there did not (q).
     pub(crate) const INTO_THE_END: &str =
         "bench/results/2026-12-06-h100-capture-signals (capture_end_signals-iqe.txt, i and e)";

@@ -196,7 +196,7 @@ impl Graph {
             let (_, _current) = ContextInstance::enter_primary(d, self.device)?;
             let graph = self.graph;
             // Relaxed: beside another thread's global-mode capture, CUDA refuses an instantiation
-            // made in global mode and invalidates that capture (capture_unsafe_calls, H100).
+            // made in global mode and invalidates that capture (capture_unsafe_calls).
             let _relaxed = RelaxedCapture::enter(d);
             // SAFETY: a live graph; writes the instance through a live reference.
             d.graph_instantiate.call(|f| unsafe { f(&mut *exec, graph, 0) })?;

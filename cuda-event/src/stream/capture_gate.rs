@@ -26,26 +26,26 @@ use std::sync::Arc;
 
 const GATES: usize = 64;
 
-/// The streams of this gate that the crate is capturing now, with their captures.
-type Capturing = Vec<(usize, Arc<Capture>)>;
+/// The streams of this gate that are in a capture the crate ends, with that capture.
+type Listed = Vec<(usize, Arc<Capture>)>;
 
 #[repr(align(128))]
-struct Gate(RwLock<Capturing>);
+struct Gate(RwLock<Listed>);
 
 static ALL: Lazy<Vec<Gate>> = Lazy::new(|| (0..GATES).map(|_| Gate(RwLock::new(Vec::new()))).collect());
 
-fn gate(stream: sys::cudaStream_t) -> &'static RwLock<Capturing> {
+fn gate(stream: sys::cudaStream_t) -> &'static RwLock<Listed> {
     // Stream handles are pointers to allocations of at least 64 bytes: the low bits carry nothing.
     let at = ((stream as usize) >> 6) % GATES;
     &ALL.get()[at].0
 }
 
 /// Held by a record or host-function launch on a stream from its capture check to its CUDA call.
-pub(crate) struct Shared(RwLockReadGuard<'static, Capturing>);
+pub(crate) struct Shared(RwLockReadGuard<'static, Listed>);
 
 impl Shared {
-    /// The capture the crate is making of `stream`, if it is making one: known without asking
-    /// CUDA, and certain while this is held.
+    /// The capture that the crate ends and `stream` is in, if any: known without asking CUDA,
+    /// and certain while this is held.
     pub(crate) fn capture_of(&self, stream: sys::cudaStream_t) -> Option<&Arc<Capture>> {
         self.0
             .iter()
@@ -54,8 +54,8 @@ impl Shared {
     }
 }
 
-/// Held by the crate's begin and end of a capture of a stream.
-pub(crate) struct Exclusive(RwLockWriteGuard<'static, Capturing>);
+/// Held by the crate's begin and end of a capture of a stream, and by its forks into it.
+pub(crate) struct Exclusive(RwLockWriteGuard<'static, Listed>);
 
 impl Exclusive {
     /// `stream` is in `capture`, which the crate ends: the crate began it there, or forked the
@@ -68,7 +68,7 @@ impl Exclusive {
         }
     }
 
-    /// The crate ended its capture of `stream`.
+    /// `stream` is in none of the crate's captures any more (it ended, or the stream is gone).
     pub(crate) fn ended(&mut self, stream: sys::cudaStream_t) {
         self.0.retain(|(s, _)| *s != stream as usize);
     }

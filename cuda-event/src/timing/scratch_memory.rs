@@ -67,7 +67,7 @@ impl DeviceBuffer {
 /// Not `cuMemHostAlloc` memory: a device reset that another thread makes frees that with the
 /// context, and the host's next store into it (a gate's release, a clear of the stamps) is a
 /// SIGSEGV. The pages of registered memory stay the crate's whatever a reset does (review 3's
-/// probe P3, H100), so such a store after a reset is harmless.
+/// probe P3), so such a store after a reset is harmless.
 pub(crate) struct MappedMemory {
     host: *mut c_void,
     pub(crate) device_ptr: sys::CUdeviceptr,
