@@ -280,6 +280,7 @@ pub use timing::measurement::{Measurement, StopReason};
 pub use timing::options::MeasureOptions;
 pub use timing::scratch_memory::release_measure_memory;
 pub use timing::timer::{Timer, Timing};
+pub use timing::trust::{Clusters, Doubt, Drift, Trust};
 #[cfg(feature = "tracing")]
 pub use trace::TraceSpans;
 pub use trace::{ChromeTrace, TraceSummary};

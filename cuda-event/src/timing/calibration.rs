@@ -2,7 +2,8 @@
 //! around an empty kernel, timed beside the work; and the work's time net of them, or why there is
 //! none.
 
-use crate::timing::statistics::{median_bounds, median_duration, percentile_of_sorted, smallest_step};
+use crate::timing::statistics::{median_duration, median_half_width, percentile_of_sorted, smallest_step};
+use crate::timing::trust::{Clusters, Drift, drift, two_clusters};
 use std::fmt;
 use std::time::Duration;
 
@@ -29,41 +30,38 @@ pub struct Calibration {
     pub uncertainty: Duration,
     /// How many samples it has.
     pub samples: usize,
+    /// The samples' two clusters, if they fall in two (see [`Clusters`]): the fixed cost is not
+    /// one number in this run, and [`empty`](Self::empty) is one of them or neither.
+    pub two_clusters: Option<Clusters>,
+    /// The median's move between the first and the second half of the samples, if it moved by
+    /// more than the halves' confidence intervals allow (see [`Drift`]).
+    pub drift: Option<Drift>,
 }
 
 impl Calibration {
-    /// The calibration of `sorted` (the intervals around an empty kernel, in ascending order), with
-    /// `work_step` the smallest step between two different samples of the work timed beside it
-    /// (the same timing events, so the same resolution; `None` where it has none); none when there
-    /// are no samples.
-    pub(crate) fn of_sorted(sorted: &[Duration], work_step: Option<Duration>) -> Option<Calibration> {
-        let n = sorted.len();
+    /// The calibration of `in_order` (the intervals around an empty kernel, in the order they were
+    /// taken), with `work_step` the smallest step between two different samples of the work timed
+    /// beside it (the same timing events, so the same resolution; `None` where it has none); none
+    /// when there are no samples.
+    pub(crate) fn of_samples(in_order: &[Duration], work_step: Option<Duration>) -> Option<Calibration> {
+        let n = in_order.len();
         if n == 0 {
             return None;
         }
+        let mut sorted = in_order.to_vec();
+        sorted.sort_unstable();
+        let sorted = &sorted[..];
+        let resolution = [step_of_sorted(sorted), work_step].into_iter().flatten().min();
         Some(Calibration {
             empty: median_duration(sorted),
             empty_p10: percentile_of_sorted(sorted, 10.0),
             empty_p90: percentile_of_sorted(sorted, 90.0),
-            uncertainty: median_half_width(sorted, work_step),
+            uncertainty: median_half_width(sorted, resolution),
             samples: n,
+            two_clusters: two_clusters(sorted),
+            drift: drift(in_order, resolution),
         })
     }
-}
-
-/// Half the width of the distribution-free 95% confidence interval of the median of `sorted` (not
-/// empty; the sign test's bounds, as `compare`'s), and at least half the smallest step between two
-/// different samples, its own or the work's (`work_step`): the timing events' resolution, since
-/// tied samples do not make a median exact; half the whole range when there are too few samples
-/// for the interval.
-fn median_half_width(sorted: &[Duration], work_step: Option<Duration>) -> Duration {
-    let n = sorted.len();
-    let interval = match median_bounds(n, 0.05) {
-        Some(k) => sorted[n - 1 - k] - sorted[k],
-        None => sorted[n - 1] - sorted[0],
-    };
-    let resolution = [step_of_sorted(sorted), work_step].into_iter().flatten().min();
-    interval.max(resolution.unwrap_or(Duration::ZERO)) / 2
 }
 
 /// The smallest step between two different samples of `sorted` (ascending); none if all are equal.
@@ -187,6 +185,8 @@ mod tests {
             empty_p90: Duration::ZERO,
             uncertainty: d(uncertainty_us),
             samples: 1000,
+            two_clusters: None,
+            drift: None,
         })
     }
 
@@ -240,20 +240,20 @@ mod tests {
     fn the_uncertainty_comes_from_the_order_statistics() {
         // 100 samples 1..=100 us: the sign test's 95% bounds are the 40th and 61st (40 and 61 us),
         // half-width 10.5 us.
-        let c = Calibration::of_sorted(&us(&(1..=100).map(f64::from).collect::<Vec<_>>()), None).unwrap();
+        let c = Calibration::of_samples(&us(&(1..=100).map(f64::from).collect::<Vec<_>>()), None).unwrap();
         assert!(close(c.uncertainty, 10.5), "{c:?}");
         assert!(close(c.empty, 50.5), "{c:?}");
         // Interpolated, as Measurement::percentile reads them: ranks 9.9 and 89.1 of 0..=99.
         assert!(close(c.empty_p10, 10.9) && close(c.empty_p90, 90.1), "{c:?}");
         // Identical samples: no uncertainty, unless the work's samples show the timer's step.
-        let same = Calibration::of_sorted(&us(&[3.0; 50]), None).unwrap();
+        let same = Calibration::of_samples(&us(&[3.0; 50]), None).unwrap();
         assert_eq!(same.uncertainty, Duration::ZERO);
-        let stepped = Calibration::of_sorted(&us(&[3.0; 50]), Some(Duration::from_nanos(32))).unwrap();
+        let stepped = Calibration::of_samples(&us(&[3.0; 50]), Some(Duration::from_nanos(32))).unwrap();
         assert_eq!(stepped.uncertainty, Duration::from_nanos(16));
         // Few samples: half their range.
-        let few = Calibration::of_sorted(&us(&[3.0, 4.0, 5.0]), None).unwrap();
+        let few = Calibration::of_samples(&us(&[3.0, 4.0, 5.0]), None).unwrap();
         assert!(close(few.uncertainty, 1.0), "{few:?}");
-        assert_eq!(Calibration::of_sorted(&[], None), None);
+        assert_eq!(Calibration::of_samples(&[], None), None);
     }
 
     #[test]
@@ -261,10 +261,10 @@ mod tests {
         // 32 ns steps, the median's interval all one value: the uncertainty is half a step.
         let mut v = vec![3.2; 90];
         v.extend([3.168, 3.232, 3.264, 3.232, 3.168]);
-        let c = Calibration::of_sorted(&us(&v), None).unwrap();
+        let c = Calibration::of_samples(&us(&v), None).unwrap();
         assert!(close(c.uncertainty, 0.016), "{c:?}");
         // A finer step in the work's samples is the resolution.
-        let finer = Calibration::of_sorted(&us(&v), Some(Duration::from_nanos(8))).unwrap();
+        let finer = Calibration::of_samples(&us(&v), Some(Duration::from_nanos(8))).unwrap();
         assert!(close(finer.uncertainty, 0.004), "{finer:?}");
         // So a net time of one step is refused at any share under 50%.
         let refused = net(Duration::from_secs_f64(3.232e-6), Calibrated::Done(c), 0.05);
@@ -280,7 +280,7 @@ mod tests {
             let v: Vec<f64> = (0..n)
                 .map(|i| 3.0 + ((i * 7919) % 1000) as f64 / 1000.0)
                 .collect();
-            median_half_width(&us(&v), None)
+            Calibration::of_samples(&us(&v), None).unwrap().uncertainty
         };
         assert!(
             noisy(10_000) < noisy(100) / 5,

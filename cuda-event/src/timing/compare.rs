@@ -64,7 +64,8 @@ pub enum Verdict {
     Slower,
     /// None of the above before the timeout (a difference about the size of the margin, or too
     /// much noise), or the samples cannot resolve the margin (the timing events' resolution is
-    /// too coarse for the work's time, or every sample reads the same).
+    /// too coarse for the work's time, or every sample reads the same), or a side is not
+    /// trusted ([`Measurement::trust`]).
     Ambiguous,
 }
 
@@ -119,8 +120,13 @@ impl Comparison {
     pub fn pairs(&self) -> usize {
         self.ratio.pairs
     }
-    /// The verdict on B against A.
+    /// The verdict on B against A: [`Verdict::Ambiguous`] whatever the ratio when either side
+    /// is not trusted ([`Measurement::trust`]: samples in two clusters, throttling, a lost gate, a
+    /// flush that did not evict, work below the timer's resolution, a calibration in doubt).
     pub fn verdict(&self) -> Verdict {
+        if !(self.a.trust().is_trusted() && self.b.trust().is_trusted()) {
+            return Verdict::Ambiguous;
+        }
         self.ratio.verdict(self.margin)
     }
 }
@@ -226,6 +232,7 @@ where
     )?;
     let (ratio, looks) = last.expect("the sampler stops only after a look");
     let (b, a) = (sides.pop().expect("two arms"), sides.pop().expect("two arms"));
+    let (a, b) = (a.in_a_comparison(), b.in_a_comparison());
     Ok(Comparison {
         a,
         b,
@@ -390,5 +397,28 @@ mod tests {
         let ratio = Ratio::of(&us(&a), &us(&b), ALPHA);
         assert_eq!(ratio.pairs, 100);
         assert_eq!(ratio.verdict(0.01), Verdict::Same);
+    }
+
+    #[test]
+    fn a_side_that_is_not_trusted_makes_the_verdict_ambiguous() {
+        use crate::timing::measurement::Conditions;
+        let a = us(&jittered(100, 1.0));
+        let b = us(&jittered(100, 1.03));
+        let ratio = Ratio::of(&a, &b, ALPHA);
+        let comparison = |lost_gate: bool| {
+            let mut conditions = Conditions::plain(StopReason::VerdictReached);
+            conditions.gate_asked = true;
+            conditions.gated = !lost_gate;
+            let side = |s: &[Duration]| Measurement::synthetic(s.to_vec(), conditions).in_a_comparison();
+            Comparison {
+                a: side(&a),
+                b: side(&b),
+                ratio,
+                margin: 0.01,
+                confidence: CONFIDENCE,
+            }
+        };
+        assert_eq!(comparison(false).verdict(), Verdict::Slower);
+        assert_eq!(comparison(true).verdict(), Verdict::Ambiguous);
     }
 }

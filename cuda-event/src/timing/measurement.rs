@@ -2,8 +2,9 @@
 //! why it stopped ([`StopReason`]).
 
 use crate::timing::calibration::{Calibrated, Calibration, NoNet, net, step_of_sorted};
-use crate::timing::flush_check::FlushCheck;
-use crate::timing::statistics::{median, percentile_of_sorted, relative_deviation};
+use crate::timing::flush_check::{FlushCheck, FlushVerdict};
+use crate::timing::statistics::{median, median_half_width, percentile_of_sorted, relative_deviation};
+use crate::timing::trust::{Doubt, Trust, two_clusters};
 use std::time::Duration;
 
 /// Why [`measure`](crate::measure) stopped. New reasons may be added, so a `match` needs a
@@ -50,6 +51,11 @@ pub(crate) struct Conditions {
     pub(crate) throttled: usize,
     pub(crate) flush_check: Option<FlushCheck>,
     pub(crate) max_calibration_share: f64,
+    /// [`MeasureOptions::max_noise`](crate::MeasureOptions::max_noise) as the share of the median
+    /// its confidence interval may span; `None` for a side of a comparison.
+    pub(crate) max_spread: Option<f64>,
+    /// Whether the gate was asked for (gated mode, not graph mode).
+    pub(crate) gate_asked: bool,
 }
 
 impl Measurement {
@@ -199,6 +205,71 @@ impl Measurement {
     pub fn flush_check(&self) -> Option<&FlushCheck> {
         self.conditions.flush_check.as_ref()
     }
+    /// Whether the measurement can be trusted, and each reason it cannot ([`Doubt`]): a median
+    /// less precise than [`MeasureOptions::max_noise`](crate::MeasureOptions::max_noise) asks
+    /// (not for [`compare`](crate::compare)'s sides), samples in two clusters, more than a
+    /// twentieth of the repetitions throttled, the gate lost, an L2 flush that did not evict, a
+    /// median too close to the timer's resolution, and with
+    /// [`calibrate`](crate::MeasureOptions::calibrate): no net time, or a calibration whose
+    /// samples are in two clusters or drifted during the run.
+    ///
+    /// The checks read this measurement's own samples, so they find what varies within the
+    /// run; a state that holds for a whole run (a clock locked low, a fixed cost that differs
+    /// between runs) shows only beside another run.
+    pub fn trust(&self) -> Trust {
+        let c = &self.conditions;
+        let median = self.median();
+        let step = self.timer_step();
+        let mut doubts = Vec::new();
+        if let Some(max_share) = c.max_spread {
+            let half_width = median_half_width(&self.sorted, step);
+            if half_width.as_secs_f64() > max_share * median.as_secs_f64() {
+                doubts.push(Doubt::Spread {
+                    median,
+                    half_width,
+                    max_share,
+                });
+            }
+        }
+        if let Some(clusters) = two_clusters(&self.sorted) {
+            doubts.push(Doubt::TwoClusters(clusters));
+        }
+        let kept = self.samples.len();
+        if c.throttled * 20 > c.throttled + kept {
+            doubts.push(Doubt::Throttled {
+                discarded: c.throttled,
+                kept,
+            });
+        }
+        if c.gate_asked && !c.gated {
+            doubts.push(Doubt::GateLost {
+                gate_timeouts: c.gate_timeouts,
+            });
+        }
+        if let Some(check) = c
+            .flush_check
+            .filter(|check| check.verdict() == FlushVerdict::DoesNotEvict)
+        {
+            doubts.push(Doubt::FlushDoesNotEvict { ratio: check.ratio() });
+        }
+        let coarse = step.is_none_or(|step| step.as_secs_f64() * 50.0 > median.as_secs_f64());
+        if median.is_zero() || coarse {
+            doubts.push(Doubt::BelowResolution { median, step });
+        }
+        match self.net() {
+            Ok(_) | Err(NoNet::NotCalibrated) => {}
+            Err(why) => doubts.push(Doubt::NoNet(why)),
+        }
+        if let Some(calibration) = self.calibration() {
+            if let Some(clusters) = calibration.two_clusters {
+                doubts.push(Doubt::CalibrationTwoClusters(clusters));
+            }
+            if let Some(drift) = calibration.drift {
+                doubts.push(Doubt::CalibrationDrifted(drift));
+            }
+        }
+        Trust::new(doubts)
+    }
     /// `bytes` per median sample, in GB/s (10^9 bytes per second); 0.0 when the median is 0 (the
     /// work took less than the timing events' resolution, about half a microsecond: its bandwidth
     /// cannot be read from these samples).
@@ -233,6 +304,13 @@ impl Measurement {
         }
     }
 
+    /// This measurement as a side of a comparison: no doubt of its median's own spread (the pairs'
+    /// ratio has its interval).
+    pub(crate) fn in_a_comparison(mut self) -> Measurement {
+        self.conditions.max_spread = None;
+        self
+    }
+
     /// This measurement with its calibration.
     pub(crate) fn calibrated(self, calibrated: Calibrated) -> Measurement {
         Measurement { calibrated, ..self }
@@ -241,6 +319,36 @@ impl Measurement {
     /// The smallest step between two different samples: the timing events' resolution, at most.
     pub(crate) fn timer_step(&self) -> Option<Duration> {
         step_of_sorted(&self.sorted)
+    }
+}
+
+#[cfg(test)]
+impl Conditions {
+    /// Neither flushed nor gated, without clocks, not calibrated, with measure's default noise.
+    pub(crate) fn plain(stop: StopReason) -> Conditions {
+        Conditions {
+            stop,
+            l2_flushed: false,
+            gated: false,
+            gate_timeouts: 0,
+            graph: false,
+            wall_time: Duration::from_secs(1),
+            max_sm_clock_mhz: None,
+            throttled: 0,
+            flush_check: None,
+            max_calibration_share: 0.05,
+            max_spread: Some(0.005),
+            gate_asked: false,
+        }
+    }
+}
+
+#[cfg(test)]
+impl Measurement {
+    /// A measurement of `samples` (not empty) under `conditions`, without clocks.
+    pub(crate) fn synthetic(samples: Vec<Duration>, conditions: Conditions) -> Measurement {
+        let clocks = vec![None; samples.len()];
+        Measurement::new(samples, clocks, conditions)
     }
 }
 
@@ -254,20 +362,7 @@ mod tests {
 
     /// A measurement of `samples`, neither flushed nor gated, without clocks.
     fn plain(samples: Vec<Duration>, stop: StopReason) -> Measurement {
-        let conditions = Conditions {
-            stop,
-            l2_flushed: false,
-            gated: false,
-            gate_timeouts: 0,
-            graph: false,
-            wall_time: Duration::from_secs(1),
-            max_sm_clock_mhz: None,
-            throttled: 0,
-            flush_check: None,
-            max_calibration_share: 0.05,
-        };
-        let clocks = vec![None; samples.len()];
-        Measurement::new(samples, clocks, conditions)
+        Measurement::synthetic(samples, Conditions::plain(stop))
     }
 
     #[test]
@@ -294,5 +389,160 @@ mod tests {
             (0.0, Duration::ZERO, Duration::ZERO)
         );
         assert_eq!(m.bandwidth_gb_per_s(1 << 20), 0.0);
+    }
+
+    /// `n` samples around `center_ns` on a 32 ns grid, `width_ns` wide, in a scrambled order.
+    fn around(center_ns: u64, width_ns: u64, n: usize) -> Vec<Duration> {
+        (0..n)
+            .map(|i| {
+                let x = (i as u64 * 7919 % 1000) * width_ns / 1000;
+                Duration::from_nanos((center_ns - width_ns / 2 + x) / 32 * 32)
+            })
+            .collect()
+    }
+
+    fn doubts(m: &Measurement) -> Vec<Doubt> {
+        m.trust().doubts().to_vec()
+    }
+
+    #[test]
+    fn a_tight_single_mode_measurement_is_trusted() {
+        let m = plain(around(10_000, 64, 1000), StopReason::NoiseBelowMax);
+        assert!(m.trust().is_trusted(), "{}", m.trust());
+    }
+
+    #[test]
+    fn each_condition_of_the_run_is_a_doubt() {
+        let samples = around(10_000, 64, 1000);
+        let with = |f: &dyn Fn(&mut Conditions)| {
+            let mut c = Conditions::plain(StopReason::NoiseBelowMax);
+            f(&mut c);
+            doubts(&Measurement::synthetic(samples.clone(), c))
+        };
+        assert_eq!(
+            with(&|c| {
+                c.gate_asked = true;
+                c.gate_timeouts = 1;
+            }),
+            [Doubt::GateLost { gate_timeouts: 1 }]
+        );
+        // A gate asked for and kept is no doubt.
+        assert_eq!(
+            with(&|c| {
+                c.gate_asked = true;
+                c.gated = true;
+            }),
+            []
+        );
+        // A twentieth throttled is tolerated, more is not.
+        assert_eq!(with(&|c| c.throttled = 52), []);
+        assert_eq!(
+            with(&|c| c.throttled = 53),
+            [Doubt::Throttled {
+                discarded: 53,
+                kept: 1000
+            }]
+        );
+        let check = |after_us: u64| FlushCheck {
+            bytes: 1 << 20,
+            warm: Duration::from_micros(10),
+            after_flush: Duration::from_micros(after_us),
+            cold: Duration::from_micros(20),
+        };
+        assert_eq!(with(&|c| c.flush_check = Some(check(20))), []);
+        assert!(matches!(
+            with(&|c| c.flush_check = Some(check(11)))[..],
+            [Doubt::FlushDoesNotEvict { .. }]
+        ));
+    }
+
+    #[test]
+    fn two_modes_a_wide_median_and_a_coarse_timer_are_doubts() {
+        let mut two = around(13_700, 64, 600);
+        two.extend(around(14_440, 64, 400));
+        let m = plain(two, StopReason::NoiseSettled);
+        let found = doubts(&m);
+        assert!(
+            found.iter().any(|d| matches!(d, Doubt::TwoClusters(_))),
+            "{}",
+            m.trust()
+        );
+        // Spread: uniform over 40% of the median, few samples, stopped at the timeout.
+        let wide = plain(around(10_000, 4000, 30), StopReason::Timeout);
+        assert!(
+            matches!(doubts(&wide)[..], [Doubt::Spread { max_share, .. }] if max_share == 0.005),
+            "{}",
+            wide.trust()
+        );
+        // ... which is no doubt of a comparison's side.
+        assert!(wide.clone().in_a_comparison().trust().is_trusted());
+        // 1 us on a 32 ns timer: each step 3% of the median.
+        let short = plain(around(1000, 64, 500), StopReason::NoiseSettled);
+        assert!(
+            doubts(&short)
+                .iter()
+                .any(|d| matches!(d, Doubt::BelowResolution { .. })),
+            "{}",
+            short.trust()
+        );
+        let zeros = plain(vec![Duration::ZERO; 50], StopReason::NoiseBelowMax);
+        assert_eq!(
+            doubts(&zeros),
+            [Doubt::BelowResolution {
+                median: Duration::ZERO,
+                step: None
+            }]
+        );
+    }
+
+    #[test]
+    fn a_calibration_in_two_modes_or_drifting_or_without_a_net_time_is_a_doubt() {
+        let work = around(13_700, 64, 1000);
+        let calibrated = |empty: Vec<Duration>| {
+            let calibration = Calibration::of_samples(&empty, None).unwrap();
+            plain(work.clone(), StopReason::NoiseBelowMax).calibrated(Calibrated::Done(calibration))
+        };
+        let steady = calibrated(around(3680, 64, 500));
+        assert!(steady.trust().is_trusted(), "{}", steady.trust());
+        // Two modes, mixed through the run.
+        let (low, high) = (around(3680, 64, 500), around(4416, 64, 500));
+        let mixed: Vec<Duration> = (0..500)
+            .map(|i| if i % 3 == 0 { high[i] } else { low[i] })
+            .collect();
+        let two = calibrated(mixed);
+        assert!(
+            doubts(&two)
+                .iter()
+                .any(|d| matches!(d, Doubt::CalibrationTwoClusters(_))),
+            "{}",
+            two.trust()
+        );
+        // A step from one to the other half-way: a drift (and two clusters).
+        let mut stepped = around(3680, 64, 250);
+        stepped.extend(around(4416, 64, 250));
+        let drifted = calibrated(stepped);
+        assert!(
+            doubts(&drifted)
+                .iter()
+                .any(|d| matches!(d, Doubt::CalibrationDrifted(_))),
+            "{}",
+            drifted.trust()
+        );
+        // An empty kernel longer than the work: no net time.
+        let over = calibrated(around(20_000, 64, 500));
+        assert!(
+            matches!(
+                doubts(&over)[..],
+                [Doubt::NoNet(NoNet::NotAboveEmptyKernel { .. })]
+            ),
+            "{}",
+            over.trust()
+        );
+        // Not asked: no doubt.
+        assert!(
+            plain(work.clone(), StopReason::NoiseBelowMax)
+                .trust()
+                .is_trusted()
+        );
     }
 }

@@ -19,3 +19,4 @@ mod sm_clock;
 pub(crate) mod statistics;
 mod throttle;
 pub(crate) mod timer;
+pub(crate) mod trust;

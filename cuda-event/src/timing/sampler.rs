@@ -448,14 +448,14 @@ where
             throttled: self.throttle.discarded(),
             flush_check: self.flush_check,
             max_calibration_share: self.options.max_calibration_share,
+            max_spread: Some(self.options.max_noise),
+            gate_asked: self.options.gate && !self.options.graph,
         };
         let mut samples = std::mem::take(&mut self.samples);
         let mut clocks = std::mem::take(&mut self.clocks);
         let calibration = self.calibration_arm.map(|arm| {
             clocks.remove(arm);
-            let mut sorted = samples.remove(arm);
-            sorted.sort_unstable();
-            sorted
+            samples.remove(arm)
         });
         let measured: Vec<Measurement> = samples
             .into_iter()
@@ -463,11 +463,11 @@ where
             .map(|(samples, clocks)| Measurement::new(samples, clocks, conditions))
             .collect();
         let calibrated = match calibration {
-            Some(sorted) => {
+            Some(in_order) => {
                 // The stop rules take at least two samples of every arm.
-                debug_assert!(!sorted.is_empty(), "a calibration without samples");
+                debug_assert!(!in_order.is_empty(), "a calibration without samples");
                 let work_step = measured.iter().filter_map(Measurement::timer_step).min();
-                Calibration::of_sorted(&sorted, work_step).map_or(Calibrated::NotAsked, Calibrated::Done)
+                Calibration::of_samples(&in_order, work_step).map_or(Calibrated::NotAsked, Calibrated::Done)
             }
             None if self.options.calibrate => Calibrated::KernelUnavailable,
             None => Calibrated::NotAsked,

@@ -78,6 +78,19 @@ pub(crate) fn smallest_step(sorted: &[f64]) -> f64 {
         .fold(f64::INFINITY, f64::min)
 }
 
+/// Half the width of the distribution-free 95% confidence interval of the median of `sorted` (not
+/// empty; the sign test's bounds, as `compare`'s), and at least half of `resolution` (the timing
+/// events' step: tied samples do not make a median exact); half the whole range when there are
+/// too few samples for the interval.
+pub(crate) fn median_half_width(sorted: &[Duration], resolution: Option<Duration>) -> Duration {
+    let n = sorted.len();
+    let interval = match median_bounds(n, 0.05) {
+        Some(k) => sorted[n - 1 - k] - sorted[k],
+        None => sorted[n - 1] - sorted[0],
+    };
+    interval.max(resolution.unwrap_or(Duration::ZERO)) / 2
+}
+
 /// Standard deviation (of a sample, n - 1) over mean; infinite for fewer than two samples, 0 when
 /// every sample is 0 (they do not deviate; the ratio would be 0/0).
 pub(crate) fn relative_deviation(samples: &[Duration]) -> f64 {
