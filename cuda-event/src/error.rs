@@ -124,6 +124,14 @@ pub enum Error {
     /// nothing (the parent still owns them). Start helpers with `std::process::Command` (which
     /// execs), or fork before the first CUDA call.
     ForkedChild,
+    /// [`MeasureOptions::cupti`](crate::MeasureOptions::cupti) was asked for and CUPTI cannot be
+    /// used: libcupti was not found, or CUPTI refused (another tool, such as a profiler, holds
+    /// it), or a CUPTI call failed during the measurement. `reason` says which, with CUPTI's
+    /// answer.
+    CuptiUnavailable {
+        /// What was tried, and CUPTI's answer.
+        reason: String,
+    },
 }
 
 /// A failed CUDA call: which call, the code it returned, and CUDA's name and message for it.
@@ -374,6 +382,10 @@ impl fmt::Display for Error {
             Error::ForkedChild => f.write_str(
                 "this process was forked from one that used CUDA: CUDA cannot be used in a forked \
                  child (exec a new program, or fork before the first CUDA call)",
+            ),
+            Error::CuptiUnavailable { reason } => write!(
+                f,
+                "CUPTI cannot time the measurement (MeasureOptions::cupti): {reason}"
             ),
             Error::PerThreadStreamOfAnotherThread => f.write_str(
                 "a per-thread default stream was used on another thread than the one that made it \

@@ -274,6 +274,7 @@ pub use timing::calibration::{Calibration, NoNet};
 pub use timing::compare::{CONFIDENCE, CompareOptions, Comparison, Verdict, compare};
 #[cfg(feature = "criterion")]
 pub use timing::criterion::GpuTime;
+pub use timing::cupti_times::CuptiTimes;
 pub use timing::flush_check::{FlushCheck, FlushVerdict};
 pub use timing::measure::measure;
 pub use timing::measurement::{Measurement, StopReason};

@@ -44,13 +44,14 @@ fn spin(stream: &Stream, options: &MeasureOptions, length: Duration) -> Measurem
     .unwrap();
     let c = m.calibration().expect("calibrated");
     println!(
-        "{length:?} kernel, graph {}: median {:?}, net {:?}; empty kernel {:?} +- {:?}, {} samples",
+        "{length:?} kernel, graph {}: median {:?}, net {:?}; empty kernel {:?} +- {:?}, {} samples; {}",
         m.graph(),
         m.median(),
         m.net(),
         c.empty,
         c.uncertainty,
-        c.samples
+        c.samples,
+        m.trust()
     );
     m
 }

@@ -2,10 +2,15 @@
 //! why it stopped ([`StopReason`]).
 
 use crate::timing::calibration::{Calibrated, Calibration, NoNet, net, step_of_sorted};
+use crate::timing::cupti_times::CuptiTimes;
 use crate::timing::flush_check::{FlushCheck, FlushVerdict};
 use crate::timing::statistics::{median, median_half_width, percentile_of_sorted, relative_deviation};
 use crate::timing::trust::{Doubt, Trust, two_clusters};
 use std::time::Duration;
+
+/// How far (a share of CUPTI's net time, beyond the calibration's uncertainty) the net time may be
+/// from CUPTI's before the measurement is in doubt ([`Doubt::DisagreesWithCupti`]).
+pub(crate) const CUPTI_AGREEMENT: f64 = 0.02;
 
 /// Why [`measure`](crate::measure) stopped. New reasons may be added, so a `match` needs a
 /// wildcard arm.
@@ -34,6 +39,7 @@ pub struct Measurement {
     sm_clocks_mhz: Vec<Option<f64>>,
     conditions: Conditions,
     calibrated: Calibrated,
+    cupti: Option<CuptiTimes>,
 }
 
 /// How the samples of a [`Measurement`] were taken and why the measurement stopped: the same for
@@ -205,6 +211,11 @@ impl Measurement {
     pub fn flush_check(&self) -> Option<&FlushCheck> {
         self.conditions.flush_check.as_ref()
     }
+    /// CUPTI's durations of each repetition's work, with
+    /// [`MeasureOptions::cupti`](crate::MeasureOptions::cupti); `None` without it.
+    pub fn cupti(&self) -> Option<&CuptiTimes> {
+        self.cupti.as_ref()
+    }
     /// Whether the measurement can be trusted, and each reason it cannot ([`Doubt`]): a median
     /// less precise than [`MeasureOptions::max_noise`](crate::MeasureOptions::max_noise) asks
     /// (not for [`compare`](crate::compare)'s sides), samples in two clusters, more than a
@@ -268,6 +279,16 @@ impl Measurement {
                 doubts.push(Doubt::CalibrationDrifted(drift));
             }
         }
+        if let (Ok(net), Some(cupti_net), Some(calibration)) = (
+            self.net(),
+            self.cupti.as_ref().and_then(CuptiTimes::net),
+            self.calibration(),
+        ) {
+            let allowed = calibration.uncertainty + cupti_net.mul_f64(CUPTI_AGREEMENT);
+            if net.abs_diff(cupti_net) > allowed {
+                doubts.push(Doubt::DisagreesWithCupti { net, cupti_net });
+            }
+        }
         Trust::new(doubts)
     }
     /// `bytes` per median sample, in GB/s (10^9 bytes per second); 0.0 when the median is 0 (the
@@ -301,6 +322,7 @@ impl Measurement {
             sm_clocks_mhz,
             conditions,
             calibrated: Calibrated::NotAsked,
+            cupti: None,
         }
     }
 
@@ -309,6 +331,11 @@ impl Measurement {
     pub(crate) fn in_a_comparison(mut self) -> Measurement {
         self.conditions.max_spread = None;
         self
+    }
+
+    /// This measurement with CUPTI's times of its work (with [`MeasureOptions::cupti`](crate::MeasureOptions::cupti)).
+    pub(crate) fn with_cupti(self, cupti: Option<CuptiTimes>) -> Measurement {
+        Measurement { cupti, ..self }
     }
 
     /// This measurement with its calibration.
@@ -544,5 +571,30 @@ mod tests {
                 .trust()
                 .is_trusted()
         );
+    }
+
+    #[test]
+    fn a_net_time_away_from_cuptis_is_a_doubt() {
+        // Work 13.7 us, empty kernel 3.68 us: net 10.02 us.
+        let empty = Calibration::of_samples(&around(3680, 64, 500), None).unwrap();
+        let with_cupti = |cupti_us: f64| {
+            let us = |u: f64| Some(Duration::from_secs_f64(u * 1e-6));
+            let cupti = CuptiTimes::new(vec![us(cupti_us + 0.9); 1000], &[us(0.9); 500], 0);
+            plain(around(13_700, 64, 1000), StopReason::NoiseBelowMax)
+                .calibrated(Calibrated::Done(empty))
+                .with_cupti(Some(cupti))
+        };
+        assert!(
+            with_cupti(10.0).trust().is_trusted(),
+            "{}",
+            with_cupti(10.0).trust()
+        );
+        let off = with_cupti(9.3);
+        assert!(
+            matches!(doubts(&off)[..], [Doubt::DisagreesWithCupti { .. }]),
+            "{}",
+            off.trust()
+        );
+        assert_eq!(off.cupti().unwrap().net(), Some(Duration::from_nanos(9300)));
     }
 }

@@ -6,6 +6,8 @@ pub(crate) mod calibration;
 pub(crate) mod compare;
 #[cfg(feature = "criterion")]
 pub(crate) mod criterion;
+mod cupti;
+pub(crate) mod cupti_times;
 pub(crate) mod flush_check;
 mod gate;
 mod graph;

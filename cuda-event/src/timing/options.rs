@@ -135,6 +135,25 @@ pub struct MeasureOptions {
     /// be given; above it [`Measurement::net`](crate::Measurement::net) says why there is none.
     /// 0.05 (5%) by default.
     pub max_calibration_share: f64,
+    /// Also time each repetition's work with CUPTI (the `cupti` feature): its launches are tagged
+    /// (a CUPTI external correlation id), and CUPTI's records of the kernels, copies and memsets
+    /// it launched give its GPU duration, from the first one's start to the last one's end
+    /// ([`Measurement::cupti`](crate::Measurement::cupti)), beside the events' interval; with
+    /// [`calibrate`](Self::calibrate), CUPTI's duration of the empty kernel too, so that the net
+    /// time is checked against CUPTI's in the same run ([`Doubt::DisagreesWithCupti`](crate::Doubt::DisagreesWithCupti)).
+    ///
+    /// libcupti is loaded at run time, never linked: from the file that `CUDA_EVENT_CUPTI_LIBRARY`
+    /// names, else `libcupti.so` (and `.13`, `.12`) on the loader's path, else the CUDA toolkit's
+    /// `extras/CUPTI/lib64` and `lib64` under `/usr/local/cuda`. PyPI's `nvidia-cuda-cupti` wheel
+    /// ships one. Where it is missing, or CUPTI is held by another tool (a profiler), `measure`
+    /// returns [`Error::CuptiUnavailable`](crate::Error::CuptiUnavailable).
+    ///
+    /// CUPTI's records lengthen launches a little, the events' intervals with them: compare
+    /// event times taken with and without it with care. One measurement with CUPTI runs at a
+    /// time in a process (another waits for it), and CUPTI stays loaded after it. Stream mode
+    /// only: a graph's replays cannot be told apart by tag (graph mode with it is refused).
+    /// Off by default.
+    pub cupti: bool,
 }
 
 impl Default for MeasureOptions {
@@ -154,6 +173,7 @@ impl Default for MeasureOptions {
             throttle_threshold: 0.75,
             calibrate: false,
             max_calibration_share: 0.05,
+            cupti: false,
         }
     }
 }
@@ -198,6 +218,8 @@ setters! {
     calibrate: bool;
     /// Sets [`max_calibration_share`](Self::max_calibration_share).
     max_calibration_share: f64;
+    /// Sets [`cupti`](Self::cupti).
+    cupti: bool;
 }
 
 impl MeasureOptions {
@@ -227,6 +249,12 @@ impl MeasureOptions {
         }
         if !(self.max_calibration_share >= 0.0 && self.max_calibration_share.is_finite()) {
             return invalid("max_calibration_share must be a finite number at least 0");
+        }
+        if self.cupti && !cfg!(feature = "cupti") {
+            return invalid("cupti needs this crate's `cupti` feature");
+        }
+        if self.cupti && self.graph {
+            return invalid("cupti times stream mode only: a graph's replays cannot be told apart");
         }
         Ok(())
     }
@@ -274,5 +302,16 @@ mod tests {
         assert!(refused(endless).contains("at most a day"));
         assert!(refused(MeasureOptions::default().warmup(day + Duration::from_nanos(1))).contains("warmup"));
         assert!(MeasureOptions::default().warmup(day).timeout(day).check().is_ok());
+    }
+
+    #[test]
+    fn cupti_is_refused_in_graph_mode_and_without_its_feature() {
+        let cupti = MeasureOptions::default().cupti(true);
+        match cfg!(feature = "cupti") {
+            true => assert!(cupti.check().is_ok()),
+            false => assert!(refused(cupti.clone()).contains("`cupti` feature")),
+        }
+        let reason = refused(cupti.graph(true));
+        assert!(reason.contains("cupti"), "{reason}");
     }
 }

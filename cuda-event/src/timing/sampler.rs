@@ -11,6 +11,8 @@ use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::stream::Stream;
 use crate::timing::calibration::{Calibrated, Calibration};
+use crate::timing::cupti::Session;
+use crate::timing::cupti_times::CuptiTimes;
 use crate::timing::flush_check::FlushCheck;
 use crate::timing::gate::{Gate, Watchdog};
 use crate::timing::graph::{self, GraphBatch};
@@ -64,6 +66,15 @@ pub(crate) struct Sampler<'r, 'w, E> {
     samples: Vec<Vec<Duration>>,
     /// The SM clock during each of `samples`.
     clocks: Vec<Vec<Option<f64>>>,
+    /// With [`MeasureOptions::cupti`]: CUPTI's session, whose tags mark each timed interval's work.
+    cupti: Option<Session>,
+    /// The tag of the next interval queued with CUPTI: every interval queued gets its own, also
+    /// those of a batch that is then dropped.
+    next_tag: u64,
+    /// The tag of the first interval of the batch last queued.
+    batch_tag: u64,
+    /// The CUPTI tag of each of `samples`.
+    tags: Vec<Vec<u64>>,
 }
 
 /// How a sampler queues its timed repetitions.
@@ -179,6 +190,10 @@ where
             gate_timeouts: 0,
             samples: vec![Vec::new(); all_arms],
             clocks: vec![Vec::new(); all_arms],
+            cupti: options.cupti.then(Session::begin).transpose()?,
+            next_tag: 1,
+            batch_tag: 1,
+            tags: vec![Vec::new(); all_arms],
         };
         // From the first flush on, the GPU may use the scratch memory until the stream is drained.
         scratch.in_use(true);
@@ -346,6 +361,8 @@ fn after_opened(n: usize, first_blocked: bool) -> AfterOpened {
 struct Intervals {
     times: Vec<Duration>,
     clocks: Vec<Option<f64>>,
+    /// Each interval's CUPTI tag (0 in graph mode, which CUPTI does not time).
+    tags: Vec<u64>,
 }
 
 impl<E> Sampler<'_, '_, E>
@@ -379,7 +396,7 @@ where
             let pause = taken.and_then(|taken| self.keep_unthrottled(taken));
             let wall_time = started.elapsed();
             if let Some(stop) = (self.stop)(&self.samples, wall_time) {
-                return Ok(self.measurements(stop, wall_time));
+                return self.measurements(stop, wall_time);
             }
             if let Some(throttled) = self.throttled_throughout(wall_time) {
                 return Err(throttled.into());
@@ -428,6 +445,7 @@ where
                         self.mode = Mode::Ungated;
                         self.samples.iter_mut().for_each(Vec::clear);
                         self.clocks.iter_mut().for_each(Vec::clear);
+                        self.tags.iter_mut().for_each(Vec::clear);
                     }
                 }
                 Ok(None)
@@ -435,8 +453,9 @@ where
         }
     }
 
-    /// One [`Measurement`] per arm, once the stop rule said `stop` after `wall_time`.
-    fn measurements(&mut self, stop: StopReason, wall_time: Duration) -> Vec<Measurement> {
+    /// One [`Measurement`] per arm, once the stop rule said `stop` after `wall_time` (the stream
+    /// drained: every interval read), with CUPTI's times of each when it timed them.
+    fn measurements(&mut self, stop: StopReason, wall_time: Duration) -> Result<Vec<Measurement>, E> {
         let conditions = Conditions {
             stop,
             l2_flushed: self.flush.is_some(),
@@ -453,6 +472,20 @@ where
         };
         let mut samples = std::mem::take(&mut self.samples);
         let mut clocks = std::mem::take(&mut self.clocks);
+        let mut cupti_times = match self.cupti.take() {
+            Some(session) => {
+                let spans = session.finish()?;
+                let times = |tags: &Vec<u64>| tags.iter().map(|&tag| spans.of(tag)).collect::<Vec<_>>();
+                let mut by_arm: Vec<Vec<Option<Duration>>> = self.tags.iter().map(times).collect();
+                let empty = self
+                    .calibration_arm
+                    .map(|arm| by_arm.remove(arm))
+                    .unwrap_or_default();
+                let of_arm = |arm| Some(CuptiTimes::new(arm, &empty, spans.dropped));
+                by_arm.into_iter().map(of_arm).collect()
+            }
+            None => vec![None; self.user_arms()],
+        };
         let calibration = self.calibration_arm.map(|arm| {
             clocks.remove(arm);
             samples.remove(arm)
@@ -460,7 +493,8 @@ where
         let measured: Vec<Measurement> = samples
             .into_iter()
             .zip(clocks)
-            .map(|(samples, clocks)| Measurement::new(samples, clocks, conditions))
+            .zip(cupti_times.drain(..))
+            .map(|((samples, clocks), cupti)| Measurement::new(samples, clocks, conditions).with_cupti(cupti))
             .collect();
         let calibrated = match calibration {
             Some(in_order) => {
@@ -472,19 +506,24 @@ where
             None if self.options.calibrate => Calibrated::KernelUnavailable,
             None => Calibrated::NotAsked,
         };
-        measured.into_iter().map(|m| m.calibrated(calibrated)).collect()
+        Ok(measured.into_iter().map(|m| m.calibrated(calibrated)).collect())
     }
 
     /// Keeps the repetitions of `taken` whose clock was not throttled; returns the pause before the
     /// next batch, if some were throttled.
     fn keep_unthrottled(&mut self, taken: Intervals) -> Option<Duration> {
         let mut discarded = Vec::new();
-        let repetitions = taken.times.chunks(self.arms).zip(taken.clocks.chunks(self.arms));
-        for (times, mhz) in repetitions {
+        let repetitions = taken
+            .times
+            .chunks(self.arms)
+            .zip(taken.clocks.chunks(self.arms))
+            .zip(taken.tags.chunks(self.arms));
+        for ((times, mhz), tags) in repetitions {
             if mhz.iter().all(|&mhz| self.throttle.keeps(mhz)) {
-                for (arm, (&time, &mhz)) in times.iter().zip(mhz).enumerate() {
+                for (arm, ((&time, &mhz), &tag)) in times.iter().zip(mhz).zip(tags).enumerate() {
                     self.samples[arm].push(time);
                     self.clocks[arm].push(mhz);
+                    self.tags[arm].push(tag);
                 }
             } else {
                 let lowest = mhz.iter().flatten().copied().fold(f64::INFINITY, f64::min);
@@ -540,8 +579,22 @@ where
         our_step(capturing, self.stamp(at), "a stamp of the SM clock")?;
         our_step(capturing, self.flush(), "the L2 flush")?;
         record(self.stream, false)?;
-        self.run_arm(arm, capturing)?;
+        match (&self.cupti, capturing) {
+            (Some(_), false) => {
+                let tag = self.batch_tag + at as u64;
+                self.run_tagged_arm(arm, tag)?;
+            }
+            _ => self.run_arm(arm, capturing)?,
+        }
         Ok(record(self.stream, true)?)
+    }
+
+    /// [`run_arm`](Self::run_arm), not capturing, with the work's launches tagged `tag` for CUPTI.
+    fn run_tagged_arm(&mut self, arm: usize, tag: u64) -> Result<(), E> {
+        let session = self.cupti.take().expect("a CUPTI session");
+        let ran = session.tagged(tag, || self.run_arm(arm, false));
+        self.cupti = Some(session);
+        ran?
     }
 
     /// The stamp after a batch's `intervals` intervals.
@@ -616,7 +669,21 @@ where
         Ok(Intervals {
             times,
             clocks: self.clocks(0, n),
+            tags: vec![0; intervals],
         })
+    }
+
+    /// The CUPTI tag of each of the last queued batch's intervals (repetition `i`'s arm `a` at
+    /// `i * arms + a`), its repetitions numbered from `first` for their order: the tag of the
+    /// place it was queued in.
+    fn tags_of(&self, first: usize, n: usize) -> Vec<u64> {
+        let mut tags = vec![0; n * self.arms];
+        for i in 0..n {
+            for (k, arm) in self.order(first + i).enumerate() {
+                tags[i * self.arms + arm] = self.batch_tag + (i * self.arms + k) as u64;
+            }
+        }
+        tags
     }
 
     /// Empties the stamp slots of a batch of `intervals` intervals.
@@ -709,6 +776,9 @@ where
         };
         let mut first_blocked = false;
         let first = self.reps;
+        // Tags by the interval's place in the queue (as its clock slot): `intervals` reads them.
+        self.batch_tag = self.next_tag;
+        self.next_tag += (n * self.arms) as u64;
         let queued = (0..n)
             .try_for_each(|i| {
                 for (k, arm) in self.order(first + i).enumerate() {
@@ -744,8 +814,9 @@ where
             .map(|(start, end)| Ok(from_ms(start.elapsed_time(end)?)))
             .collect::<Result<_>>()?;
         let clocks = self.clocks(self.reps, n);
+        let tags = self.tags_of(self.reps, n);
         self.reps += n;
-        Ok(Intervals { times, clocks })
+        Ok(Intervals { times, clocks, tags })
     }
 }
 

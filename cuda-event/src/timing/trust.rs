@@ -108,6 +108,16 @@ pub enum Doubt {
     /// than both halves' 95% confidence intervals allow: the fixed cost drifted while the work was
     /// measured.
     CalibrationDrifted(Drift),
+    /// [`MeasureOptions::cupti`](crate::MeasureOptions::cupti) timed the work too, and the net
+    /// time is further from CUPTI's net time ([`CuptiTimes::net`](crate::CuptiTimes::net)) than
+    /// the calibration's uncertainty and 2% of CUPTI's: the calibration does not take away what
+    /// CUPTI counts as the launch, on this device, in this run.
+    DisagreesWithCupti {
+        /// [`Measurement::net`](crate::Measurement::net).
+        net: Duration,
+        /// CUPTI's net time.
+        cupti_net: Duration,
+    },
 }
 
 impl fmt::Display for Doubt {
@@ -144,6 +154,9 @@ impl fmt::Display for Doubt {
                 write!(f, "the calibration's samples are in two clusters ({c})")
             }
             Doubt::CalibrationDrifted(d) => write!(f, "the calibration drifted ({d})"),
+            Doubt::DisagreesWithCupti { net, cupti_net } => {
+                write!(f, "the net time ({net:?}) is not CUPTI's ({cupti_net:?})")
+            }
         }
     }
 }

@@ -1,0 +1,134 @@
+//! CUPTI as the measurement's own referee ([`MeasureOptions::cupti`](crate::MeasureOptions::cupti),
+//! the `cupti` feature): each timed repetition's work is tagged (an external correlation id), and
+//! CUPTI's records of the kernels, copies and memsets it launched give its GPU duration beside the
+//! events' interval.
+
+#[cfg(feature = "cupti")]
+mod library;
+
+use crate::error::{Error, Result};
+#[cfg(feature = "cupti")]
+use library::{CONCURRENT_KERNEL, Cupti, EXTERNAL_CORRELATION, MEMCPY, MEMSET};
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// Without the `cupti` feature no session exists (`MeasureOptions::check` refuses the option):
+/// the sampler's code is the same either way.
+#[cfg(not(feature = "cupti"))]
+pub(crate) struct Session {
+    never: std::convert::Infallible,
+}
+
+#[cfg(not(feature = "cupti"))]
+impl Session {
+    pub(crate) fn begin() -> Result<Session> {
+        Err(unavailable("this build has no `cupti` feature".into()))
+    }
+
+    pub(crate) fn tagged<R>(&self, _tag: u64, _work: impl FnOnce() -> R) -> Result<R> {
+        match self.never {}
+    }
+
+    pub(crate) fn finish(self) -> Result<Spans> {
+        match self.never {}
+    }
+}
+
+#[cfg(feature = "cupti")]
+/// One measurement's use of CUPTI: its record kinds enabled, from [`begin`](Self::begin) to
+/// [`finish`](Self::finish) (or the drop). One at a time in a process: CUPTI's records are
+/// process-wide.
+pub(crate) struct Session {
+    cupti: &'static Cupti,
+    _one_at_a_time: parking_lot::MutexGuard<'static, ()>,
+}
+
+#[cfg(feature = "cupti")]
+static ONE_AT_A_TIME: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
+
+/// The kinds a session enables.
+#[cfg(feature = "cupti")]
+const KINDS: [u32; 4] = [CONCURRENT_KERNEL, MEMCPY, MEMSET, EXTERNAL_CORRELATION];
+
+fn unavailable(reason: String) -> Error {
+    Error::CuptiUnavailable { reason }
+}
+
+#[cfg(feature = "cupti")]
+impl Session {
+    /// Loads CUPTI (once) and enables its records of kernels, copies, memsets and the crate's tags;
+    /// waits for another thread's measurement with CUPTI to end first.
+    ///
+    /// # Errors
+    /// [`Error::CuptiUnavailable`]: the library is missing, or CUPTI refused (another tool, a
+    /// profiler, holds it).
+    pub(crate) fn begin() -> Result<Session> {
+        let cupti = library::cupti().map_err(unavailable)?;
+        let guard = ONE_AT_A_TIME.lock();
+        cupti.clear();
+        for (i, &kind) in KINDS.iter().enumerate() {
+            if let Err(reason) = cupti.enable(kind) {
+                KINDS[..i].iter().for_each(|&kind| cupti.disable(kind));
+                return Err(unavailable(reason));
+            }
+        }
+        Ok(Session {
+            cupti,
+            _one_at_a_time: guard,
+        })
+    }
+
+    /// Runs `work` with the GPU work that it launches on this thread tagged `tag`.
+    pub(crate) fn tagged<R>(&self, tag: u64, work: impl FnOnce() -> R) -> Result<R> {
+        self.cupti.tag(tag).map_err(unavailable)?;
+        let done = work();
+        self.cupti.untag().map_err(unavailable)?;
+        Ok(done)
+    }
+
+    /// Once the tagged work has completed: each tag's span, from its first operation's start to
+    /// its last one's end, and the records CUPTI dropped.
+    pub(crate) fn finish(self) -> Result<Spans> {
+        KINDS.iter().for_each(|&kind| self.cupti.disable(kind));
+        let (records, dropped) = self.cupti.take().map_err(unavailable)?;
+        let tag_of: HashMap<u32, u64> = records.tags.into_iter().collect();
+        let mut by_tag: HashMap<u64, (u64, u64)> = HashMap::new();
+        for (correlation, start, end) in records.spans {
+            // A record without timestamps (CUPTI had no device memory for them) tells nothing.
+            let Some(&tag) = tag_of.get(&correlation).filter(|_| start != 0 && end >= start) else {
+                continue;
+            };
+            let span = by_tag.entry(tag).or_insert((start, end));
+            *span = (span.0.min(start), span.1.max(end));
+        }
+        Ok(Spans::new(by_tag, dropped))
+    }
+}
+
+#[cfg(feature = "cupti")]
+impl Drop for Session {
+    fn drop(&mut self) {
+        // After `finish` they are disabled already, which disabling again leaves so.
+        KINDS.iter().for_each(|&kind| self.cupti.disable(kind));
+    }
+}
+
+/// CUPTI's spans of a session's tags.
+pub(crate) struct Spans {
+    by_tag: HashMap<u64, (u64, u64)>,
+    pub(crate) dropped: usize,
+}
+
+impl Spans {
+    #[cfg(feature = "cupti")]
+    fn new(by_tag: HashMap<u64, (u64, u64)>, dropped: usize) -> Spans {
+        Spans { by_tag, dropped }
+    }
+
+    /// The span of `tag`'s operations; none if CUPTI recorded none.
+    pub(crate) fn of(&self, tag: u64) -> Option<Duration> {
+        self.by_tag
+            .get(&tag)
+            .map(|&(start, end)| Duration::from_nanos(end - start))
+    }
+}
