@@ -4,7 +4,8 @@
 // host flag, opened once the batch is queued), as the crate's gated mode does. The spin kernel (one
 // thread) stores its SM, its first and last %globaltimer. Per length: the event interval, the
 // kernel's own span, and their difference (the fixed cost), by batch, by SM and by the slot's
-// parity, to tell whether a second mode follows the batch, the SM or the position.
+// parity, to tell whether a second mode follows the batch, the SM or the position; every ten
+// batches the timing events or the stream are made anew, to tell whether it follows them.
 //   nvcc -O2 -o fixed_cost fixed_cost.cu && ./fixed_cost [batches] [reps per batch]
 #include <cuda_runtime.h>
 #include <algorithm>
@@ -51,6 +52,21 @@ int main(int argc, char **argv) {
   struct S { double interval, span; int batch; unsigned sm; int slot; };
   std::map<int, std::vector<S>> all;
   for (int b = -2; b < batches; b++) {  // two warm-up batches
+    // Every ten batches, new timing events (rounds 2, 3, 5) or a new stream (rounds 4, 5): does a
+    // mode follow the events or the stream?
+    int round = b / 10;
+    if (b > 0 && b % 10 == 0) {
+      if (round == 2 || round == 3 || round == 5) {
+        for (auto &e : ev) { CK(cudaEventDestroy(e)); CK(cudaEventCreate(&e)); }
+        printf("batch %d: new events\n", b);
+      }
+      if (round == 4 || round == 5) {
+        cudaStream_t old = s;
+        CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+        CK(cudaStreamDestroy(old));
+        printf("batch %d: new stream\n", b);
+      }
+    }
     *(volatile int *)flag = 0;
     gate<<<1, 1, 0, s>>>(dflag);
     int shift = (b < 0 ? 0 : b) % L;  // the rotation's phase changes per batch
@@ -89,6 +105,16 @@ int main(int argc, char **argv) {
     printf("batch %2d:", b);
     for (int li = 0; li < L; li++) { std::vector<double> fx; for (auto &x : all[li]) if (x.batch == b) fx.push_back(x.interval - x.span); printf(" %6.3f", med(fx)); }
     printf("\n");
+  }
+  printf("\nby slot in the batch: median fixed cost of each length, even slots | odd slots | first 6 slots\n");
+  for (int li = 0; li < L; li++) {
+    std::vector<double> even, odd, first;
+    for (auto &x : all[li]) {
+      double f = x.interval - x.span;
+      (x.slot % 2 ? odd : even).push_back(f);
+      if (x.slot < 6) first.push_back(f);
+    }
+    printf("%5.0f us: %6.3f | %6.3f | %6.3f\n", lengths[li] / 1e3, med(even), med(odd), med(first));
   }
   printf("\nper SM (SMs with >= 20 samples of the 1..20 us lengths): median fixed cost; spread of SM medians\n");
   std::map<unsigned, std::vector<double>> bysm;
