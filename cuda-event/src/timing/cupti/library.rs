@@ -22,6 +22,10 @@ pub(crate) const MEMCPY: u32 = 1;
 pub(crate) const MEMSET: u32 = 2;
 /// `CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL`: kernels' records without serializing them.
 pub(crate) const CONCURRENT_KERNEL: u32 = 10;
+/// The API records (driver and runtime calls): CUPTI writes a tag's external correlation record
+/// only before an API record, so without them no work is tagged.
+pub(crate) const DRIVER: u32 = 4;
+pub(crate) const RUNTIME: u32 = 5;
 pub(crate) const EXTERNAL_CORRELATION: u32 = 39;
 /// `CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2`: the crate's tags. The program's own tags, if any,
 /// are more likely CUSTOM0 or CUSTOM1.
@@ -232,7 +236,8 @@ unsafe extern "C" fn buffer_completed(_: *mut c_void, _: u32, buffer: *mut u8, s
     if buffer.is_null() {
         return;
     }
-    if let Ok(cupti) = cupti() {
+    // Not `cupti()`: a callback during the registration would wait on its own initialization.
+    if let Some(Ok(cupti)) = CUPTI.get() {
         let mut read = Records::default();
         let mut record: *mut u8 = std::ptr::null_mut();
         // SAFETY: `buffer` holds `valid` bytes of records (CUPTI's call); each record it returns

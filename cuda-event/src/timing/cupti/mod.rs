@@ -8,7 +8,7 @@ mod library;
 
 use crate::error::{Error, Result};
 #[cfg(feature = "cupti")]
-use library::{CONCURRENT_KERNEL, Cupti, EXTERNAL_CORRELATION, MEMCPY, MEMSET};
+use library::{CONCURRENT_KERNEL, Cupti, DRIVER, EXTERNAL_CORRELATION, MEMCPY, MEMSET, RUNTIME};
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -48,7 +48,7 @@ static ONE_AT_A_TIME: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
 
 /// The kinds a session enables.
 #[cfg(feature = "cupti")]
-const KINDS: [u32; 4] = [CONCURRENT_KERNEL, MEMCPY, MEMSET, EXTERNAL_CORRELATION];
+const KINDS: [u32; 6] = [CONCURRENT_KERNEL, MEMCPY, MEMSET, DRIVER, RUNTIME, EXTERNAL_CORRELATION];
 
 fn unavailable(reason: String) -> Error {
     Error::CuptiUnavailable { reason }
