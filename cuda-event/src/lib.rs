@@ -80,12 +80,60 @@
 //! # Ok(()) }
 //! ```
 //!
+//! Every [`Measurement`] says whether it can be trusted, and why not ([`Measurement::trust`]:
+//! samples in two clusters, a lost gate, throttling, a flush that did not evict, a calibration that
+//! drifted...), and [`compare`] answers [`Verdict::Ambiguous`] when either side is in doubt. With
+//! the `cupti` feature, [`MeasureOptions::cupti`] times each repetition with CUPTI too, in the same
+//! run, as a referee of the events' intervals and of the calibration's net time.
+//!
+//! ```no_run
+//! use cuda_event::{MeasureOptions, Stream, measure};
+//! # fn main() -> Result<(), cuda_event::Error> {
+//! # let stream = Stream::new(0)?;
+//! let m = measure(&stream, &MeasureOptions::default().calibrate(true), |s| {
+//!     // ... queue the work on s.as_raw() ...
+//!     Ok::<(), cuda_event::Error>(())
+//! })?;
+//! match m.net() {
+//!     Ok(net) if m.trust().is_trusted() => println!("{net:?} net of the launch's fixed cost"),
+//!     _ => println!("median {:?}; {}", m.median(), m.trust()), // says each doubt
+//! }
+//! # Ok(()) }
+//! ```
+//!
 //! With cudarc, its streams are this crate's through [`Stream::from_raw_borrowed`]; cudarc's
 //! `CUstream` is the runtime's `cudaStream_t` under another type, hence the cast:
 //! `unsafe { Stream::from_raw_borrowed(cudarc_stream.cu_stream() as _, 0)? }` (the repository's
 //! `systest/examples/cudarc_interop.rs` times and orders cudarc's work with this crate's events).
 //! With the `criterion` feature, `GpuTime` is a criterion measurement of GPU time on a stream
 //! (`Criterion::default().with_measurement(GpuTime::on_device(0)?)`; the `gpu_time` benchmark).
+//!
+//! # Capturing into a CUDA graph
+//! [`Stream::capture`] captures the work a closure queues (and the streams it forks through the
+//! crate's waits) into a [`Graph`]; [`Graph::launch`] replays it, and [`Graph::launch_completion`]
+//! is a replay to await. Events recorded inside the capture are graph nodes, and the crate keeps
+//! the CUDA events such records took out of every other capture until this one has ended, so
+//! captures on several threads never share one ([`Event`]'s "Recorded into a graph capture" has the
+//! capture-safety table: what holds beside other threads' raw CUDA captures).
+//!
+//! ```no_run
+//! use cuda_event::{CaptureMode, Event, Stream};
+//! # async fn example() -> cuda_event::Result<()> {
+//! let (stream, side) = (Stream::new(0)?, Stream::new(0)?);
+//! let half_way = Event::new();
+//! let graph = stream.capture(CaptureMode::ThreadLocal, |s| {
+//!     // ... queue work on s.as_raw() ...
+//!     half_way.record(s)?;                               // a node of the graph
+//!     half_way.wait(&side)?;                             // fork: side joins the capture
+//!     // ... queue work on side.as_raw() ...
+//!     s.wait_stream(&side)                               // join back before the end
+//! })?;
+//! for _ in 0..3 {
+//!     graph.launch(&stream)?;                            // replays it
+//! }
+//! graph.launch_completion(&stream)?.await?;              // one more, awaited
+//! # Ok(()) }
+//! ```
 //!
 //! # Examples
 //! In the package's `examples/` (`cargo run --release --example NAME`); each exits with status 1

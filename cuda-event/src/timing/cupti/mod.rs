@@ -48,7 +48,14 @@ static ONE_AT_A_TIME: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
 
 /// The kinds a session enables.
 #[cfg(feature = "cupti")]
-const KINDS: [u32; 6] = [CONCURRENT_KERNEL, MEMCPY, MEMSET, DRIVER, RUNTIME, EXTERNAL_CORRELATION];
+const KINDS: [u32; 6] = [
+    CONCURRENT_KERNEL,
+    MEMCPY,
+    MEMSET,
+    DRIVER,
+    RUNTIME,
+    EXTERNAL_CORRELATION,
+];
 
 fn unavailable(reason: String) -> Error {
     Error::CuptiUnavailable { reason }
