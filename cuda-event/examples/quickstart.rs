@@ -107,15 +107,15 @@ fn run(json: Option<Mode>, sm_clock: bool) -> Result<(), Box<dyn std::error::Err
     }
     println!("{devices} device(s); device 0 peak {peak:.0} GB/s (memory clock x bus width)");
     println!(
-        "| operation | gated median | gated GB/s | graph median | graph GB/s | % of peak (gated) | noise (gated) | SM clock (gated), MHz | samples (gated, graph) |"
+        "| operation | gated median | gated GB/s | graph median | graph GB/s | % of peak (gated) | noise (gated) | SM clock (gated), MHz | samples (gated, graph) | trust (gated; graph) |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for (op, bytes, work) in &ops {
         let gated: Measurement = measure(&stream, &options, |s| work(s))?;
         let graph: Measurement = measure(&stream, &options.clone().graph(true), |s| work(s))?;
         let gb = |m: &Measurement| *bytes as f64 / m.median().as_secs_f64() / 1e9;
         println!(
-            "| {op} | {:.1} us | {:.0} | {:.1} us | {:.0} | {:.0}% | {:.2}% | {} | {}, {} |",
+            "| {op} | {:.1} us | {:.0} | {:.1} us | {:.0} | {:.0}% | {:.2}% | {} | {}, {} | {}; {} |",
             us(gated.median()),
             gb(&gated),
             us(graph.median()),
@@ -124,7 +124,9 @@ fn run(json: Option<Mode>, sm_clock: bool) -> Result<(), Box<dyn std::error::Err
             100.0 * gated.noise(),
             clock(&gated),
             gated.samples().len(),
-            graph.samples().len()
+            graph.samples().len(),
+            gated.trust(),
+            graph.trust()
         );
     }
 

@@ -29,6 +29,8 @@ pub(crate) fn row(leading: &[(&str, String)], m: &Measurement, trailing: &[(&str
         ("max_sm_clock_mhz", mhz(m.max_sm_clock_mhz())),
         ("throttled", m.throttled_samples().to_string()),
         ("net_us", m.net().map_or_else(|_| "null".to_string(), us)),
+        // Rust's escapes of a string's Debug form are JSON's for the text a verdict holds.
+        ("trust", format!("{:?}", m.trust().to_string())),
     ];
     let fields: Vec<String> = leading
         .iter()
