@@ -40,8 +40,18 @@ impl Session {
 /// process-wide.
 pub(crate) struct Session {
     cupti: &'static Cupti,
+    /// Added to the sampler's tags, so that a record an earlier session left late can never be
+    /// read as this one's.
+    base: u64,
     _one_at_a_time: parking_lot::MutexGuard<'static, ()>,
 }
+
+/// The tags of one session lie in `[base, base + SESSION_TAGS)`.
+#[cfg(feature = "cupti")]
+const SESSION_TAGS: u64 = 1 << 40;
+
+#[cfg(feature = "cupti")]
+static NEXT_BASE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(SESSION_TAGS);
 
 #[cfg(feature = "cupti")]
 static ONE_AT_A_TIME: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
@@ -79,15 +89,17 @@ impl Session {
                 return Err(unavailable(reason));
             }
         }
+        let base = NEXT_BASE.fetch_add(SESSION_TAGS, std::sync::atomic::Ordering::Relaxed);
         Ok(Session {
             cupti,
+            base,
             _one_at_a_time: guard,
         })
     }
 
-    /// Runs `work` with the GPU work that it launches on this thread tagged `tag`.
+    /// Runs `work` with the GPU work that it launches on this thread tagged `tag` (below 2^40).
     pub(crate) fn tagged<R>(&self, tag: u64, work: impl FnOnce() -> R) -> Result<R> {
-        self.cupti.tag(tag).map_err(unavailable)?;
+        self.cupti.tag(self.base + tag).map_err(unavailable)?;
         let done = work();
         self.cupti.untag().map_err(unavailable)?;
         Ok(done)
@@ -98,7 +110,13 @@ impl Session {
     pub(crate) fn finish(self) -> Result<Spans> {
         KINDS.iter().for_each(|&kind| self.cupti.disable(kind));
         let (records, dropped) = self.cupti.take().map_err(unavailable)?;
-        let tag_of: HashMap<u32, u64> = records.tags.into_iter().collect();
+        let ours = self.base..self.base + SESSION_TAGS;
+        let tag_of: HashMap<u32, u64> = records
+            .tags
+            .into_iter()
+            .filter(|(_, external)| ours.contains(external))
+            .map(|(correlation, external)| (correlation, external - self.base))
+            .collect();
         let mut by_tag: HashMap<u64, (u64, u64)> = HashMap::new();
         for (correlation, start, end) in records.spans {
             // A record without timestamps (CUPTI had no device memory for them) tells nothing.
