@@ -257,9 +257,35 @@ fn no_libclang_and_a_cuda_without_committed_bindings_is_one_message_naming_the_f
         "bindgen cannot load libclang",
         "apt-get install libclang-dev",
         "LIBCLANG_PATH",
-        "bindings committed for CUDA 12.8, 12.9 and 13.0",
+        "bindings committed for CUDA 12.8, 12.9, 13.0 and 13.5",
         "the headers found are CUDA 99.1 (CUDART_VERSION 99010)",
     ]);
+}
+
+#[test]
+fn a_later_minor_release_uses_the_newest_committed_bindings_of_its_major_with_a_warning() {
+    let Some(_one) = under_cargo() else { return };
+    let nowhere = scratch("no-libclang-for-a-later-minor");
+    // After a major's newest set, and between two sets of a major. Without bindgen only the
+    // headers' version matters, so the real CUDA's headers serve for either major.
+    for (version, text, set) in [(13990, "13.99", "13.5"), (13020, "13.2", "13.0")] {
+        let later = scratch(&format!("cuda-{text}"));
+        cuda_copy(&later, version, true);
+        let consumer = Consumer::new(&format!("later-{text}"), &[]);
+        // The crate says the headers' version, not the set's, as DEP_CUDART_VERSION does.
+        std::fs::write(
+            consumer.dir.join("src/lib.rs"),
+            format!("const _: () = assert!(cuda_event_sys::CUDART_VERSION == {version});\n"),
+        )
+        .unwrap();
+        let build = consumer.build(&[
+            ("CUDA_EVENT_SYS_CUDA_DIR", later.as_os_str().into()),
+            ("LIBCLANG_PATH", nowhere.as_os_str().into()),
+        ]);
+        build.succeeded_saying(&[&format!(
+            "cuda-event-sys: no bindings are committed for CUDA {text}; using CUDA {set}'s"
+        )]);
+    }
 }
 
 #[test]
