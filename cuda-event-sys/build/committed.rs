@@ -79,7 +79,7 @@ impl Set {
             println!(
                 "cargo:warning=cuda-event-sys: no bindings are committed for CUDA {found}; using CUDA {set}'s, \
                  the newest committed for CUDA {major}.x before it (its minor releases have kept the event \
-                 domain's declarations so far; with libclang, bindgen generates bindings from the headers \
+                 domain's declarations so far; the `bindgen` feature generates bindings from the headers \
                  found instead)",
                 found = version_text(cuda_version),
                 set = self.version_text(),
