@@ -152,8 +152,10 @@
 //! project's CI cross-links both crates against the aarch64 runtime and runs their CPU tests under
 //! qemu, but no GPU test has run there. The headers and libcudart of a CUDA runtime of 12.8 or newer (a toolkit, or PyPI's
 //! runtime wheels in a virtualenv: `pip install 'nvidia-cuda-runtime==13.0.*' 'nvidia-cuda-crt==13.0.*'`);
-//! for CUDA 12.8, 12.9 and 13.0 nothing else (bindings for them are committed), for other versions
-//! libclang for bindgen (`apt-get install libclang-dev`, or without root `pip install libclang`);
+//! nothing else (bindings are committed for CUDA 12.8, 12.9, 13.0 and 13.5, and a later minor release
+//! of a major uses its newest set); libclang only with the `bindgen` feature, which generates them
+//! with bindgen from the headers found (`apt-get install libclang-dev`, or without root
+//! `pip install libclang`);
 //! Rust 1.88. [cuda-event-sys's README](https://crates.io/crates/cuda-event-sys) says where the
 //! build looks for each and how to make a virtualenv's CUDA stick (`[env]` in
 //! `.cargo/config.toml`). libcudart is linked statically; the `dynamic` feature links

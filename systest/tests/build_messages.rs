@@ -230,11 +230,36 @@ fn no_cuda_outside_the_workspace_names_fixes_a_user_can_act_on() {
 }
 
 #[test]
-fn no_libclang_builds_with_the_bindings_committed_for_the_cuda_found() {
+fn the_default_build_uses_the_committed_bindings_and_compiles_no_bindgen() {
+    let Some(_one) = under_cargo() else { return };
+    let nowhere = scratch("no-libclang-by-default");
+    let build = Consumer::new("default", &[]).build(&[
+        ("CUDA_EVENT_SYS_CUDA_DIR", real_cuda()),
+        ("LIBCLANG_PATH", nowhere.as_os_str().into()),
+    ]);
+    build.succeeded_saying(&[]);
+    // `cargo build -v` names every crate it compiles or finds fresh; bindgen's own crates are not
+    // among them, even though the shared target dir holds them from the feature's builds.
+    for crate_name in [" bindgen v", " clang-sys v"] {
+        assert!(
+            !build.log.lines().any(|line| line.contains(crate_name)),
+            "{crate_name} in the default build:\n{}",
+            build.log
+        );
+    }
+    assert!(
+        !build.log.contains("no libclang"),
+        "the default build looked for libclang:\n{}",
+        build.log
+    );
+}
+
+#[test]
+fn no_libclang_with_the_bindgen_feature_builds_with_the_bindings_committed_for_the_cuda_found() {
     let Some(_one) = under_cargo() else { return };
     let nowhere = scratch("no-libclang-here");
     let version = format!("{}.{}", real_version() / 1000, real_version() % 1000 / 10);
-    let build = Consumer::new("no-libclang", &[]).build(&[
+    let build = Consumer::new("no-libclang", &["bindgen"]).build(&[
         ("CUDA_EVENT_SYS_CUDA_DIR", real_cuda()),
         ("LIBCLANG_PATH", nowhere.as_os_str().into()),
     ]);
@@ -249,7 +274,7 @@ fn no_libclang_and_a_cuda_without_committed_bindings_is_one_message_naming_the_f
     let nowhere = scratch("no-libclang-anywhere");
     let newer = scratch("cuda-99.1");
     cuda_copy(&newer, 99010, true);
-    let build = Consumer::new("no-libclang-newer", &[]).build(&[
+    let build = Consumer::new("no-libclang-newer", &["bindgen"]).build(&[
         ("CUDA_EVENT_SYS_CUDA_DIR", newer.as_os_str().into()),
         ("LIBCLANG_PATH", nowhere.as_os_str().into()),
     ]);
@@ -257,8 +282,61 @@ fn no_libclang_and_a_cuda_without_committed_bindings_is_one_message_naming_the_f
         "bindgen cannot load libclang",
         "apt-get install libclang-dev",
         "LIBCLANG_PATH",
-        "bindings committed for CUDA 12.8, 12.9 and 13.0",
+        "bindings committed for CUDA 12.8, 12.9, 13.0 and 13.5",
         "the headers found are CUDA 99.1 (CUDART_VERSION 99010)",
+    ]);
+}
+
+#[test]
+fn a_cuda_of_a_major_without_committed_bindings_names_the_bindgen_feature() {
+    let Some(_one) = under_cargo() else { return };
+    let newer = scratch("cuda-99.1-default");
+    cuda_copy(&newer, 99010, true);
+    let build =
+        Consumer::new("newer-major", &[]).build(&[("CUDA_EVENT_SYS_CUDA_DIR", newer.as_os_str().into())]);
+    build.failed_saying(&[
+        "no committed bindings serve the CUDA found, CUDA 99.1 (CUDART_VERSION 99010)",
+        "they are for CUDA 12.8, 12.9, 13.0 and 13.5",
+        "Enable cuda-event-sys's `bindgen` feature",
+    ]);
+}
+
+#[test]
+fn a_later_minor_release_uses_the_newest_committed_bindings_of_its_major_with_a_warning() {
+    let Some(_one) = under_cargo() else { return };
+    let nowhere = scratch("no-libclang-for-a-later-minor");
+    // After a major's newest set, and between two sets of a major. Without bindgen only the
+    // headers' version matters, so the real CUDA's headers serve for either major.
+    for (version, text, set) in [(13990, "13.99", "13.5"), (13020, "13.2", "13.0")] {
+        let later = scratch(&format!("cuda-{text}"));
+        cuda_copy(&later, version, true);
+        let consumer = Consumer::new(&format!("later-{text}"), &[]);
+        // The crate says the headers' version, not the set's, as DEP_CUDART_VERSION does.
+        std::fs::write(
+            consumer.dir.join("src/lib.rs"),
+            format!("const _: () = assert!(cuda_event_sys::CUDART_VERSION == {version});\n"),
+        )
+        .unwrap();
+        let build = consumer.build(&[
+            ("CUDA_EVENT_SYS_CUDA_DIR", later.as_os_str().into()),
+            ("LIBCLANG_PATH", nowhere.as_os_str().into()),
+        ]);
+        build.succeeded_saying(&[&format!(
+            "cuda-event-sys: no bindings are committed for CUDA {text}; using CUDA {set}'s"
+        )]);
+    }
+}
+
+#[test]
+fn bindgen_asked_for_without_the_feature_names_the_feature() {
+    let Some(_one) = under_cargo() else { return };
+    let build = Consumer::new("bindgen-no-feature", &[]).build(&[
+        ("CUDA_EVENT_SYS_CUDA_DIR", real_cuda()),
+        ("CUDA_EVENT_SYS_BINDINGS", "bindgen".into()),
+    ]);
+    build.failed_saying(&[
+        "CUDA_EVENT_SYS_BINDINGS=bindgen, but cuda-event-sys was built without its `bindgen` feature",
+        "features = [\"bindgen\"]",
     ]);
 }
 
@@ -266,7 +344,7 @@ fn no_libclang_and_a_cuda_without_committed_bindings_is_one_message_naming_the_f
 fn bindgen_asked_for_without_libclang_is_one_message_naming_the_fix() {
     let Some(_one) = under_cargo() else { return };
     let nowhere = scratch("no-libclang-for-bindgen");
-    let build = Consumer::new("bindgen-no-libclang", &[]).build(&[
+    let build = Consumer::new("bindgen-no-libclang", &["bindgen"]).build(&[
         ("CUDA_EVENT_SYS_CUDA_DIR", real_cuda()),
         ("CUDA_EVENT_SYS_BINDINGS", "bindgen".into()),
         ("LIBCLANG_PATH", nowhere.as_os_str().into()),
@@ -407,7 +485,7 @@ fn a_pip_libclang_wheel_without_resource_headers_builds_with_the_c_compilers() {
         println!("skipped: no libclang wheel in .cuda/libclang (ci/provision unpacks it)");
         return;
     }
-    let consumer = Consumer::new("pip-libclang", &[]);
+    let consumer = Consumer::new("pip-libclang", &["bindgen"]);
     let build = consumer.build(&[
         ("CUDA_EVENT_SYS_CUDA_DIR", real_cuda()),
         ("LIBCLANG_PATH", wheel.into()),
