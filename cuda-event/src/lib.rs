@@ -321,6 +321,7 @@ pub use event::pool::{POOL_PER_THREAD, empty_event_pool, set_event_pool};
 pub use event::{Event, EventBuilder};
 pub use stream::{CaptureMode, Graph, Stream, StreamOptions};
 pub use timing::calibration::{Calibration, NoNet};
+pub use timing::clusters::{Clusters, Drift};
 pub use timing::compare::{CONFIDENCE, CompareOptions, Comparison, Verdict, compare};
 #[cfg(feature = "criterion")]
 pub use timing::criterion::GpuTime;
@@ -331,7 +332,7 @@ pub use timing::measurement::{Measurement, StopReason};
 pub use timing::options::MeasureOptions;
 pub use timing::scratch_memory::release_measure_memory;
 pub use timing::timer::{Timer, Timing};
-pub use timing::trust::{Clusters, Doubt, Drift, Trust};
+pub use timing::trust::{Doubt, Trust};
 #[cfg(feature = "tracing")]
 pub use trace::TraceSpans;
 pub use trace::{ChromeTrace, TraceSummary};

@@ -2,8 +2,8 @@
 //! around an empty kernel, timed beside the work; and the work's time net of them, or why there is
 //! none.
 
+use crate::timing::clusters::{Clusters, Drift, drift, two_clusters};
 use crate::timing::statistics::{median_duration, median_half_width, percentile_of_sorted, smallest_step};
-use crate::timing::trust::{Clusters, Drift, drift, two_clusters};
 use std::fmt;
 use std::time::Duration;
 

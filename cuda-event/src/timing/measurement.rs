@@ -2,10 +2,11 @@
 //! why it stopped ([`StopReason`]).
 
 use crate::timing::calibration::{Calibrated, Calibration, NoNet, net, step_of_sorted};
+use crate::timing::clusters::two_clusters;
 use crate::timing::cupti_times::CuptiTimes;
 use crate::timing::flush_check::{FlushCheck, FlushVerdict};
 use crate::timing::statistics::{median, median_half_width, percentile_of_sorted, relative_deviation};
-use crate::timing::trust::{Doubt, Trust, two_clusters};
+use crate::timing::trust::{Doubt, Trust};
 use std::time::Duration;
 
 /// How far (a share of CUPTI's net time, beyond the calibration's uncertainty) the net time may be

@@ -3,6 +3,7 @@
 //! sampler uses.
 
 pub(crate) mod calibration;
+pub(crate) mod clusters;
 pub(crate) mod compare;
 #[cfg(feature = "criterion")]
 pub(crate) mod criterion;
