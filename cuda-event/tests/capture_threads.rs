@@ -301,3 +301,37 @@ fn cuda_events_alive_stays_bounded_over_10000_threads_that_each_capture() {
         "{most} more CUDA events alive at most over {rounds} threads"
     );
 }
+
+/// The packaged `capture` example, run as a user would: its three timed replays and the awaited
+/// one, each replay's time above zero (its external timing events recorded by every replay).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_capture_example_replays_its_graph_and_awaits_a_replay() {
+    let _gpu = gpu_for(Duration::from_secs(60));
+    let example = common::example_binary("capture");
+    let out = std::process::Command::new(&example).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    print!("{stdout}");
+    assert!(
+        out.status.success(),
+        "{} failed ({}): {}",
+        example.display(),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for replay in 1..=3 {
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("replay {replay}:")))
+            .unwrap_or_else(|| panic!("no replay {replay}: {stdout}"));
+        let us: f64 = line
+            .rsplit(" in ")
+            .next()
+            .unwrap()
+            .trim_end_matches(" us")
+            .parse()
+            .unwrap();
+        assert!(us > 0.0, "{line}");
+    }
+    assert!(stdout.contains("replay 4, awaited: complete"), "{stdout}");
+}
