@@ -45,6 +45,17 @@
 //! pending future by querying its event; nothing is queued on any stream for it ([`Completion`] has
 //! the details).
 //!
+//! ```no_run
+//! use cuda_event::Stream;
+//! # async fn example() -> cuda_event::Result<()> {
+//! let stream = Stream::new(0)?;
+//! // ... queue work on stream.as_raw() ...
+//! stream.completion().await?;                          // the thread is free meanwhile
+//! let done = tokio::spawn(stream.completion());        // owns what it waits on
+//! done.await.expect("the task ran")?;
+//! # Ok(()) }
+//! ```
+//!
 //! # Timing GPU work
 //! [`Timer`] times one section of a stream's work with pooled timing events and reads it without
 //! blocking. [`measure`] times a closure's GPU work the way `triton.testing.do_bench` and nvbench
@@ -239,41 +250,9 @@
 //! makes the `tracing` crate's spans host spans of a trace.
 //!
 //! # How it is built
-//! The modules stand in floors, each importing only from those below it (`ci/module-graph` checks
-//! that no import runs back up or in a circle):
-//! 1. `error`, `sync` (every lock, atomic and thread of the crate, from std and parking_lot, or
-//!    from the model checker in the model build), `driver` (the driver API's typed entry points,
-//!    the only place CUDA is called but for streams), `drop_errors`, `fork`.
-//! 2. `context` (primary contexts pushed for a call, device-reset checks), `device`,
-//!    `capture_mode`.
-//! 3. `stream/`: [`Stream`], and host functions.
-//! 4. `event/`: [`Event`], from its CUDA handle and the per-thread pool up through the publish of
-//!    the first record, the word that tells reads where the last record went (`last_record`), the
-//!    record path (`record`), interprocess export and import, and the watchers that futures leave.
-//! 5. `completion/`: the futures ([`Completion`]); one reactor thread per process, started by the
-//!    first pending future, that finds complete events by querying them (`lanes`, bookkeeping
-//!    without CUDA), and queues nothing on any stream.
-//! 6. `timing/`: [`Timer`]; [`measure`] over its options, sampler (gated, ungated and graph
-//!    batches), measurement and the samples' statistics; [`compare`]; the calibration's net time
-//!    and the L2 flush's check; the gate, the timing kernels (the SM clock's stamp, the
-//!    calibration's empty kernel), the SM clock probe, the throttle rule and scratch memory.
-//! 7. `trace/`: [`Trace`], its per-thread lanes, the clock's anchors and the Chrome writer.
-//!
-//! Beside them, `model/` exists only under `--cfg cuda_event_model`: a model of the driver that
-//! answers the same entry points, and the tests that run the crate's concurrency core on it under
-//! a model checker (`ci/test model`).
-//!
-//! # How it calls CUDA
-//! Through the driver API, resolved once with `cudaGetDriverEntryPointByVersion` from the linked
-//! runtime: driver calls on explicit handles never create a context on the thread's current device
-//! (the way PyTorch made stray contexts) and skip the runtime's bookkeeping. Event and stream
-//! handles are the runtime's `cudaEvent_t` / `cudaStream_t`, usable with any runtime API code.
-//! Where a context must be current (creating, IPC handles, timing, default streams), the device's
-//! primary context is pushed for the call and popped after. Streams are the one thing made by the
-//! runtime (`cudaStreamCreateWithPriority`, in the pushed context, so no other context is made).
-//! Each driver function's type is the `PFN_*` declaration of `cudaTypedefs.h` at the ABI version
-//! the crate asks for, so a wrong signature does not compile; [`driver_entry_point`] resolves
-//! others the same way.
+//! The modules' floors, how the crate calls CUDA and why, and the driver model that its
+//! concurrency tests run on: `ARCHITECTURE.md` beside this crate's manifest in the
+//! [repository](https://github.com/cuda-event/cuda-event/blob/main/cuda-event/ARCHITECTURE.md).
 //!
 //! # Performance
 //! Every hot call (record, wait, query, a pooled first record) is benchmarked against the raw
