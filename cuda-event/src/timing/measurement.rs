@@ -273,10 +273,16 @@ impl Measurement {
             Err(why) => doubts.push(Doubt::NoNet(why)),
         }
         if let Some(calibration) = self.calibration() {
-            if let Some(clusters) = calibration.two_clusters {
+            // A calibration's second mode or drift matters where it can move the net time by more
+            // than the share the calibration may take of it (of the median, without a net time).
+            let material = self.net().unwrap_or(median).mul_f64(c.max_calibration_share);
+            if let Some(clusters) = calibration.two_clusters.filter(|k| k.high - k.low > material) {
                 doubts.push(Doubt::CalibrationTwoClusters(clusters));
             }
-            if let Some(drift) = calibration.drift {
+            if let Some(drift) = calibration
+                .drift
+                .filter(|d| d.first_half.abs_diff(d.second_half) > material)
+            {
                 doubts.push(Doubt::CalibrationDrifted(drift));
             }
         }
@@ -556,6 +562,12 @@ mod tests {
             "{}",
             drifted.trust()
         );
+        // A drift of a few timer steps is real but moves a 10 us net time by under 5%: no doubt.
+        let mut small = around(3680, 32, 250);
+        small.extend(around(3776, 32, 250));
+        assert!(Calibration::of_samples(&small, None).unwrap().drift.is_some());
+        let slight = calibrated(small);
+        assert!(slight.trust().is_trusted(), "{}", slight.trust());
         // An empty kernel longer than the work: no net time.
         let over = calibrated(around(20_000, 64, 500));
         assert!(

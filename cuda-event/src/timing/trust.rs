@@ -101,12 +101,14 @@ pub enum Doubt {
     /// [`MeasureOptions::calibrate`](crate::MeasureOptions::calibrate) was asked for and there
     /// is no net time: the work is below what the calibration can resolve, or it could not run.
     NoNet(NoNet),
-    /// The calibration's own samples fall in two clusters: the fixed cost it takes away is not
-    /// one number in this run.
+    /// The calibration's own samples fall in two clusters further apart than
+    /// [`MeasureOptions::max_calibration_share`](crate::MeasureOptions::max_calibration_share) of
+    /// the net time: the fixed cost it takes away is not one number in this run.
     CalibrationTwoClusters(Clusters),
     /// The calibration's median moved between the first and the second half of the run by more
-    /// than both halves' 95% confidence intervals allow: the fixed cost drifted while the work was
-    /// measured.
+    /// than both halves' 95% confidence intervals allow, and by more than
+    /// [`MeasureOptions::max_calibration_share`](crate::MeasureOptions::max_calibration_share) of
+    /// the net time: the fixed cost drifted while the work was measured.
     CalibrationDrifted(Drift),
     /// [`MeasureOptions::cupti`](crate::MeasureOptions::cupti) timed the work too, and the net
     /// time is further from CUPTI's net time ([`CuptiTimes::net`](crate::CuptiTimes::net)) than
