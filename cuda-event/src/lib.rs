@@ -155,8 +155,10 @@
 //!   GPU ([`Stream::completion`]) instead of blocking a thread.
 //! - `ipc`: one event shared by two processes through its hex handle.
 //! - `torch_ipc` (with `torch_ipc.py`): interprocess events shared with PyTorch, both ways.
-//! - `known_lengths`: kernels of known length timed with [`measure`], gated and in graph mode, to
-//!   see what a timing interval holds besides the kernel.
+//! - `timeline`: a [`Trace`] of the quickstart's work on two streams and threads, written as
+//!   `trace.json` for Perfetto.
+//! - `capture`: work captured into a CUDA graph with [`Stream::capture`], an event recorded inside
+//!   it, the graph replayed and a replay awaited.
 //!
 //! # What a build needs
 //! Linux: built and tested on x86_64 (on GPUs too); on aarch64, Grace Hopper's and Jetson's, the
@@ -287,6 +289,7 @@ mod timing;
 mod trace;
 
 pub use completion::Completion;
+pub use completion::wait::Wait;
 pub use context::set_device_reset_checks;
 pub use cuda_event_sys as sys;
 pub use device::{DeviceGuard, current_device, device_count, set_device};
