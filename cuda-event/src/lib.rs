@@ -43,7 +43,9 @@
 //! future owns what it waits on, so `tokio::spawn(stream.completion())` works, and an event's
 //! borrows the event, so move the event into the task. A reactor thread of the crate's wakes a
 //! pending future by querying its event; nothing is queued on any stream for it ([`Completion`] has
-//! the details).
+//! the details). A synchronous wait chooses how it waits, per wait: spin, yield, spin for a budget
+//! then sleep, sleep on the reactor, or CUDA's own synchronize ([`Wait`],
+//! [`Event::synchronize_with`]), each with its latency and CPU cost documented.
 //!
 //! ```no_run
 //! use cuda_event::Stream;

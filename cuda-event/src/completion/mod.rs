@@ -5,6 +5,7 @@
 
 mod lanes;
 mod reactor;
+pub(crate) mod wait;
 
 use crate::capture_mode::{RelaxedCapture, is_capture_interference, relaxed_if_loaded};
 use crate::driver::{Driver, driver};
@@ -349,7 +350,7 @@ impl Stream {
         }
     }
 
-    fn record_for_completion(&self) -> Result<Event> {
+    pub(crate) fn record_for_completion(&self) -> Result<Event> {
         let event = Event::new();
         // Refuses a stream being captured, also one whose capture began around the record.
         event.record_as(self, true)?;

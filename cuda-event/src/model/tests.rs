@@ -940,3 +940,39 @@ fn the_crates_end_of_a_capture_never_overlaps_a_record_into_it_on_a_forked_strea
         recorder.join().unwrap();
     });
 }
+
+/// Every way of waiting returns once another thread lets the work complete, and each answers
+/// `false` at a timeout that passes first: spinning, yielding, spinning then sleeping on the
+/// reactor, the reactor alone, the driver's own synchronize; on an event and on a stream.
+#[test]
+fn every_way_of_waiting_returns_at_completion_or_at_its_timeout() {
+    use crate::Wait;
+    use std::time::Duration;
+    let ways = [
+        Wait::Spin,
+        Wait::Yield,
+        Wait::SpinThen {
+            budget: Duration::ZERO,
+        },
+        Wait::Reactor,
+        Wait::Driver,
+    ];
+    for wait in ways {
+        check(30, move || {
+            let held = stream();
+            hold(&held);
+            let pending = Event::new();
+            pending.record(&held).unwrap();
+            assert_eq!(pending.synchronize_with(wait, Some(Duration::ZERO)), Ok(false));
+            assert_eq!(held.synchronize_with(wait, Some(Duration::ZERO)), Ok(false));
+            let releaser = {
+                let held = held.clone();
+                thread::spawn(move || release(&held))
+            };
+            assert_eq!(pending.synchronize_with(wait, None), Ok(true), "{wait:?}");
+            assert_eq!(held.synchronize_with(wait, None), Ok(true), "{wait:?}");
+            releaser.join().unwrap();
+            assert_eq!(Event::new().synchronize_with(wait, None), Ok(true));
+        });
+    }
+}

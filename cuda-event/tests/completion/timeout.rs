@@ -117,3 +117,47 @@ fn synchronize_timeout_of_a_blocking_event_does_not_spin_a_core() {
     );
     stream.synchronize().unwrap();
 }
+
+/// Each way of waiting (`synchronize_with`) on 200 ms of GPU work: `Ok(false)` at a 20 ms timeout,
+/// then `Ok(true)` once the work is done; and its CPU cost as documented: the reactor's sleep
+/// and a spin budget spend a small share of the wait on this thread, spinning spends nearly all.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn each_way_of_waiting_waits_for_the_work_and_costs_what_it_says() {
+    use cuda_event::Wait;
+    let _gpu = gpu();
+    let stream = Stream::new(0).unwrap();
+    let budget = Duration::from_micros(50);
+    let ways = [
+        Wait::Spin,
+        Wait::Yield,
+        Wait::SpinThen { budget },
+        Wait::Reactor,
+        Wait::Driver,
+    ];
+    for wait in ways {
+        for on_stream in [false, true] {
+            gpu_sleep(&stream, Duration::from_millis(200));
+            let event = stream.record_event().unwrap();
+            let sync = |timeout| match on_stream {
+                true => stream.synchronize_with(wait, timeout),
+                false => event.synchronize_with(wait, timeout),
+            };
+            assert_eq!(sync(Some(Duration::from_millis(20))), Ok(false), "{wait:?}");
+            let (wall, cpu) = (Instant::now(), common::thread_cpu_time());
+            assert_eq!(sync(None), Ok(true), "{wait:?}");
+            let (wall, cpu) = (wall.elapsed(), common::thread_cpu_time() - cpu);
+            let share = cpu.as_secs_f64() / wall.as_secs_f64();
+            println!(
+                "{wait:?}, on the stream {on_stream}: waited {wall:?}, {:.0}% of a core",
+                100.0 * share
+            );
+            assert!(event.query().unwrap(), "{wait:?}");
+            match wait {
+                Wait::Spin => assert!(share > 0.5, "{wait:?}: {share}"),
+                Wait::SpinThen { .. } | Wait::Reactor => assert!(share < 0.2, "{wait:?}: {share}"),
+                _ => {}
+            }
+        }
+    }
+}
