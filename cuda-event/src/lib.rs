@@ -97,7 +97,7 @@
 //! samples in two clusters, a lost gate, throttling, a flush that did not evict, a calibration that
 //! drifted...), and [`compare`] answers [`Verdict::Ambiguous`] when either side is in doubt. With
 //! the `cupti` feature, [`MeasureOptions::cupti`] times each repetition with CUPTI too, in the same
-//! run, as a referee of the events' intervals and of the calibration's net time.
+//! run, beside the events' intervals (and, calibrated, checks the net time against CUPTI's).
 //!
 //! ```no_run
 //! use cuda_event::{MeasureOptions, Stream, measure};

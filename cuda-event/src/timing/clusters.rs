@@ -5,10 +5,11 @@ use crate::timing::statistics::{median_duration, median_half_width, median_of_so
 use std::fmt;
 use std::time::Duration;
 
-/// Two clusters of samples: each at least a tenth of them, their medians apart by at least 1% of
-/// the whole median and three steps of the timer, by more than three times their spreads (median
-/// absolute deviations) together, and few samples between them (under a twentieth in the middle
-/// third of the gap between the medians).
+/// Two clusters of samples (among at least 20): each at least a tenth of them (and ten samples),
+/// their medians apart by at least 1% of the whole median and three steps of the timer, by more
+/// than three times their spreads (median absolute deviations) together, and few samples between
+/// them (in the middle third of the gap between the medians, under a tenth of the smaller
+/// cluster).
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct Clusters {
@@ -64,9 +65,19 @@ pub(crate) fn two_clusters(sorted: &[Duration]) -> Option<Clusters> {
         return None;
     }
     let ns: Vec<f64> = sorted.iter().map(|d| d.as_nanos() as f64).collect();
-    let tenth = n.div_ceil(10);
-    let split = best_split(&ns, tenth)?;
-    let (low, high) = ns.split_at(split);
+    // At least ten samples a side: a side of three has the gap to its nearest neighbour for a
+    // spread, and a tail's few samples pass for a mode.
+    let least = n.div_ceil(10).max(10);
+    let split = best_split(&ns, least)?;
+    let (low_median, high_median) = (median_of(&ns[..split]), median_of(&ns[split..]));
+    // The split may pull samples of one mode into the other side (it must leave `least` on
+    // each): the clusters are the samples nearer to each median, each at least a tenth.
+    let middle = (low_median + high_median) / 2.0;
+    let at = ns.partition_point(|&x| x < middle);
+    let (low, high) = ns.split_at(at);
+    if low.len() * 10 < n || high.len() * 10 < n {
+        return None;
+    }
     let (low_median, high_median) = (median_of(low), median_of(high));
     let apart = high_median - low_median;
     let step = smallest_step(&ns);
@@ -76,8 +87,10 @@ pub(crate) fn two_clusters(sorted: &[Duration]) -> Option<Clusters> {
         .iter()
         .filter(|&&x| x > low_median + apart / 3.0 && x < high_median - apart / 3.0)
         .count();
-    let separate =
-        apart >= 0.01 * median_of(&ns) && apart >= 3.0 * step && apart > 3.0 * spreads && between * 20 < n;
+    let separate = apart >= 0.01 * median_of(&ns)
+        && apart >= 3.0 * step
+        && apart > 3.0 * spreads
+        && between * 10 < low.len().min(high.len());
     separate.then(|| Clusters {
         low: Duration::from_nanos(low_median.round() as u64),
         high: Duration::from_nanos(high_median.round() as u64),
@@ -189,6 +202,21 @@ mod tests {
         let mut few = vec![3680; 10];
         few.extend([4416; 9]);
         assert_eq!(two_clusters(&ns(few)), None);
+    }
+
+    #[test]
+    fn a_group_under_a_tenth_or_a_short_tail_is_not_two_clusters() {
+        // 940 around 10 us and 60 at 20 us: 6%, under a tenth.
+        let mut v = around(10_000, 64, 32, 940);
+        v.extend([20_000; 60]);
+        assert_eq!(two_clusters(&ns(v)), None);
+        // 28 around 20 us and two a little above; 27 and three scattered above.
+        let mut w = around(20_000, 64, 32, 28);
+        w.extend([20_864, 20_864]);
+        assert_eq!(two_clusters(&ns(w)), None);
+        let mut x = around(20_000, 64, 32, 27);
+        x.extend([20_800, 20_896, 22_016]);
+        assert_eq!(two_clusters(&ns(x)), None);
     }
 
     #[test]

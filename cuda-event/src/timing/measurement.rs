@@ -26,7 +26,8 @@ pub enum StopReason {
     NoiseSettled,
     /// [`MeasureOptions::timeout`](crate::MeasureOptions::timeout) passed.
     Timeout,
-    /// [`compare`](crate::compare)'s verdict was decided (after the minimum samples and time).
+    /// [`compare`](crate::compare)'s ratio was decided (after the minimum samples and time); its
+    /// [`verdict`](crate::Comparison::verdict) is still `Ambiguous` where a side is not trusted.
     VerdictReached,
 }
 
@@ -63,6 +64,9 @@ pub(crate) struct Conditions {
     pub(crate) max_spread: Option<f64>,
     /// Whether the gate was asked for (gated mode, not graph mode).
     pub(crate) gate_asked: bool,
+    /// Whether this is a side of a comparison: its verdict weighs only the conditions of the
+    /// pairs (see [`Measurement::trust`]).
+    pub(crate) comparison_side: bool,
 }
 
 impl Measurement {
@@ -219,32 +223,28 @@ impl Measurement {
     }
     /// Whether the measurement can be trusted, and each reason it cannot ([`Doubt`]): a median
     /// less precise than [`MeasureOptions::max_noise`](crate::MeasureOptions::max_noise) asks
-    /// (not for [`compare`](crate::compare)'s sides), samples in two clusters, more than a
-    /// twentieth of the repetitions throttled, the gate lost, an L2 flush that did not evict, a
-    /// median too close to the timer's resolution, and with
-    /// [`calibrate`](crate::MeasureOptions::calibrate): no net time, or a calibration whose
-    /// samples are in two clusters or drifted during the run.
+    /// (where the noise did not fall below it), samples in two clusters, more than a twentieth of
+    /// the repetitions throttled, the gate lost, an L2 flush that did not evict, a median too
+    /// close to the timer's resolution, and with
+    /// [`calibrate`](crate::MeasureOptions::calibrate): no net time, a calibration whose samples
+    /// are in two clusters or drifted during the run, or (with
+    /// [`cupti`](crate::MeasureOptions::cupti) too) a net time away from CUPTI's.
+    ///
+    /// For [`compare`](crate::compare)'s sides only the conditions of the pairs count (throttling,
+    /// the gate lost, a flush that did not evict): the ratio of the pairs has its own interval and
+    /// resolution check, a side's two modes that the alternating order made show in both sides'
+    /// pairs alike, and the ratio uses no calibration.
     ///
     /// The checks read this measurement's own samples, so they find what varies within the
     /// run; a state that holds for a whole run (a clock locked low, a fixed cost that differs
     /// between runs) shows only beside another run.
     pub fn trust(&self) -> Trust {
         let c = &self.conditions;
-        let median = self.median();
-        let step = self.timer_step();
         let mut doubts = Vec::new();
-        if let Some(max_share) = c.max_spread {
-            let half_width = median_half_width(&self.sorted, step);
-            if half_width.as_secs_f64() > max_share * median.as_secs_f64() {
-                doubts.push(Doubt::Spread {
-                    median,
-                    half_width,
-                    max_share,
-                });
-            }
-        }
-        if let Some(clusters) = two_clusters(&self.sorted) {
-            doubts.push(Doubt::TwoClusters(clusters));
+        // A comparison's sides: only what changed the conditions of the pairs. Their ratio has its
+        // own interval and resolution check, and uses no calibration.
+        if !c.comparison_side {
+            self.doubts_of_the_samples(&mut doubts);
         }
         let kept = self.samples.len();
         if c.throttled * 20 > c.throttled + kept {
@@ -264,10 +264,41 @@ impl Measurement {
         {
             doubts.push(Doubt::FlushDoesNotEvict { ratio: check.ratio() });
         }
+        if !c.comparison_side {
+            self.doubts_of_the_calibration(&mut doubts);
+        }
+        Trust::new(doubts)
+    }
+
+    /// The doubts that a measurement's own samples raise: a median less precise than asked (unless
+    /// the noise fell below the maximum), two clusters, a median near the timer's resolution.
+    fn doubts_of_the_samples(&self, doubts: &mut Vec<Doubt>) {
+        let (median, step) = (self.median(), self.timer_step());
+        if let (Some(max_share), true) = (
+            self.conditions.max_spread,
+            self.conditions.stop != StopReason::NoiseBelowMax,
+        ) {
+            let half_width = median_half_width(&self.sorted, step);
+            if half_width.as_secs_f64() > max_share * median.as_secs_f64() {
+                doubts.push(Doubt::Spread {
+                    median,
+                    half_width,
+                    max_share,
+                });
+            }
+        }
+        if let Some(clusters) = two_clusters(&self.sorted) {
+            doubts.push(Doubt::TwoClusters(clusters));
+        }
         let coarse = step.is_none_or(|step| step.as_secs_f64() * 50.0 > median.as_secs_f64());
         if median.is_zero() || coarse {
             doubts.push(Doubt::BelowResolution { median, step });
         }
+    }
+
+    /// The doubts of the calibration and of CUPTI's check of it, with
+    /// [`calibrate`](crate::MeasureOptions::calibrate).
+    fn doubts_of_the_calibration(&self, doubts: &mut Vec<Doubt>) {
         match self.net() {
             Ok(_) | Err(NoNet::NotCalibrated) => {}
             Err(why) => doubts.push(Doubt::NoNet(why)),
@@ -275,13 +306,16 @@ impl Measurement {
         if let Some(calibration) = self.calibration() {
             // A calibration's second mode or drift matters where it can move the net time by more
             // than the share the calibration may take of it (of the median, without a net time).
-            let material = self.net().unwrap_or(median).mul_f64(c.max_calibration_share);
-            if let Some(clusters) = calibration.two_clusters.filter(|k| k.high - k.low > material) {
+            // In seconds: a share the options allow can overflow a Duration.
+            let material =
+                self.net().unwrap_or(self.median()).as_secs_f64() * self.conditions.max_calibration_share;
+            let beyond = |d: Duration| d.as_secs_f64() > material;
+            if let Some(clusters) = calibration.two_clusters.filter(|k| beyond(k.high - k.low)) {
                 doubts.push(Doubt::CalibrationTwoClusters(clusters));
             }
             if let Some(drift) = calibration
                 .drift
-                .filter(|d| d.first_half.abs_diff(d.second_half) > material)
+                .filter(|d| beyond(d.first_half.abs_diff(d.second_half)))
             {
                 doubts.push(Doubt::CalibrationDrifted(drift));
             }
@@ -291,13 +325,13 @@ impl Measurement {
             self.cupti.as_ref().and_then(CuptiTimes::net),
             self.calibration(),
         ) {
-            let allowed = calibration.uncertainty + cupti_net.mul_f64(CUPTI_AGREEMENT);
-            if net.abs_diff(cupti_net) > allowed {
+            let allowed = calibration.uncertainty.as_secs_f64() + cupti_net.as_secs_f64() * CUPTI_AGREEMENT;
+            if net.abs_diff(cupti_net).as_secs_f64() > allowed {
                 doubts.push(Doubt::DisagreesWithCupti { net, cupti_net });
             }
         }
-        Trust::new(doubts)
     }
+
     /// `bytes` per median sample, in GB/s (10^9 bytes per second); 0.0 when the median is 0 (the
     /// work took less than the timing events' resolution, about half a microsecond: its bandwidth
     /// cannot be read from these samples).
@@ -337,6 +371,7 @@ impl Measurement {
     /// ratio has its interval).
     pub(crate) fn in_a_comparison(mut self) -> Measurement {
         self.conditions.max_spread = None;
+        self.conditions.comparison_side = true;
         self
     }
 
@@ -373,6 +408,7 @@ impl Conditions {
             max_calibration_share: 0.05,
             max_spread: Some(0.005),
             gate_asked: false,
+            comparison_side: false,
         }
     }
 }
@@ -609,5 +645,37 @@ mod tests {
             off.trust()
         );
         assert_eq!(off.cupti().unwrap().net(), Some(Duration::from_nanos(9300)));
+    }
+
+    #[test]
+    fn any_share_the_options_allow_and_a_comparisons_sides_never_panic_or_doubt_the_calibration() {
+        let mut c = Conditions::plain(StopReason::NoiseBelowMax);
+        c.max_calibration_share = 1e300;
+        let (low, high) = (around(3680, 64, 500), around(4416, 64, 500));
+        let mixed: Vec<Duration> = (0..500)
+            .map(|i| if i % 3 == 0 { high[i] } else { low[i] })
+            .collect();
+        let calibration = Calibration::of_samples(&mixed, None).unwrap();
+        let m = Measurement::synthetic(around(13_700, 64, 1000), c).calibrated(Calibrated::Done(calibration));
+        assert!(m.trust().is_trusted(), "{}", m.trust());
+        // A side of a comparison: 1 us on a 32 ns timer, two calibration modes: no doubt.
+        let side = Measurement::synthetic(
+            around(1000, 64, 500),
+            Conditions::plain(StopReason::VerdictReached),
+        )
+        .calibrated(Calibrated::Done(calibration))
+        .in_a_comparison();
+        assert!(side.trust().is_trusted(), "{}", side.trust());
+    }
+
+    #[test]
+    fn a_run_whose_noise_fell_below_the_maximum_has_no_spread_doubt() {
+        // 2.5 us on a 32 ns timer: half a step is 0.64% of the median, above 0.5%.
+        let mut samples = vec![Duration::from_nanos(2496); 90];
+        samples.extend(vec![Duration::from_nanos(2528); 10]);
+        let settled = plain(samples.clone(), StopReason::NoiseSettled);
+        assert!(doubts(&settled).iter().any(|d| matches!(d, Doubt::Spread { .. })));
+        let quiet = plain(samples, StopReason::NoiseBelowMax);
+        assert!(!doubts(&quiet).iter().any(|d| matches!(d, Doubt::Spread { .. })));
     }
 }

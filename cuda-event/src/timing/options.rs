@@ -135,9 +135,10 @@ pub struct MeasureOptions {
     /// be given; above it [`Measurement::net`](crate::Measurement::net) says why there is none.
     /// 0.05 (5%) by default.
     pub max_calibration_share: f64,
-    /// Also time each repetition's work with CUPTI (the `cupti` feature): its launches are tagged
-    /// (a CUPTI external correlation id), and CUPTI's records of the kernels, copies and memsets
-    /// it launched give its GPU duration, from the first one's start to the last one's end
+    /// Also time each repetition's work with CUPTI (the `cupti` feature): the launches it makes on
+    /// the measuring thread are tagged (a CUPTI external correlation id; work that another thread
+    /// launches for it is not), and CUPTI's records of the kernels, copies and memsets (not
+    /// peer-to-peer copies) it launched give its GPU duration, from the first one's start to the last one's end
     /// ([`Measurement::cupti`](crate::Measurement::cupti)), beside the events' interval; with
     /// [`calibrate`](Self::calibrate), CUPTI's duration of the empty kernel too, so that the net
     /// time is checked against CUPTI's in the same run ([`Doubt::DisagreesWithCupti`](crate::Doubt::DisagreesWithCupti)).
@@ -148,9 +149,13 @@ pub struct MeasureOptions {
     /// ships one. Where it is missing, or CUPTI is held by another tool (a profiler), `measure`
     /// returns [`Error::CuptiUnavailable`](crate::Error::CuptiUnavailable).
     ///
-    /// CUPTI's records lengthen launches a little, the events' intervals with them: compare
-    /// event times taken with and without it with care. One measurement with CUPTI runs at a
-    /// time in a process (another waits for it), and CUPTI stays loaded after it. Stream mode
+    /// CUPTI's records lengthen launches a little, the events' intervals with them, and those of
+    /// any other thread's work while it runs: compare event times taken with and without it with
+    /// care. One measurement with CUPTI runs at a time in a process (another waits for it, for at
+    /// most a minute; one inside another's work on the same thread is refused), and CUPTI stays
+    /// loaded after it. Where another CUPTI client of the process (a profiler) registers its own
+    /// buffers, the records go there: with `calibrate` that is an error, without it the
+    /// samples read `None`. Stream mode
     /// only: a graph's replays cannot be told apart by tag (graph mode with it is refused).
     /// Off by default.
     pub cupti: bool,

@@ -469,6 +469,7 @@ where
             max_calibration_share: self.options.max_calibration_share,
             max_spread: Some(self.options.max_noise),
             gate_asked: self.options.gate && !self.options.graph,
+            comparison_side: false,
         };
         let mut samples = std::mem::take(&mut self.samples);
         let mut clocks = std::mem::take(&mut self.clocks);
@@ -481,6 +482,16 @@ where
                     .calibration_arm
                     .map(|arm| by_arm.remove(arm))
                     .unwrap_or_default();
+                // The calibration's kernels always launch: none recorded means CUPTI's records go
+                // elsewhere (another CUPTI client of this process registered its own buffers).
+                if !empty.is_empty() && empty.iter().all(Option::is_none) && spans.dropped == 0 {
+                    let reason = "CUPTI delivered no record of the calibration's kernels: another \
+                                  CUPTI client of this process (a profiler) may be taking its records";
+                    return Err(Error::CuptiUnavailable {
+                        reason: reason.into(),
+                    }
+                    .into());
+                }
                 let of_arm = |arm| Some(CuptiTimes::new(arm, &empty, spans.dropped));
                 by_arm.into_iter().map(of_arm).collect()
             }

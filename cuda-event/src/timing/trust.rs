@@ -49,11 +49,10 @@ impl fmt::Display for Trust {
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum Doubt {
-    /// The median's 95% confidence half-width is more than
-    /// [`MeasureOptions::max_noise`](crate::MeasureOptions::max_noise) of the median: the
-    /// measurement stopped at its timeout, or its noise settled, before its median was that
-    /// precise. Not a doubt of [`compare`](crate::compare)'s sides, whose pairs' ratio has its
-    /// own interval.
+    /// The median's 95% confidence half-width (at least half the timer's step) is more than
+    /// [`MeasureOptions::max_noise`](crate::MeasureOptions::max_noise) of the median, in a
+    /// measurement that stopped at its timeout or with its noise settled above the maximum. Not
+    /// a doubt of [`compare`](crate::compare)'s sides, whose pairs' ratio has its own interval.
     Spread {
         /// The median.
         median: Duration,
@@ -103,12 +102,14 @@ pub enum Doubt {
     NoNet(NoNet),
     /// The calibration's own samples fall in two clusters further apart than
     /// [`MeasureOptions::max_calibration_share`](crate::MeasureOptions::max_calibration_share) of
-    /// the net time: the fixed cost it takes away is not one number in this run.
+    /// the net time (of the median, without a net time): the fixed cost it takes away is not one
+    /// number in this run.
     CalibrationTwoClusters(Clusters),
     /// The calibration's median moved between the first and the second half of the run by more
     /// than both halves' 95% confidence intervals allow, and by more than
     /// [`MeasureOptions::max_calibration_share`](crate::MeasureOptions::max_calibration_share) of
-    /// the net time: the fixed cost drifted while the work was measured.
+    /// the net time (of the median, without a net time): the fixed cost drifted while the work was
+    /// measured.
     CalibrationDrifted(Drift),
     /// [`MeasureOptions::cupti`](crate::MeasureOptions::cupti) timed the work too, and the net
     /// time is further from CUPTI's net time ([`CuptiTimes::net`](crate::CuptiTimes::net)) than

@@ -197,11 +197,16 @@ impl Cupti {
         })
     }
 
-    /// Delivers every record CUPTI holds to the buffer callback, and returns those delivered since
-    /// the last take, with the number of records CUPTI dropped (for want of buffer space).
-    pub(crate) fn take(&self) -> Result<(Records, usize), String> {
+    /// Delivers every record CUPTI holds to the buffer callback.
+    pub(crate) fn flush(&self) -> Result<(), String> {
         // SAFETY: a flag of CUpti_ActivityFlag.
-        self.check("cuptiActivityFlushAll", unsafe { (self.flush_all)(FLUSH_FORCED) })?;
+        self.check("cuptiActivityFlushAll", unsafe { (self.flush_all)(FLUSH_FORCED) })
+    }
+
+    /// [`flush`](Self::flush)es, and returns the records delivered since the last take, with the
+    /// number of records CUPTI dropped (for want of buffer space).
+    pub(crate) fn take(&self) -> Result<(Records, usize), String> {
+        self.flush()?;
         let mut dropped = 0;
         // SAFETY: no context and stream 0 ask for the global buffers' count; writes through a
         // live local.

@@ -50,8 +50,21 @@ pub(crate) struct Session {
 #[cfg(feature = "cupti")]
 const SESSION_TAGS: u64 = 1 << 40;
 
+/// Sessions so far: the `n`-th's base is `SESSION_TAGS` times 1 to 2^24 - 1 in turn (never 0, never
+/// past the top of the tags), so a base comes round again only millions of sessions later.
 #[cfg(feature = "cupti")]
-static NEXT_BASE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(SESSION_TAGS);
+static SESSIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How long a measurement with CUPTI waits for another thread's to end before it gives up: its
+/// work may itself be waiting for this thread.
+#[cfg(feature = "cupti")]
+const WAIT_FOR_ANOTHER: Duration = Duration::from_secs(60);
+
+#[cfg(feature = "cupti")]
+std::thread_local! {
+    /// Whether this thread holds a session: a measurement with CUPTI inside another's work.
+    static IN_A_SESSION: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
 
 #[cfg(feature = "cupti")]
 static ONE_AT_A_TIME: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
@@ -74,14 +87,21 @@ fn unavailable(reason: String) -> Error {
 #[cfg(feature = "cupti")]
 impl Session {
     /// Loads CUPTI (once) and enables its records of kernels, copies, memsets and the crate's tags;
-    /// waits for another thread's measurement with CUPTI to end first.
+    /// waits for another thread's measurement with CUPTI to end first (for at most a minute).
     ///
     /// # Errors
-    /// [`Error::CuptiUnavailable`]: the library is missing, or CUPTI refused (another tool, a
-    /// profiler, holds it).
+    /// [`Error::CuptiUnavailable`]: the library is missing, CUPTI refused (another tool, a
+    /// profiler, holds it), this thread is inside a measurement with CUPTI already, or another
+    /// thread's held CUPTI for a minute.
     pub(crate) fn begin() -> Result<Session> {
         let cupti = library::cupti().map_err(unavailable)?;
-        let guard = ONE_AT_A_TIME.lock();
+        if IN_A_SESSION.get() {
+            let reason = "a measurement with cupti inside another's work on the same thread";
+            return Err(unavailable(reason.into()));
+        }
+        let guard = ONE_AT_A_TIME.try_lock_for(WAIT_FOR_ANOTHER).ok_or_else(|| {
+            unavailable("another thread's measurement with cupti held CUPTI for a minute".into())
+        })?;
         cupti.clear();
         for (i, &kind) in KINDS.iter().enumerate() {
             if let Err(reason) = cupti.enable(kind) {
@@ -89,7 +109,9 @@ impl Session {
                 return Err(unavailable(reason));
             }
         }
-        let base = NEXT_BASE.fetch_add(SESSION_TAGS, std::sync::atomic::Ordering::Relaxed);
+        let n = SESSIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let base = (n % ((1 << 24) - 1) + 1) * SESSION_TAGS;
+        IN_A_SESSION.set(true);
         Ok(Session {
             cupti,
             base,
@@ -99,8 +121,20 @@ impl Session {
 
     /// Runs `work` with the GPU work that it launches on this thread tagged `tag` (below 2^40).
     pub(crate) fn tagged<R>(&self, tag: u64, work: impl FnOnce() -> R) -> Result<R> {
+        /// Ends the tag however the work ends (a panic included), so that none stays on the
+        /// thread's stack of CUPTI tags.
+        struct Untag<'c>(&'c Cupti, bool);
+        impl Drop for Untag<'_> {
+            fn drop(&mut self) {
+                if !self.1 {
+                    let _ = self.0.untag();
+                }
+            }
+        }
         self.cupti.tag(self.base + tag).map_err(unavailable)?;
+        let mut tagged = Untag(self.cupti, false);
         let done = work();
+        tagged.1 = true;
         self.cupti.untag().map_err(unavailable)?;
         Ok(done)
     }
@@ -108,6 +142,9 @@ impl Session {
     /// Once the tagged work has completed: each tag's span, from its first operation's start to
     /// its last one's end, and the records CUPTI dropped.
     pub(crate) fn finish(self) -> Result<Spans> {
+        // Delivered first, then disabled, then what is left delivered: no record still being
+        // written is lost to the disabling.
+        self.cupti.flush().map_err(unavailable)?;
         KINDS.iter().for_each(|&kind| self.cupti.disable(kind));
         let (records, dropped) = self.cupti.take().map_err(unavailable)?;
         let ours = self.base..self.base + SESSION_TAGS;
@@ -135,6 +172,7 @@ impl Drop for Session {
     fn drop(&mut self) {
         // After `finish` they are disabled already, which disabling again leaves so.
         KINDS.iter().for_each(|&kind| self.cupti.disable(kind));
+        IN_A_SESSION.set(false);
     }
 }
 
