@@ -163,19 +163,15 @@
 //!   it, the graph replayed and a replay awaited.
 //!
 //! # What a build needs
-//! Linux: built and tested on x86_64 (on GPUs too); on aarch64, Grace Hopper's and Jetson's, the
-//! project's CI cross-links both crates against the aarch64 runtime and runs their CPU tests under
-//! qemu, but no GPU test has run there. The headers and libcudart of a CUDA runtime of 12.8 or newer (a toolkit, or PyPI's
-//! runtime wheels in a virtualenv: `pip install 'nvidia-cuda-runtime==13.0.*' 'nvidia-cuda-crt==13.0.*'`);
-//! nothing else (bindings are committed for CUDA 12.8, 12.9, 13.0 and 13.5, and a later minor release
-//! of a major uses its newest set); libclang only with the `bindgen` feature, which generates them
-//! with bindgen from the headers found (`apt-get install libclang-dev`, or without root
-//! `pip install libclang`);
-//! Rust 1.88. [cuda-event-sys's README](https://crates.io/crates/cuda-event-sys) says where the
-//! build looks for each and how to make a virtualenv's CUDA stick (`[env]` in
-//! `.cargo/config.toml`). libcudart is linked statically; the `dynamic` feature links
-//! `libcudart.so` instead (its binaries then need a run path: see the README). Running needs an
-//! NVIDIA driver and GPU; without them every call that needs one returns an [`Err`].
+//! Linux on x86_64 (GPU-tested) or aarch64 (cross-built and CPU-tested in CI, no GPU test yet); the
+//! headers and libcudart of a CUDA runtime of 12.8 or newer (a toolkit, or PyPI's runtime wheels:
+//! `pip install nvidia-cuda-runtime nvidia-cuda-crt`); Rust 1.88. Nothing else: bindings are
+//! committed for CUDA 12.8, 12.9, 13.0 and 13.5, and a later minor release of a major uses its
+//! newest set; libclang only with the `bindgen` feature, which generates them from the headers
+//! found. [cuda-event-sys's README](https://github.com/cuda-event/cuda-event/tree/main/cuda-event-sys)
+//! says where the build looks for CUDA and how to make a virtualenv's CUDA stick. libcudart is
+//! linked statically; the `dynamic` feature links `libcudart.so` instead. Running needs an NVIDIA
+//! driver and GPU; without them every call that needs one returns an [`Err`].
 //!
 //! # What it does
 //! - [`Event`] is built with torch's options ([`EventBuilder`]); building makes no CUDA call, and
