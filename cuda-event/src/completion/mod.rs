@@ -7,7 +7,7 @@ mod lanes;
 mod reactor;
 pub(crate) mod wait;
 
-use crate::capture_mode::{RelaxedCapture, is_capture_interference, relaxed_if_loaded};
+use crate::capture_mode::{RelaxedCapture, is_capture_interference};
 use crate::driver::{Driver, driver};
 use crate::error::{Error, Result};
 use crate::event::Event;
@@ -287,19 +287,9 @@ impl Event {
     #[doc(alias = "cudaEventSynchronize")]
     pub fn synchronize_timeout(&self, timeout: Duration) -> Result<bool> {
         let deadline = Instant::now().checked_add(timeout);
-        if self.is_blocking() {
-            return block_on_until(self.completion(), deadline);
-        }
-        // Polls, in relaxed mode as the blocking event's are (see `ask`).
-        let _relaxed = relaxed_if_loaded();
-        loop {
-            if self.query()? {
-                return Ok(true);
-            }
-            if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
-                return Ok(false);
-            }
-            std::hint::spin_loop();
+        match self.is_blocking() {
+            true => block_on_until(self.completion(), deadline),
+            false => self.poll_until(deadline, false),
         }
     }
 }

@@ -90,8 +90,9 @@ impl Event {
     }
 
     /// Queries until complete (`Ok(true)`) or `until` has passed (`Ok(false)`; `None`: never),
-    /// yielding the thread between queries if `yielding`, spinning otherwise.
-    fn poll_until(&self, until: Option<Instant>, yielding: bool) -> Result<bool> {
+    /// yielding the thread between queries if `yielding`, spinning otherwise; in relaxed capture
+    /// mode, as the reactor's queries are.
+    pub(crate) fn poll_until(&self, until: Option<Instant>, yielding: bool) -> Result<bool> {
         let _relaxed = relaxed_if_loaded();
         loop {
             if self.query()? {
