@@ -308,17 +308,7 @@ fn cuda_events_alive_stays_bounded_over_10000_threads_that_each_capture() {
 #[ignore = "needs a CUDA GPU"]
 fn the_capture_example_replays_its_graph_and_awaits_a_replay() {
     let _gpu = gpu_for(Duration::from_secs(60));
-    let example = common::example_binary("capture");
-    let out = std::process::Command::new(&example).output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    print!("{stdout}");
-    assert!(
-        out.status.success(),
-        "{} failed ({}): {}",
-        example.display(),
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = common::run_example("capture");
     for replay in 1..=3 {
         let line = stdout
             .lines()

@@ -24,14 +24,5 @@ fn events_shared_with_torch_both_ways_hold_the_other_sides_stream() {
         println!("skipped: python3 cannot import torch with CUDA here");
         return;
     }
-    let example = common::example_binary("torch_ipc");
-    let out = std::process::Command::new(&example).output().unwrap();
-    print!("{}", String::from_utf8_lossy(&out.stdout));
-    assert!(
-        out.status.success(),
-        "{} failed ({}): {}",
-        example.display(),
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::run_example("torch_ipc");
 }

@@ -112,3 +112,20 @@ pub fn example_binary(name: &str) -> PathBuf {
         .find(|path| path.is_file());
     found.unwrap_or_else(|| panic!("no example {name} beside {} (build the examples)", here.display()))
 }
+
+/// Runs the example `name` ([`example_binary`]) as a user would, prints its stdout, checks that it
+/// exited with success and returns its stdout.
+pub fn run_example(name: &str) -> String {
+    let example = example_binary(name);
+    let out = std::process::Command::new(&example).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    print!("{stdout}");
+    assert!(
+        out.status.success(),
+        "{} failed ({}): {}",
+        example.display(),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}

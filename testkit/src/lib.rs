@@ -26,7 +26,9 @@ pub use capture::{
     end_capture, exchange_capture_mode,
 };
 pub use checks::{check_wait_orders_b_after_a, cpu_and_wall_of_a_200ms_synchronize, timed};
-pub use child::{ROLE, RUNNER, child_command, example_binary, in_a_child, role, run_child, spawn_child};
+pub use child::{
+    ROLE, RUNNER, child_command, example_binary, in_a_child, role, run_child, run_example, spawn_child,
+};
 pub use clock::{monotonic_ns, process_cpu_time, resident_kib, thread_cpu_time};
 pub use deadline::{Deadline, deadline, deadline_for};
 pub use environment::{driver_library_present, required, skip_under_sanitizer};

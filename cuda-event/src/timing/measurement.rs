@@ -11,7 +11,7 @@ use std::time::Duration;
 
 /// How far (a share of CUPTI's net time, beyond the calibration's uncertainty) the net time may be
 /// from CUPTI's before the measurement is in doubt ([`Doubt::DisagreesWithCupti`]).
-pub(crate) const CUPTI_AGREEMENT: f64 = 0.02;
+const CUPTI_AGREEMENT: f64 = 0.02;
 
 /// Why [`measure`](crate::measure) stopped. New reasons may be added, so a `match` needs a
 /// wildcard arm.
