@@ -446,6 +446,7 @@ where
                         self.samples.iter_mut().for_each(Vec::clear);
                         self.clocks.iter_mut().for_each(Vec::clear);
                         self.tags.iter_mut().for_each(Vec::clear);
+                        self.throttle.forget_discarded();
                     }
                 }
                 Ok(None)

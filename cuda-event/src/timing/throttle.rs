@@ -35,6 +35,12 @@ impl Throttle {
         self.discarded_mhz.len()
     }
 
+    /// Forgets the samples discarded so far, when the samples they were discarded from are dropped
+    /// (a measurement that starts over ungated): a count against none would read as throttling.
+    pub(crate) fn forget_discarded(&mut self) {
+        self.discarded_mhz.clear();
+    }
+
     /// Whether a sample at `mhz` (unknown: kept) is kept.
     pub(crate) fn keeps(&self, mhz: Option<f64>) -> bool {
         mhz.is_none_or(|mhz| mhz >= self.floor_mhz)
@@ -80,6 +86,8 @@ mod tests {
             throttle.after_batch(&[1000.0]),
             Some(COOL_DOWN + COOL_DOWN.mul_f64(1.5))
         );
+        throttle.forget_discarded();
+        assert_eq!(throttle.discarded(), 0);
         let never = Throttle::new(0.0);
         assert!(never.keeps(Some(1.0)));
     }
