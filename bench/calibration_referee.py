@@ -39,7 +39,7 @@ def in_window(records, row, what):
 def cupti_times(cupti, row):
     """CUPTI's median work time, empty kernel time and step between two empty kernels (us)."""
     if row["op"].startswith("kernel"):
-        work = in_window(cupti.kernels, row, lambda r: "spin" in r["what"])
+        work = in_window(cupti.kernels, row, lambda r: "spin_kernel" in r["what"])
     else:
         work = in_window(cupti.memsets, row, lambda r: int(r["what"]) == row["bytes"])
     empties = in_window(cupti.kernels, row, lambda r: r["what"] == "empty")
@@ -64,13 +64,14 @@ def main(folder):
     out = ["# The calibration against CUPTI\n",
            f"CUPTI records: {len(cupti.kernels)} kernels, {len(cupti.memsets)} memsets, {cupti.dropped} dropped; "
            f"clock pairs {len(cupti.pairs)} (median width {cupti.pair_width_ns()[0]:.0f} ns).\n",
-           "Times in us. raw: measure's median; net: raw less the calibration's empty-kernel interval; "
+           "Times in us. raw: measure's median; net: raw less the calibration's fixed cost (fixed cost +-: its "
+           "uncertainty; empty: the calibration's empty-kernel interval, reported beside it); "
            "CUPTI: the same launches' median duration in the referee run; CUPTI net: that less CUPTI's "
            "median duration of the calibration's empty kernel in the same measurement; referee net: the "
            "referee run's own net time.\n",
            "| op | mode | raw | net | CUPTI | net vs CUPTI | CUPTI net | net vs CUPTI net | referee net | vs CUPTI net "
-           "| CUPTI empty | empty +- | flush after/cold | do_bench | do_bench_cudagraph | profiler |",
-           "|" + "---|" * 16]
+           "| CUPTI empty | fixed cost +- | empty | flush after/cold | do_bench | do_bench_cudagraph | profiler |",
+           "|" + "---|" * 17]
     for r in plain:
         if r["phase"] != "table":
             continue
@@ -81,19 +82,19 @@ def main(folder):
         out.append(
             f"| {r['op']} | {r['mode']} | {f(r['median_us'])} | {f(r['net_us']) or r['no_net']} | {f(c_work)} | "
             f"{pct(r['net_us'], c_work)} | {f(c_net)} | {pct(r['net_us'], c_net)} | {f(ref and ref['net_us'])} | "
-            f"{pct(ref and ref['net_us'], c_net)} | {f(c_empty)} | {f(r['empty_us'])} +- {f(r['uncertainty_us'])} | "
+            f"{pct(ref and ref['net_us'], c_net)} | {f(c_empty)} | {f(r['fixed_cost_us'])} +- {f(r['uncertainty_us'])} | {f(r['empty_us'])} | "
             f"{r['flush_after_us'] / max(r['flush_cold_us'], 1e-9):.3f} ({r['flush_verdict']}) | "
             f"{f(t.get('do_bench'))} | {f(t.get('do_bench_cudagraph'))} | {f(t.get('profiler'))} |")
     out += ["\n## The 10 us kernel's median over ten runs (plain run)\n",
             "| mode | runs | raw: median of medians | raw: (max - min) / median | net: median of medians | "
-            "net: (max - min) / median | net: stdev / mean | empty: min - max |", "|---|---|---|---|---|---|---|---|"]
+            "net: (max - min) / median | net: stdev / mean | fixed cost: min - max |", "|---|---|---|---|---|---|---|---|"]
     for mode in ("gated", "graph"):
         spread = [r for r in plain if r["phase"] == "spread" and r["mode"] == mode]
         raw = [r["median_us"] for r in spread]
         net = [r["net_us"] for r in spread if r["net_us"] is not None]
         if not raw:
             continue
-        empty = [r["empty_us"] for r in spread]
+        empty = [r["fixed_cost_us"] for r in spread]
         line = (f"| {mode} | {len(raw)} | {statistics.median(raw):.3f} | "
                 f"{100 * (max(raw) - min(raw)) / statistics.median(raw):.2f}% |")
         if len(net) > 1:

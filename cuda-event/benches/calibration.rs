@@ -105,17 +105,18 @@ fn json(
     };
     format!(
         "{{\"phase\":\"{phase}\",\"op\":\"{op}\",\"length_us\":{},\"bytes\":{bytes},\"mode\":\"{}\",\
-         \"median_us\":{},\"net_us\":{net},\"no_net\":\"{why}\",\"empty_us\":{},\
-         \"uncertainty_us\":{},\"empty_p10_us\":{},\"empty_p90_us\":{},\
+         \"median_us\":{},\"net_us\":{net},\"no_net\":\"{why}\",\"fixed_cost_us\":{},\
+         \"uncertainty_us\":{},\"largest_residual_us\":{},\"slope\":{},\"empty_us\":{},\
          \"samples\":{},\"noise\":{:.5},\"gated\":{},\"flush_warm_us\":{},\"flush_after_us\":{},\
          \"flush_cold_us\":{},\"flush_verdict\":\"{verdict}\",\"from_ns\":{from},\"to_ns\":{to}}}",
         length_us.map_or("null".into(), |u| u.to_string()),
         if graph { "graph" } else { "gated" },
         us(m.median()),
-        us(c.empty),
+        us(c.fixed_cost),
         us(c.uncertainty),
-        us(c.empty_p10),
-        us(c.empty_p90),
+        us(c.largest_residual),
+        c.slope.map_or("null".into(), |slope| format!("{slope:.5}")),
+        c.empty.map_or("null".into(), us),
         m.samples().len(),
         m.noise(),
         m.gated(),

@@ -71,8 +71,9 @@ fn cupti_times_every_repetition_of_the_work_and_of_the_calibration() {
 }
 
 /// The referee in the same run: the calibration's net time against CUPTI's (its median less its
-/// empty kernel) for kernels of 10 and 100 us, within the calibration's uncertainty and 2%; the
-/// measurement's verdict says so too.
+/// empty kernel) for kernels of 1, 2, 10 and 100 us, within the goal (5% at 1-2 us, 1% at 10 us,
+/// 0.5% at 100 us) and the calibration's uncertainty; and the measurement's verdict does not
+/// doubt an agreement that CUPTI's check allows.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn the_net_time_agrees_with_cuptis_in_the_same_run() {
@@ -81,21 +82,31 @@ fn the_net_time_agrees_with_cuptis_in_the_same_run() {
     }
     let _gpu = common::measuring_gpu_for(Duration::from_secs(120));
     let stream = Stream::new(0).unwrap();
-    for us in [10, 100] {
+    let mut failures = Vec::new();
+    for (us, goal) in [(1, 0.05), (2, 0.05), (10, 0.01), (100, 0.005)] {
         let m = spin(&stream, &options(), Duration::from_micros(us));
         let (net, cupti_net) = (m.net().unwrap(), m.cupti().unwrap().net().unwrap());
+        let uncertainty = m.calibration().unwrap().uncertainty;
         let off = net.as_secs_f64() / cupti_net.as_secs_f64() - 1.0;
+        let allowed = goal + uncertainty.as_secs_f64() / cupti_net.as_secs_f64();
         println!(
-            "{us} us: net {net:?}, CUPTI's {cupti_net:?}: {:+.2}%",
-            100.0 * off
+            "{us} us: net {net:?}, CUPTI's {cupti_net:?}: {:+.2}% (allowed {:.2}%)",
+            100.0 * off,
+            100.0 * allowed
         );
+        if off.abs() > allowed {
+            failures.push(format!("{us} us: {:+.2}%", 100.0 * off));
+        }
         let disagrees = m
             .trust()
             .doubts()
             .iter()
             .any(|d| matches!(d, Doubt::DisagreesWithCupti { .. }));
-        assert!(!disagrees, "{}", m.trust());
+        if disagrees && off.abs() <= allowed.min(0.02) {
+            failures.push(format!("{us} us: doubted, though within {:.2}%", 100.0 * off));
+        }
     }
+    assert!(failures.is_empty(), "{failures:#?}");
 }
 
 #[test]

@@ -1,65 +1,139 @@
 //! The calibration of [`MeasureOptions::calibrate`](crate::MeasureOptions::calibrate): intervals
-//! around an empty kernel, timed beside the work; and the work's time net of them, or why there is
-//! none.
+//! around the calibration's kernels, timed beside the work; the launch's fixed cost they give
+//! (`timing/fixed_cost.rs`); and the work's time net of it, or why there is none.
 
 use crate::timing::clusters::{Clusters, Drift, drift, two_clusters};
-use crate::timing::statistics::{median_duration, median_half_width, percentile_of_sorted, smallest_step};
+use crate::timing::fixed_cost::{EMPTY, RUNGS, Rung, fit};
+use crate::timing::statistics::{median_duration, median_half_width, smallest_step};
 use std::fmt;
 use std::time::Duration;
 
-/// The calibration's samples: intervals between two timing events around one empty kernel, taken
-/// beside the work's ([`Measurement::calibration`](crate::Measurement::calibration)).
+/// The calibration's result ([`Measurement::calibration`](crate::Measurement::calibration)): the
+/// fixed cost of a timed launch, from intervals around kernels of known lengths taken beside the
+/// work, and how far to trust it.
 ///
-/// Such an interval is the GPU's fixed cost of a timed launch (the start event to the kernel's
-/// start, the kernel's end to the end event) and the empty kernel's own run (a block started and
-/// retired), which no pair of timing events can tell apart.
+/// Each repetition times one calibration kernel, in turn an empty one and ones that spin on the
+/// GPU's timer for 1, 2, 5, 10 and 20 us. An interval around a kernel of length `L` is the fixed
+/// cost (the start event to the kernel's start, the kernel's end to the end event) plus `L` plus
+/// what an empty kernel itself runs (the launch of its block), which no pair of timing events can
+/// tell apart; each length's median less `L` is one reading of the fixed cost, and
+/// [`fixed_cost`](Self::fixed_cost) is their mean. Where the lengths disagree by more than their
+/// noise, [`uncertainty`](Self::uncertainty) says so; where the intervals do not grow as the
+/// lengths do, [`slope`](Self::slope) does.
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct Calibration {
-    /// The median interval around one empty kernel: what the net time takes away.
-    pub empty: Duration,
-    /// The 10th and 90th percentiles of those intervals (as [`Measurement::percentile`](crate::Measurement::percentile)
-    /// reads them): the spread of one sample.
-    pub empty_p10: Duration,
-    /// See [`empty_p10`](Self::empty_p10).
-    pub empty_p90: Duration,
-    /// Half the width of a 95% confidence interval of [`empty`](Self::empty) (distribution-free,
-    /// from the order statistics; half the samples' range when there are too few for one), and at
-    /// least half the timing events' resolution as the samples show it: how far the calibration's
-    /// noise can move the net time.
+    /// The launch's fixed cost, with an empty kernel's own run: what the net time takes away.
+    pub fixed_cost: Duration,
+    /// How far the calibration's noise can move [`fixed_cost`](Self::fixed_cost), so the net time:
+    /// the half-widths of the 95% confidence intervals of each length's median (distribution-free,
+    /// at least half the timing events' resolution as the samples show it) carried through the
+    /// mean, plus the most by which one length's reading lies outside its own half-width from the
+    /// mean.
     pub uncertainty: Duration,
-    /// How many samples it has.
+    /// The most by which one length's reading of the fixed cost lies from
+    /// [`fixed_cost`](Self::fixed_cost).
+    pub largest_residual: Duration,
+    /// The least-squares slope of the lengths' medians over their lengths: 1 where the intervals
+    /// grow as the kernels' lengths do. `None` with fewer than two lengths sampled.
+    pub slope: Option<f64>,
+    /// The 95% half-width of [`slope`](Self::slope) from the medians' half-widths (0 without a
+    /// slope).
+    pub slope_uncertainty: f64,
+    /// The median interval around the empty kernel, reported beside the fixed cost: on some GPUs
+    /// it holds more fixed cost than a kernel that runs. `None` when no repetition ran it.
+    pub empty: Option<Duration>,
+    /// How many samples it has, every length's.
     pub samples: usize,
-    /// The samples' two clusters, if they fall in two (see [`Clusters`]): the fixed cost is not
-    /// one number in this run, and [`empty`](Self::empty) is one of them or neither.
+    /// The fixed cost's readings (each sample of a kernel that runs, less its length) in two
+    /// clusters, if they fall in two (see [`Clusters`]): the fixed cost is not one number in this
+    /// run, and [`fixed_cost`](Self::fixed_cost) is one of them or neither.
     pub two_clusters: Option<Clusters>,
-    /// The median's move between the first and the second half of the samples, if it moved by
-    /// more than the halves' confidence intervals allow (see [`Drift`]).
+    /// The readings' median moved between the first and the second half of the run by more than
+    /// the halves' confidence intervals allow (see [`Drift`]).
     pub drift: Option<Drift>,
 }
 
 impl Calibration {
-    /// The calibration of `in_order` (the intervals around an empty kernel, in the order they were
-    /// taken), with `work_step` the smallest step between two different samples of the work timed
-    /// beside it (the same timing events, so the same resolution; `None` where it has none); none
-    /// when there are no samples.
-    pub(crate) fn of_samples(in_order: &[Duration], work_step: Option<Duration>) -> Option<Calibration> {
-        let n = in_order.len();
-        if n == 0 {
+    /// The calibration of `in_order` (the calibration's intervals, in the order they were taken)
+    /// whose kernels were of the rungs `rungs` (one each, [`RUNGS`]), with `work_step` the
+    /// smallest step between two different samples of the work timed beside it (the same timing
+    /// events, so the same resolution; `None` where it has none); none when there are no samples.
+    pub(crate) fn of_samples(
+        in_order: &[Duration],
+        rungs: &[usize],
+        work_step: Option<Duration>,
+    ) -> Option<Calibration> {
+        debug_assert_eq!(in_order.len(), rungs.len(), "a rung for each sample");
+        if in_order.is_empty() {
             return None;
         }
-        let mut sorted = in_order.to_vec();
-        sorted.sort_unstable();
-        let sorted = &sorted[..];
-        let resolution = [step_of_sorted(sorted), work_step].into_iter().flatten().min();
+        let mut all = in_order.to_vec();
+        all.sort_unstable();
+        let resolution = [step_of_sorted(&all), work_step].into_iter().flatten().min();
+        let of_rung = |rung: usize| {
+            let mut sorted: Vec<Duration> = in_order
+                .iter()
+                .zip(rungs)
+                .filter(|&(_, &r)| r == rung)
+                .map(|(&sample, _)| sample)
+                .collect();
+            sorted.sort_unstable();
+            sorted
+        };
+        let summary = |sorted: &[Duration]| (median_duration(sorted), median_half_width(sorted, resolution));
+        let empty = Some(of_rung(EMPTY))
+            .filter(|sorted| !sorted.is_empty())
+            .map(|sorted| summary(&sorted));
+        let mut lengths: Vec<Rung> = (0..RUNGS.len())
+            .filter(|&rung| rung != EMPTY)
+            .filter_map(|rung| {
+                let sorted = of_rung(rung);
+                (!sorted.is_empty()).then(|| {
+                    let (median, half_width) = summary(&sorted);
+                    Rung {
+                        length: RUNGS[rung].as_secs_f64(),
+                        median: median.as_secs_f64(),
+                        half_width: half_width.as_secs_f64(),
+                    }
+                })
+            })
+            .collect();
+        lengths.sort_by(|a, b| a.length.total_cmp(&b.length));
+        let secs = |s: f64| Duration::from_secs_f64(s.max(0.0));
+        // Without a kernel that runs (every such repetition throttled away), the empty kernel's
+        // interval is the only reading there is.
+        let (fixed_cost, uncertainty, largest_residual, slope) = match fit(&lengths) {
+            Some(fit) => (
+                secs(fit.fixed_cost),
+                secs(fit.uncertainty),
+                secs(fit.largest_residual),
+                fit.slope,
+            ),
+            None => {
+                let (median, half_width) = empty.expect("samples of some rung");
+                (median, half_width, Duration::ZERO, None)
+            }
+        };
+        // Each sample's reading of the fixed cost, in order: its interval less its kernel's length.
+        let readings: Vec<Duration> = in_order
+            .iter()
+            .zip(rungs)
+            .filter(|&(_, &rung)| rung != EMPTY || lengths.is_empty())
+            .map(|(&sample, &rung)| sample.saturating_sub(RUNGS[rung]))
+            .collect();
+        let mut sorted_readings = readings.clone();
+        sorted_readings.sort_unstable();
         Some(Calibration {
-            empty: median_duration(sorted),
-            empty_p10: percentile_of_sorted(sorted, 10.0),
-            empty_p90: percentile_of_sorted(sorted, 90.0),
-            uncertainty: median_half_width(sorted, resolution),
-            samples: n,
-            two_clusters: two_clusters(sorted),
-            drift: drift(in_order, resolution),
+            fixed_cost,
+            uncertainty,
+            largest_residual,
+            slope: slope.map(|(slope, _)| slope),
+            slope_uncertainty: slope.map_or(0.0, |(_, spread)| spread),
+            empty: empty.map(|(median, _)| median),
+            samples: in_order.len(),
+            two_clusters: two_clusters(&sorted_readings),
+            drift: drift(&readings, resolution),
         })
     }
 }
@@ -78,17 +152,17 @@ pub(crate) fn step_of_sorted(sorted: &[Duration]) -> Option<Duration> {
 pub enum NoNet {
     /// [`MeasureOptions::calibrate`](crate::MeasureOptions::calibrate) was off.
     NotCalibrated,
-    /// The driver could not compile the empty kernel for the device (PTX compilation disabled,
-    /// say): the measurement went on without it.
+    /// The driver could not compile the calibration's kernels for the device (PTX compilation
+    /// disabled, say): the measurement went on without them.
     KernelUnavailable,
-    /// The work's median is not longer than an empty kernel's interval: a net time would be zero
-    /// or negative (work that is not a kernel launch, a small memset, say, can cost the GPU less
-    /// than an empty kernel's launch).
-    NotAboveEmptyKernel {
+    /// The work's median is not longer than the launch's fixed cost: a net time would be zero or
+    /// negative (work that is not a kernel launch, a small memset, say, can cost the GPU less than
+    /// a kernel's launch).
+    NotAboveFixedCost {
         /// The work's median.
         median: Duration,
-        /// The calibration's [`empty`](Calibration::empty).
-        empty: Duration,
+        /// The calibration's [`fixed_cost`](Calibration::fixed_cost).
+        fixed_cost: Duration,
     },
     /// The calibration's uncertainty is more than
     /// [`MeasureOptions::max_calibration_share`](crate::MeasureOptions::max_calibration_share)
@@ -108,11 +182,14 @@ impl fmt::Display for NoNet {
         match self {
             NoNet::NotCalibrated => write!(f, "not calibrated (MeasureOptions::calibrate is off)"),
             NoNet::KernelUnavailable => {
-                write!(f, "not calibrated: the driver could not compile the empty kernel")
+                write!(
+                    f,
+                    "not calibrated: the driver could not compile the calibration's kernels"
+                )
             }
-            NoNet::NotAboveEmptyKernel { median, empty } => write!(
+            NoNet::NotAboveFixedCost { median, fixed_cost } => write!(
                 f,
-                "the work's median ({median:?}) is not above an empty kernel's ({empty:?})"
+                "the work's median ({median:?}) is not above the launch's fixed cost ({fixed_cost:?})"
             ),
             NoNet::NoisyCalibration {
                 net,
@@ -139,19 +216,19 @@ pub(crate) enum Calibrated {
 }
 
 /// The net time of work whose median is `median`, or why there is none: `median` less the
-/// calibration's empty-kernel interval, given when it is above zero and the calibration's
-/// uncertainty is at most `max_share` of it.
+/// calibration's fixed cost, given when it is above zero and the calibration's uncertainty is at
+/// most `max_share` of it.
 pub(crate) fn net(median: Duration, calibrated: Calibrated, max_share: f64) -> Result<Duration, NoNet> {
     let calibration = match calibrated {
         Calibrated::NotAsked => return Err(NoNet::NotCalibrated),
         Calibrated::KernelUnavailable => return Err(NoNet::KernelUnavailable),
         Calibrated::Done(calibration) => calibration,
     };
-    let net = median.saturating_sub(calibration.empty);
+    let net = median.saturating_sub(calibration.fixed_cost);
     if net.is_zero() {
-        return Err(NoNet::NotAboveEmptyKernel {
+        return Err(NoNet::NotAboveFixedCost {
             median,
-            empty: calibration.empty,
+            fixed_cost: calibration.fixed_cost,
         });
     }
     if calibration.uncertainty.as_secs_f64() > max_share * net.as_secs_f64() {
@@ -177,13 +254,15 @@ mod tests {
         v
     }
 
-    fn calibration(empty_us: f64, uncertainty_us: f64) -> Calibrated {
+    fn calibration(fixed_cost_us: f64, uncertainty_us: f64) -> Calibrated {
         let d = |u: f64| Duration::from_secs_f64(u * 1e-6);
         Calibrated::Done(Calibration {
-            empty: d(empty_us),
-            empty_p10: Duration::ZERO,
-            empty_p90: Duration::ZERO,
+            fixed_cost: d(fixed_cost_us),
             uncertainty: d(uncertainty_us),
+            largest_residual: Duration::ZERO,
+            slope: Some(1.0),
+            slope_uncertainty: 0.0,
+            empty: None,
             samples: 1000,
             two_clusters: None,
             drift: None,
@@ -195,7 +274,7 @@ mod tests {
     }
 
     #[test]
-    fn net_is_the_median_less_the_empty_kernels() {
+    fn net_is_the_median_less_the_fixed_cost() {
         let net = net(Duration::from_micros(13), calibration(3.25, 0.01), 0.05).unwrap();
         assert!(close(net, 9.75), "{net:?}");
     }
@@ -211,12 +290,12 @@ mod tests {
     }
 
     #[test]
-    fn work_no_longer_than_an_empty_kernel_has_no_net_never_a_negative_one() {
+    fn work_no_longer_than_the_fixed_cost_has_no_net_never_a_negative_one() {
         for median_us in [3.0, 3.25] {
             let median = Duration::from_secs_f64(median_us * 1e-6);
             let refused = net(median, calibration(3.25, 0.0), 0.05);
             assert!(
-                matches!(refused, Err(NoNet::NotAboveEmptyKernel { .. })),
+                matches!(refused, Err(NoNet::NotAboveFixedCost { .. })),
                 "{refused:?}"
             );
         }
@@ -236,24 +315,86 @@ mod tests {
         assert!(net(Duration::from_micros(4), calibration(3.0, 0.06), 0.06).is_ok());
     }
 
+    /// The rung of the 1 us kernel.
+    const ONE_US: usize = 0;
+
+    /// `samples` all of one rung.
+    fn of_rung(samples: &[Duration], rung: usize, work_step: Option<Duration>) -> Option<Calibration> {
+        Calibration::of_samples(samples, &vec![rung; samples.len()], work_step)
+    }
+
     #[test]
     fn the_uncertainty_comes_from_the_order_statistics() {
+        assert_eq!(
+            (RUNGS[EMPTY], RUNGS[ONE_US]),
+            (Duration::ZERO, Duration::from_micros(1))
+        );
         // 100 samples 1..=100 us: the sign test's 95% bounds are the 40th and 61st (40 and 61 us),
         // half-width 10.5 us.
-        let c = Calibration::of_samples(&us(&(1..=100).map(f64::from).collect::<Vec<_>>()), None).unwrap();
+        let v = us(&(1..=100).map(f64::from).collect::<Vec<_>>());
+        let c = of_rung(&v, ONE_US, None).unwrap();
         assert!(close(c.uncertainty, 10.5), "{c:?}");
-        assert!(close(c.empty, 50.5), "{c:?}");
-        // Interpolated, as Measurement::percentile reads them: ranks 9.9 and 89.1 of 0..=99.
-        assert!(close(c.empty_p10, 10.9) && close(c.empty_p90, 90.1), "{c:?}");
+        assert!(close(c.fixed_cost, 49.5), "{c:?}");
+        assert_eq!((c.empty, c.slope), (None, None));
+        // Only empty kernels: their median is the fixed cost.
+        let e = of_rung(&v, EMPTY, None).unwrap();
+        assert!(close(e.fixed_cost, 50.5) && close(e.uncertainty, 10.5), "{e:?}");
+        assert_eq!(e.empty, Some(e.fixed_cost));
         // Identical samples: no uncertainty, unless the work's samples show the timer's step.
-        let same = Calibration::of_samples(&us(&[3.0; 50]), None).unwrap();
+        let same = of_rung(&us(&[3.0; 50]), ONE_US, None).unwrap();
         assert_eq!(same.uncertainty, Duration::ZERO);
-        let stepped = Calibration::of_samples(&us(&[3.0; 50]), Some(Duration::from_nanos(32))).unwrap();
+        let stepped = of_rung(&us(&[3.0; 50]), ONE_US, Some(Duration::from_nanos(32))).unwrap();
         assert_eq!(stepped.uncertainty, Duration::from_nanos(16));
         // Few samples: half their range.
-        let few = Calibration::of_samples(&us(&[3.0, 4.0, 5.0]), None).unwrap();
+        let few = of_rung(&us(&[3.0, 4.0, 5.0]), ONE_US, None).unwrap();
         assert!(close(few.uncertainty, 1.0), "{few:?}");
-        assert_eq!(Calibration::of_samples(&[], None), None);
+        assert_eq!(of_rung(&[], ONE_US, None), None);
+    }
+
+    /// `rounds` rotations of the rungs, in order: a kernel of length L reads `fixed(i) + L` for
+    /// the i-th sample, and the empty kernel `empty`.
+    fn rotation(rounds: usize, fixed: impl Fn(usize) -> f64, empty: f64) -> (Vec<Duration>, Vec<usize>) {
+        let rungs: Vec<usize> = (0..rounds * RUNGS.len())
+            .map(crate::timing::fixed_cost::rung_of)
+            .collect();
+        let samples = rungs
+            .iter()
+            .enumerate()
+            .map(|(i, &rung)| match RUNGS[rung] {
+                Duration::ZERO => Duration::from_secs_f64(empty * 1e-6),
+                length => Duration::from_secs_f64(fixed(i) * 1e-6) + length,
+            })
+            .collect();
+        (samples, rungs)
+    }
+
+    #[test]
+    fn the_fixed_cost_is_the_kernels_that_run_and_an_empty_kernel_off_their_line_is_reported_beside_it() {
+        // As on the H100: kernels that run read 2.85 us of fixed cost, the empty kernel 3.5 us.
+        let (samples, rungs) = rotation(50, |i| 2.85 + 0.032 * ((i / 6) % 3) as f64, 3.5);
+        let c = Calibration::of_samples(&samples, &rungs, None).unwrap();
+        assert!(close(c.fixed_cost, 2.882), "{c:?}");
+        assert!(close(c.empty.unwrap(), 3.5), "{c:?}");
+        assert!((c.slope.unwrap() - 1.0).abs() < 1e-3, "{c:?}");
+        assert!(c.uncertainty < Duration::from_nanos(40), "{c:?}");
+        assert_eq!((c.two_clusters, c.drift, c.samples), (None, None, 300));
+        let fixed = net(Duration::from_secs_f64(12.882e-6), Calibrated::Done(c), 0.05).unwrap();
+        assert!(close(fixed, 10.0), "{fixed:?}");
+    }
+
+    #[test]
+    fn readings_in_two_modes_or_drifting_are_reported_not_averaged_away() {
+        // Half the samples, at random places, read 0.7 us more: two clusters.
+        let noise = |i: usize| 0.032 * ((i / 6) % 3) as f64;
+        let high = |i: usize| 0.7 * f64::from(u8::from((i * 7919) % 13 < 6));
+        let (samples, rungs) = rotation(50, |i| 2.85 + noise(i) + high(i), 3.5);
+        let c = Calibration::of_samples(&samples, &rungs, None).unwrap();
+        let k = c.two_clusters.expect("two clusters");
+        assert!(close(k.low, 2.882) && close(k.high, 3.582), "{k:?}");
+        // The fixed cost moves by 0.7 us halfway through the run: a drift.
+        let (samples, rungs) = rotation(50, |i| noise(i) + if i < 150 { 2.85 } else { 3.55 }, 3.5);
+        let c = Calibration::of_samples(&samples, &rungs, None).unwrap();
+        assert!(c.drift.is_some(), "{c:?}");
     }
 
     #[test]
@@ -261,10 +402,10 @@ mod tests {
         // 32 ns steps, the median's interval all one value: the uncertainty is half a step.
         let mut v = vec![3.2; 90];
         v.extend([3.168, 3.232, 3.264, 3.232, 3.168]);
-        let c = Calibration::of_samples(&us(&v), None).unwrap();
+        let c = of_rung(&us(&v), EMPTY, None).unwrap();
         assert!(close(c.uncertainty, 0.016), "{c:?}");
         // A finer step in the work's samples is the resolution.
-        let finer = Calibration::of_samples(&us(&v), Some(Duration::from_nanos(8))).unwrap();
+        let finer = of_rung(&us(&v), EMPTY, Some(Duration::from_nanos(8))).unwrap();
         assert!(close(finer.uncertainty, 0.004), "{finer:?}");
         // So a net time of one step is refused at any share under 50%.
         let refused = net(Duration::from_secs_f64(3.232e-6), Calibrated::Done(c), 0.05);
@@ -277,16 +418,11 @@ mod tests {
     #[test]
     fn more_samples_narrow_the_uncertainty() {
         let noisy = |n: usize| {
-            let v: Vec<f64> = (0..n)
-                .map(|i| 3.0 + ((i * 7919) % 1000) as f64 / 1000.0)
-                .collect();
-            Calibration::of_samples(&us(&v), None).unwrap().uncertainty
+            let (samples, rungs) = rotation(n, |i| 3.0 + ((i * 7919) % 1000) as f64 / 1000.0, 3.5);
+            Calibration::of_samples(&samples, &rungs, None)
+                .unwrap()
+                .uncertainty
         };
-        assert!(
-            noisy(10_000) < noisy(100) / 5,
-            "{:?} {:?}",
-            noisy(10_000),
-            noisy(100)
-        );
+        assert!(noisy(2_000) < noisy(20) / 5, "{:?} {:?}", noisy(2_000), noisy(20));
     }
 }

@@ -11,15 +11,30 @@ use crate::sync::Mutex;
 use cuda_event_sys as sys;
 use std::ffi::{CStr, c_void};
 use std::sync::Arc;
+use std::time::Duration;
 
-/// Two kernels. `stamp` (one thread per block): the block that runs on SM 0 stores the timer and
-/// the cycle counter, read back to back, as one 16-byte store to `out`. `empty` returns at once:
-/// launched as one thread, the calibration's work.
+/// Three kernels. `stamp` (one thread per block): the block that runs on SM 0 stores the timer and
+/// the cycle counter, read back to back, as one 16-byte store to `out`. `empty` returns at once,
+/// and `spin` reads the GPU's nanosecond timer until `ns` have passed: launched as one thread, the
+/// calibration's work (`timing/calibration.rs`).
 const TIMING_PTX: &CStr = c".version 6.0
 .target sm_50
 .address_size 64
 .visible .entry empty()
 {
+    ret;
+}
+.visible .entry spin(.param .u64 ns)
+{
+    .reg .u64 %n, %t0, %t, %d;
+    .reg .pred %p;
+    ld.param.u64 %n, [ns];
+    mov.u64 %t0, %globaltimer;
+AGAIN:
+    mov.u64 %t, %globaltimer;
+    sub.u64 %d, %t, %t0;
+    setp.lt.u64 %p, %d, %n;
+    @%p bra AGAIN;
     ret;
 }
 .visible .entry stamp(.param .u64 out)
@@ -47,6 +62,8 @@ pub(crate) struct TimingKernels {
     stamp: sys::CUfunction,
     /// The calibration's empty kernel.
     empty: sys::CUfunction,
+    /// The calibration's kernel of a given length.
+    spin: sys::CUfunction,
     /// Blocks per stamp launch: one per SM, so that one of them runs on SM 0.
     blocks: u32,
     /// The device's maximum SM clock.
@@ -94,12 +111,13 @@ impl TimingKernels {
                 .call(|f| unsafe { f(&mut function, module, name.as_ptr()) })
                 .map(|()| function)
         };
-        let found = function(c"stamp").and_then(|stamp| Ok((stamp, function(c"empty")?)));
+        let found = function(c"stamp").and_then(|stamp| Ok((stamp, function(c"empty")?, function(c"spin")?)));
         match found {
-            Ok((stamp, empty)) => Ok(Some(TimingKernels {
+            Ok((stamp, empty, spin)) => Ok(Some(TimingKernels {
                 module,
                 stamp,
                 empty,
+                spin,
                 blocks: u32::try_from(sms).unwrap_or(1).max(1),
                 max_mhz: f64::from(khz) / 1e3,
             })),
@@ -116,6 +134,16 @@ impl TimingKernels {
     pub(crate) fn launch_empty(&self, d: &Driver, stream: &Stream) -> Result<()> {
         // SAFETY: the empty kernel declares no parameter, and gets none.
         unsafe { self.launch(d, self.empty, 1, std::ptr::null_mut(), stream) }
+    }
+
+    /// Queues the spinning kernel, one thread, on `stream`, whose context is current (a capture
+    /// records it): it runs until the GPU's timer has moved by `length`.
+    pub(crate) fn launch_spin(&self, d: &Driver, stream: &Stream, length: Duration) -> Result<()> {
+        let mut ns = u64::try_from(length.as_nanos()).unwrap_or(u64::MAX);
+        let mut params = [(&raw mut ns).cast::<c_void>()];
+        // SAFETY: the spin declares one 64-bit parameter, given here; the driver copies it before
+        // returning.
+        unsafe { self.launch(d, self.spin, 1, params.as_mut_ptr(), stream) }
     }
 
     /// Queues a stamp on `stream`, whose context is current (a capture records it): one block per

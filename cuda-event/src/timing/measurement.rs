@@ -13,6 +13,10 @@ use std::time::Duration;
 /// from CUPTI's before the measurement is in doubt ([`Doubt::DisagreesWithCupti`]).
 const CUPTI_AGREEMENT: f64 = 0.02;
 
+/// How far from 1 the calibration's slope may be (beyond twice its uncertainty) before the
+/// measurement is in doubt ([`Doubt::CalibrationNotLinear`]).
+const SLOPE_TOLERANCE: f64 = 0.01;
+
 /// Why [`measure`](crate::measure) stopped. New reasons may be added, so a `match` needs a
 /// wildcard arm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -169,7 +173,7 @@ impl Measurement {
     pub fn throttled_samples(&self) -> usize {
         self.conditions.throttled
     }
-    /// The calibration: empty kernels timed beside the work
+    /// The calibration: kernels of known lengths timed beside the work
     /// ([`MeasureOptions::calibrate`](crate::MeasureOptions::calibrate)); `None` when they were
     /// not (the option off, or the kernel not loaded: [`net`](Self::net) says which).
     pub fn calibration(&self) -> Option<&Calibration> {
@@ -179,8 +183,8 @@ impl Measurement {
         }
     }
     /// The work's time net of the launch's own cost: the [`median`](Self::median) less the
-    /// [`calibration`](Self::calibration)'s [`empty`](Calibration::empty) kernel's interval, the
-    /// time the work takes beyond an empty kernel (see
+    /// [`calibration`](Self::calibration)'s [`fixed_cost`](Calibration::fixed_cost), the time the
+    /// work takes beyond an empty kernel (see
     /// [`MeasureOptions::calibrate`](crate::MeasureOptions::calibrate)).
     ///
     /// For work of one kernel, that is the kernel's run less an empty kernel's: CUPTI's duration
@@ -190,12 +194,12 @@ impl Measurement {
     /// kernel of a few microseconds. For work of several launches, every launch but the first
     /// keeps its cost. Work that is not a kernel (a
     /// memset, a copy) has a fixed cost of its own, not a kernel's: its net time is off by the
-    /// difference, and a small one can read below an empty kernel (no net time then). Trust it for
+    /// difference, and a small one can read below the fixed cost (no net time then). Trust it for
     /// kernels on an otherwise idle device; at a few microseconds, read it beside the
     /// calibration's [`uncertainty`](Calibration::uncertainty).
     ///
     /// # Errors
-    /// [`NoNet`]: not calibrated, the work's median not above the empty kernel's (never a negative
+    /// [`NoNet`]: not calibrated, the work's median not above the fixed cost (never a negative
     /// or zero net time), or the calibration's uncertainty above
     /// [`MeasureOptions::max_calibration_share`](crate::MeasureOptions::max_calibration_share) of
     /// the net time.
@@ -310,6 +314,14 @@ impl Measurement {
             let material =
                 self.net().unwrap_or(self.median()).as_secs_f64() * self.conditions.max_calibration_share;
             let beyond = |d: Duration| d.as_secs_f64() > material;
+            if let Some(slope) = calibration.slope.filter(|slope| {
+                (slope - 1.0).abs() > SLOPE_TOLERANCE.max(2.0 * calibration.slope_uncertainty)
+            }) {
+                doubts.push(Doubt::CalibrationNotLinear {
+                    slope,
+                    uncertainty: calibration.slope_uncertainty,
+                });
+            }
             if let Some(clusters) = calibration.two_clusters.filter(|k| beyond(k.high - k.low)) {
                 doubts.push(Doubt::CalibrationTwoClusters(clusters));
             }
@@ -565,11 +577,17 @@ mod tests {
         );
     }
 
+    /// A calibration of empty kernels alone (`samples` in order).
+    fn of_empty_kernels(samples: &[Duration]) -> Calibration {
+        let rungs = vec![crate::timing::fixed_cost::EMPTY; samples.len()];
+        Calibration::of_samples(samples, &rungs, None).unwrap()
+    }
+
     #[test]
     fn a_calibration_in_two_modes_or_drifting_or_without_a_net_time_is_a_doubt() {
         let work = around(13_700, 64, 1000);
         let calibrated = |empty: Vec<Duration>| {
-            let calibration = Calibration::of_samples(&empty, None).unwrap();
+            let calibration = of_empty_kernels(&empty);
             plain(work.clone(), StopReason::NoiseBelowMax).calibrated(Calibrated::Done(calibration))
         };
         let steady = calibrated(around(3680, 64, 500));
@@ -601,16 +619,13 @@ mod tests {
         // A drift of a few timer steps is real but moves a 10 us net time by under 5%: no doubt.
         let mut small = around(3680, 32, 250);
         small.extend(around(3776, 32, 250));
-        assert!(Calibration::of_samples(&small, None).unwrap().drift.is_some());
+        assert!(of_empty_kernels(&small).drift.is_some());
         let slight = calibrated(small);
         assert!(slight.trust().is_trusted(), "{}", slight.trust());
-        // An empty kernel longer than the work: no net time.
+        // A fixed cost longer than the work: no net time.
         let over = calibrated(around(20_000, 64, 500));
         assert!(
-            matches!(
-                doubts(&over)[..],
-                [Doubt::NoNet(NoNet::NotAboveEmptyKernel { .. })]
-            ),
+            matches!(doubts(&over)[..], [Doubt::NoNet(NoNet::NotAboveFixedCost { .. })]),
             "{}",
             over.trust()
         );
@@ -623,9 +638,29 @@ mod tests {
     }
 
     #[test]
+    fn a_calibration_whose_intervals_do_not_grow_with_its_kernels_lengths_is_a_doubt() {
+        let work = around(13_700, 64, 1000);
+        let with_slope = |slope: f64, uncertainty: f64| {
+            let mut calibration = of_empty_kernels(&around(3680, 64, 500));
+            calibration.slope = Some(slope);
+            calibration.slope_uncertainty = uncertainty;
+            plain(work.clone(), StopReason::NoiseBelowMax).calibrated(Calibrated::Done(calibration))
+        };
+        assert!(with_slope(1.005, 0.001).trust().is_trusted());
+        // 3% off, known to 0.5%: a doubt; known only to 2%: none.
+        let off = with_slope(1.03, 0.005);
+        assert!(
+            matches!(doubts(&off)[..], [Doubt::CalibrationNotLinear { .. }]),
+            "{}",
+            off.trust()
+        );
+        assert!(with_slope(1.03, 0.02).trust().is_trusted());
+    }
+
+    #[test]
     fn a_net_time_away_from_cuptis_is_a_doubt() {
-        // Work 13.7 us, empty kernel 3.68 us: net 10.02 us.
-        let empty = Calibration::of_samples(&around(3680, 64, 500), None).unwrap();
+        // Work 13.7 us, fixed cost 3.68 us: net 10.02 us.
+        let empty = of_empty_kernels(&around(3680, 64, 500));
         let with_cupti = |cupti_us: f64| {
             let us = |u: f64| Some(Duration::from_secs_f64(u * 1e-6));
             let cupti = CuptiTimes::new(vec![us(cupti_us + 0.9); 1000], &[us(0.9); 500], 0);
@@ -655,7 +690,7 @@ mod tests {
         let mixed: Vec<Duration> = (0..500)
             .map(|i| if i % 3 == 0 { high[i] } else { low[i] })
             .collect();
-        let calibration = Calibration::of_samples(&mixed, None).unwrap();
+        let calibration = of_empty_kernels(&mixed);
         let m = Measurement::synthetic(around(13_700, 64, 1000), c).calibrated(Calibrated::Done(calibration));
         assert!(m.trust().is_trusted(), "{}", m.trust());
         // A side of a comparison: 1 us on a 32 ns timer, two calibration modes: no doubt.

@@ -9,6 +9,7 @@ pub(crate) mod compare;
 pub(crate) mod criterion;
 mod cupti;
 pub(crate) mod cupti_times;
+mod fixed_cost;
 pub(crate) mod flush_check;
 mod gate;
 mod graph;

@@ -113,25 +113,25 @@ pub struct MeasureOptions {
     /// can; so does one whose clocks are locked low (`nvidia-smi -lgc`): lower the threshold to
     /// time it there.
     pub throttle_threshold: f64,
-    /// Time an empty kernel beside the work, in the same run and conditions (the same stream,
-    /// gated or graph mode, L2 flush, interleaved with the work's repetitions as
-    /// [`compare`](crate::compare)'s arms are), and report the work's time net of it:
-    /// [`Measurement::net`](crate::Measurement::net).
+    /// Time kernels of known lengths beside the work, in the same run and conditions (the same
+    /// stream, gated or graph mode, L2 flush, interleaved with the work's repetitions as
+    /// [`compare`](crate::compare)'s arms are), derive the launch's fixed cost from them, and
+    /// report the work's time net of it: [`Measurement::net`](crate::Measurement::net).
     ///
     /// Every interval between two timing events around a launch holds the GPU's own cost of
     /// starting and ending a launch, the same whatever the kernel does: a large share of a short
-    /// kernel's reading. The interval around an empty kernel, taken as one more arm of each
-    /// repetition, is that cost (and the empty kernel's own run): see
-    /// [`Calibration`](crate::Calibration).
+    /// kernel's reading. Each repetition times one more kernel, in turn an empty one and ones that
+    /// spin on the GPU's timer for 1, 2, 5, 10 and 20 us; each length's median less the length is
+    /// a reading of that cost, and the readings must agree: see [`Calibration`](crate::Calibration).
     ///
-    /// Off by default, for what it takes the first time: the empty kernel is one of the timing
-    /// kernels that [`sm_clock`](Self::sm_clock) loads (once per context instance, by the first
+    /// Off by default, for what it takes the first time: the calibration's kernels are timing
+    /// kernels, which [`sm_clock`](Self::sm_clock) loads too (once per context instance, by the first
     /// measurement with either option), and loading waits for all the work queued in the
     /// context, on every stream of the device. Where the driver cannot compile the kernels
     /// (PTX compilation disabled) the measurement goes on without calibration and says so.
     pub calibrate: bool,
-    /// With [`calibrate`](Self::calibrate): the most the calibration's uncertainty (the 95%
-    /// confidence half-width of its median) may be, as a share of the net time, for a net time to
+    /// With [`calibrate`](Self::calibrate): the most the calibration's
+    /// [`uncertainty`](crate::Calibration::uncertainty) may be, as a share of the net time, for a net time to
     /// be given; above it [`Measurement::net`](crate::Measurement::net) says why there is none.
     /// 0.05 (5%) by default.
     pub max_calibration_share: f64,
@@ -140,7 +140,7 @@ pub struct MeasureOptions {
     /// launches for it is not), and CUPTI's records of the kernels, copies and memsets (not
     /// peer-to-peer copies) it launched give its GPU duration, from the first one's start to the last one's end
     /// ([`Measurement::cupti`](crate::Measurement::cupti)), beside the events' interval; with
-    /// [`calibrate`](Self::calibrate), CUPTI's duration of the empty kernel too, so that the net
+    /// [`calibrate`](Self::calibrate), CUPTI's duration of the calibration's empty kernel too, so that the net
     /// time is checked against CUPTI's in the same run ([`Doubt::DisagreesWithCupti`](crate::Doubt::DisagreesWithCupti)).
     ///
     /// libcupti is loaded at run time, never linked: from the file that `CUDA_EVENT_CUPTI_LIBRARY`

@@ -13,6 +13,7 @@ use crate::stream::Stream;
 use crate::timing::calibration::{Calibrated, Calibration};
 use crate::timing::cupti::Session;
 use crate::timing::cupti_times::CuptiTimes;
+use crate::timing::fixed_cost::{EMPTY, RUNGS, rung_of};
 use crate::timing::flush_check::FlushCheck;
 use crate::timing::gate::{Gate, Watchdog};
 use crate::timing::graph::{self, GraphBatch};
@@ -44,8 +45,8 @@ pub(crate) struct Sampler<'r, 'w, E> {
     throttle: Throttle,
     /// Arms, the calibration's included.
     arms: usize,
-    /// The calibration's arm, when calibrating: numbered last (run first), an empty kernel of
-    /// `kernels`.
+    /// The calibration's arm, when calibrating: numbered last (run first), a kernel of `kernels`
+    /// whose length rotates over the repetitions ([`rung_of`]).
     calibration_arm: Option<usize>,
     kernels: Option<&'r TimingKernels>,
     /// The flush check's buffers and the device's L2 size in bytes, until the check has run.
@@ -75,6 +76,9 @@ pub(crate) struct Sampler<'r, 'w, E> {
     batch_tag: u64,
     /// The CUPTI tag of each of `samples`.
     tags: Vec<Vec<u64>>,
+    /// The calibration kernel's rung ([`RUNGS`]) of each of the calibration arm's
+    /// `samples`.
+    rungs: Vec<usize>,
 }
 
 /// How a sampler queues its timed repetitions.
@@ -96,7 +100,7 @@ impl<E> Sampler<'_, '_, E>
 where
     E: From<Error>,
 {
-    /// Times `arms` pieces of work repeatedly (and the calibration's empty kernel as one more arm,
+    /// Times `arms` pieces of work repeatedly (and the calibration's kernel as one more arm,
     /// with [`MeasureOptions::calibrate`], run first in each repetition): each repetition runs
     /// every arm once, each arm timed alone (L2 flushed before it, if asked), the caller's in
     /// alternating order (0, 1, ... then ..., 1, 0) so that none always runs first; until `stop`
@@ -194,6 +198,7 @@ where
             next_tag: 1,
             batch_tag: 1,
             tags: vec![Vec::new(); all_arms],
+            rungs: Vec::new(),
         };
         // From the first flush on, the GPU may use the scratch memory until the stream is drained.
         scratch.in_use(true);
@@ -359,6 +364,9 @@ fn after_opened(n: usize, first_blocked: bool) -> AfterOpened {
 /// A batch's intervals, repetition `i`'s arm `a` at `i * arms + a`: each one's GPU time and the SM
 /// clock during it.
 struct Intervals {
+    /// The number of the batch's first repetition, whose arms' order and calibration kernel
+    /// follow from it ([`order`](Sampler::order), [`rung_of`]).
+    first: usize,
     times: Vec<Duration>,
     clocks: Vec<Option<f64>>,
     /// Each interval's CUPTI tag (0 in graph mode, which CUPTI does not time).
@@ -447,6 +455,7 @@ where
                         self.clocks.iter_mut().for_each(Vec::clear);
                         self.tags.iter_mut().for_each(Vec::clear);
                         self.throttle.forget_discarded();
+                        self.rungs.clear();
                     }
                 }
                 Ok(None)
@@ -479,10 +488,16 @@ where
                 let spans = session.finish()?;
                 let times = |tags: &Vec<u64>| tags.iter().map(|&tag| spans.of(tag)).collect::<Vec<_>>();
                 let mut by_arm: Vec<Vec<Option<Duration>>> = self.tags.iter().map(times).collect();
-                let empty = self
+                // CUPTI's empty kernels: the calibration's samples of the rung without a length.
+                let empty: Vec<_> = self
                     .calibration_arm
                     .map(|arm| by_arm.remove(arm))
-                    .unwrap_or_default();
+                    .unwrap_or_default()
+                    .into_iter()
+                    .zip(&self.rungs)
+                    .filter(|&(_, &rung)| rung == EMPTY)
+                    .map(|(time, _)| time)
+                    .collect();
                 // The calibration's kernels always launch: none recorded means CUPTI's records go
                 // elsewhere (another CUPTI client of this process registered its own buffers).
                 if !empty.is_empty() && empty.iter().all(Option::is_none) && spans.dropped == 0 {
@@ -513,7 +528,8 @@ where
                 // The stop rules take at least two samples of every arm.
                 debug_assert!(!in_order.is_empty(), "a calibration without samples");
                 let work_step = measured.iter().filter_map(Measurement::timer_step).min();
-                Calibration::of_samples(&in_order, work_step).map_or(Calibrated::NotAsked, Calibrated::Done)
+                Calibration::of_samples(&in_order, &self.rungs, work_step)
+                    .map_or(Calibrated::NotAsked, Calibrated::Done)
             }
             None if self.options.calibrate => Calibrated::KernelUnavailable,
             None => Calibrated::NotAsked,
@@ -530,8 +546,11 @@ where
             .chunks(self.arms)
             .zip(taken.clocks.chunks(self.arms))
             .zip(taken.tags.chunks(self.arms));
-        for ((times, mhz), tags) in repetitions {
+        for (j, ((times, mhz), tags)) in repetitions.enumerate() {
             if mhz.iter().all(|&mhz| self.throttle.keeps(mhz)) {
+                if self.calibration_arm.is_some() {
+                    self.rungs.push(rung_of(taken.first + j));
+                }
                 for (arm, ((&time, &mhz), &tag)) in times.iter().zip(mhz).zip(tags).enumerate() {
                     self.samples[arm].push(time);
                     self.clocks[arm].push(mhz);
@@ -584,6 +603,7 @@ where
     fn queue_interval(
         &mut self,
         arm: usize,
+        repetition: usize,
         at: usize,
         capturing: bool,
         mut record: impl FnMut(&Stream, bool) -> Result<()>,
@@ -594,17 +614,17 @@ where
         match (&self.cupti, capturing) {
             (Some(_), false) => {
                 let tag = self.batch_tag + at as u64;
-                self.run_tagged_arm(arm, tag)?;
+                self.run_tagged_arm(arm, repetition, tag)?;
             }
-            _ => self.run_arm(arm, capturing)?,
+            _ => self.run_arm(arm, repetition, capturing)?,
         }
         Ok(record(self.stream, true)?)
     }
 
     /// [`run_arm`](Self::run_arm), not capturing, with the work's launches tagged `tag` for CUPTI.
-    fn run_tagged_arm(&mut self, arm: usize, tag: u64) -> Result<(), E> {
+    fn run_tagged_arm(&mut self, arm: usize, repetition: usize, tag: u64) -> Result<(), E> {
         let session = self.cupti.take().expect("a CUPTI session");
-        let ran = session.tagged(tag, || self.run_arm(arm, false));
+        let ran = session.tagged(tag, || self.run_arm(arm, repetition, false));
         self.cupti = Some(session);
         ran?
     }
@@ -655,7 +675,7 @@ where
                 for i in 0..n {
                     for (k, arm) in self.order(i).enumerate() {
                         let interval = &recorded[i * arms + arm];
-                        self.queue_interval(arm, i * arms + k, true, |stream, end| {
+                        self.queue_interval(arm, i, i * arms + k, true, |stream, end| {
                             GraphBatch::record(d, interval, end, stream)
                         })?;
                     }
@@ -679,6 +699,7 @@ where
         self.stream.synchronize()?;
         let times = (0..intervals).map(|i| batch.elapsed(i)).collect::<Result<_>>()?;
         Ok(Intervals {
+            first: 0,
             times,
             clocks: self.clocks(0, n),
             tags: vec![0; intervals],
@@ -743,23 +764,26 @@ where
         for i in 0..n {
             for arm in self.order(i) {
                 self.flush()?;
-                self.run_arm(arm, false)?;
+                self.run_arm(arm, i, false)?;
             }
         }
         Ok(())
     }
 
-    /// Queues arm `arm`'s work: the caller's, or the calibration's empty kernel (`capturing`: into
-    /// a graph's capture).
-    fn run_arm(&mut self, arm: usize, capturing: bool) -> Result<(), E> {
+    /// Queues arm `arm`'s work in repetition `repetition`: the caller's, or the calibration's
+    /// kernel of that repetition's rung (`capturing`: into a graph's capture).
+    fn run_arm(&mut self, arm: usize, repetition: usize, capturing: bool) -> Result<(), E> {
         // The calibration's kernel too, so that its interval holds the same mode changes as the
         // work's (a launch is a call that no capture forbids).
         let relaxed = self.relaxed;
         relaxed.in_callers_mode(
             || match self.kernels.filter(|_| self.calibration_arm == Some(arm)) {
                 Some(kernels) => {
-                    let launched = kernels.launch_empty(self.d, self.stream);
-                    Ok(our_step(capturing, launched, "the calibration's empty kernel")?)
+                    let launched = match RUNGS[rung_of(repetition)] {
+                        Duration::ZERO => kernels.launch_empty(self.d, self.stream),
+                        length => kernels.launch_spin(self.d, self.stream, length),
+                    };
+                    Ok(our_step(capturing, launched, "the calibration's kernel")?)
                 }
                 None => (self.work)(self.stream, arm),
             },
@@ -796,7 +820,7 @@ where
                 for (k, arm) in self.order(first + i).enumerate() {
                     let (start, end) = &events[i * self.arms + arm];
                     let at = i * self.arms + k;
-                    self.queue_interval(arm, at, false, |stream, end_of_it| match end_of_it {
+                    self.queue_interval(arm, first + i, at, false, |stream, end_of_it| match end_of_it {
                         false => start.record(stream),
                         true => end.record(stream),
                     })?;
@@ -825,10 +849,16 @@ where
             .iter()
             .map(|(start, end)| Ok(from_ms(start.elapsed_time(end)?)))
             .collect::<Result<_>>()?;
-        let clocks = self.clocks(self.reps, n);
-        let tags = self.tags_of(self.reps, n);
+        let first = self.reps;
+        let clocks = self.clocks(first, n);
+        let tags = self.tags_of(first, n);
         self.reps += n;
-        Ok(Intervals { times, clocks, tags })
+        Ok(Intervals {
+            first,
+            times,
+            clocks,
+            tags,
+        })
     }
 }
 

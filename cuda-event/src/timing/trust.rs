@@ -100,12 +100,22 @@ pub enum Doubt {
     /// [`MeasureOptions::calibrate`](crate::MeasureOptions::calibrate) was asked for and there
     /// is no net time: the work is below what the calibration can resolve, or it could not run.
     NoNet(NoNet),
-    /// The calibration's own samples fall in two clusters further apart than
+    /// The calibration's intervals do not grow as its kernels' lengths do: their slope over the
+    /// lengths is further from 1 than 1% and twice its own uncertainty. The GPU's timer and the
+    /// timing events do not count the same time, or the kernels did not run their lengths (a
+    /// preempted or shared GPU): the fixed cost read from them is not the launch's.
+    CalibrationNotLinear {
+        /// [`Calibration::slope`](crate::Calibration::slope).
+        slope: f64,
+        /// [`Calibration::slope_uncertainty`](crate::Calibration::slope_uncertainty).
+        uncertainty: f64,
+    },
+    /// The calibration's readings of the fixed cost fall in two clusters further apart than
     /// [`MeasureOptions::max_calibration_share`](crate::MeasureOptions::max_calibration_share) of
     /// the net time (of the median, without a net time): the fixed cost it takes away is not one
     /// number in this run.
     CalibrationTwoClusters(Clusters),
-    /// The calibration's median moved between the first and the second half of the run by more
+    /// The calibration's readings' median moved between the first and the second half of the run by more
     /// than both halves' 95% confidence intervals allow, and by more than
     /// [`MeasureOptions::max_calibration_share`](crate::MeasureOptions::max_calibration_share) of
     /// the net time (of the median, without a net time): the fixed cost drifted while the work was
@@ -153,6 +163,11 @@ impl fmt::Display for Doubt {
                 "the median ({median:?}) is within 50 steps of the timer's resolution ({step:?})"
             ),
             Doubt::NoNet(why) => write!(f, "no net time: {why}"),
+            Doubt::CalibrationNotLinear { slope, uncertainty } => write!(
+                f,
+                "the calibration's intervals grow {slope:.4} +- {uncertainty:.4} times as fast as its \
+                 kernels' lengths, not 1"
+            ),
             Doubt::CalibrationTwoClusters(c) => {
                 write!(f, "the calibration's samples are in two clusters ({c})")
             }
