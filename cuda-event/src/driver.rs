@@ -244,14 +244,14 @@ fn symbol_not_found() -> CudaError {
     CudaError::new("cudaGetDriverEntryPointByVersion", code, runtime_strings)
 }
 
-#[cfg(cuda_event_model)]
+#[cfg(all(test, cuda_event_model))]
 pub(crate) use crate::model::runtime;
 /// The runtime functions the crate calls directly (streams, devices): libcudart's, or the model's
 /// in a model build.
-#[cfg(not(cuda_event_model))]
+#[cfg(not(all(test, cuda_event_model)))]
 pub(crate) use cuda_event_sys as runtime;
 
-#[cfg(cuda_event_model)]
+#[cfg(all(test, cuda_event_model))]
 fn entry_point(symbol: &CStr, _version: u32) -> std::result::Result<*mut c_void, CudaError> {
     let function = crate::model::driver::entry_point(symbol);
     if function.is_null() {
@@ -260,7 +260,7 @@ fn entry_point(symbol: &CStr, _version: u32) -> std::result::Result<*mut c_void,
     Ok(function)
 }
 
-#[cfg(not(cuda_event_model))]
+#[cfg(not(all(test, cuda_event_model)))]
 fn entry_point(symbol: &CStr, version: u32) -> std::result::Result<*mut c_void, CudaError> {
     let mut function = std::ptr::null_mut();
     let mut status = sys::cudaDriverEntryPointQueryResult::cudaDriverEntryPointSymbolNotFound;

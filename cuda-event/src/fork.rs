@@ -78,7 +78,7 @@ pub(crate) fn refuse_in_forked_child() -> Result<()> {
 }
 
 /// The model's fork: marks (or unmarks, between executions) this process as a forked child.
-#[cfg(cuda_event_model)]
+#[cfg(all(test, cuda_event_model))]
 pub(crate) fn model_set_forked(on: bool) {
     FORKED.store(on, Ordering::Relaxed);
 }

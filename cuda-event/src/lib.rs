@@ -280,7 +280,7 @@ mod driver;
 mod drop_errors;
 mod error;
 mod fork;
-#[cfg(cuda_event_model)]
+#[cfg(all(test, cuda_event_model))]
 mod model;
 mod sync;
 mod timing;

@@ -1,6 +1,7 @@
 //! Every atomic, lock, condition variable, thread-local and thread of the crate comes from here:
-//! std and parking_lot in a build, the model checker's types (shuttle) in a model build
-//! (`RUSTFLAGS="--cfg cuda_event_model"`, what `ci/test model` runs), so that the model checker
+//! std and parking_lot in a build, the model checker's types (shuttle) in the model's test build
+//! (the library's unit tests under `RUSTFLAGS="--cfg cuda_event_model"`, what `ci/test model` runs;
+//! never a library build, so the published crate holds no model), so that the model checker
 //! sees, and schedules, every point where the crate's threads meet.
 //!
 //! Both sides offer parking_lot's shape (a lock returns its guard, a condition variable waits on
@@ -12,12 +13,12 @@
 
 pub(crate) use std::sync::OnceLock;
 
-#[cfg(not(cuda_event_model))]
+#[cfg(not(all(test, cuda_event_model)))]
 pub(crate) use self::build::*;
-#[cfg(cuda_event_model)]
+#[cfg(all(test, cuda_event_model))]
 pub(crate) use self::model::*;
 
-#[cfg(not(cuda_event_model))]
+#[cfg(not(all(test, cuda_event_model)))]
 mod build {
     pub(crate) use parking_lot::{Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
     pub(crate) use std::sync::atomic;
@@ -50,7 +51,7 @@ mod build {
     }
 }
 
-#[cfg(cuda_event_model)]
+#[cfg(all(test, cuda_event_model))]
 mod model {
     pub(crate) use shuttle::sync::atomic;
     pub(crate) use shuttle::sync::{RwLockReadGuard, RwLockWriteGuard};

@@ -172,12 +172,12 @@ impl Reactor {
                     Some(deadline) => drop(self.changed.wait_until(&mut inbox, deadline)),
                     // A model execution ends only once every thread has: an idle reactor ends
                     // there, and the next wait starts it again.
-                    #[cfg(cuda_event_model)]
+                    #[cfg(all(test, cuda_event_model))]
                     None => {
                         inbox.running = false;
                         return;
                     }
-                    #[cfg(not(cuda_event_model))]
+                    #[cfg(not(all(test, cuda_event_model)))]
                     None => self.changed.wait(&mut inbox),
                 }
             }

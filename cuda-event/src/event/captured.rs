@@ -257,7 +257,7 @@ fn free_the_ended(kept: &mut Kept) -> Vec<EventHandle> {
 }
 
 /// How many captured CUDA events wait for their capture to be over, and how many are free.
-#[cfg(any(test, cuda_event_model))]
+#[cfg(test)]
 #[allow(dead_code)]
 pub(crate) fn kept() -> (usize, usize) {
     let kept = KEPT.lock();

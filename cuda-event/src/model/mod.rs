@@ -1,5 +1,5 @@
-//! A model of the CUDA driver, for the model build only (`RUSTFLAGS="--cfg cuda_event_model"`,
-//! `ci/test model`): the crate's driver table and the runtime calls it makes point here, and the
+//! A model of the CUDA driver, for the model's test build only (the library's unit tests under
+//! `RUSTFLAGS="--cfg cuda_event_model"`, `ci/test model`; not in the published package): the crate's driver table and the runtime calls it makes point here, and the
 //! model checker (shuttle, behind `crate::sync`) runs the crate's threads, the reactor's included,
 //! in many interleavings against it.
 //!
