@@ -272,6 +272,7 @@ mod stream;
 
 mod event;
 
+mod capture;
 mod capture_mode;
 mod completion;
 mod context;
@@ -286,6 +287,7 @@ mod sync;
 mod timing;
 mod trace;
 
+pub use capture::{CaptureMode, Graph};
 pub use completion::Completion;
 pub use completion::wait::Wait;
 pub use context::set_device_reset_checks;
@@ -299,7 +301,7 @@ pub use event::handle::{cuda_events_alive, cuda_events_created};
 pub use event::ipc::IpcEventHandle;
 pub use event::pool::{POOL_PER_THREAD, empty_event_pool, set_event_pool};
 pub use event::{Event, EventBuilder};
-pub use stream::{CaptureMode, Graph, Stream, StreamOptions};
+pub use stream::{Stream, StreamOptions};
 pub use timing::calibration::{Calibration, NoNet};
 pub use timing::clusters::{Clusters, Drift};
 pub use timing::compare::{CONFIDENCE, CompareOptions, Comparison, Verdict, compare};

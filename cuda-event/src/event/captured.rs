@@ -22,62 +22,11 @@ use crate::error::Result;
 use crate::event::handle::EventHandle;
 use crate::event::pool::POOL_PER_THREAD;
 use crate::stream::Stream;
-use crate::sync::atomic::{AtomicBool, Ordering};
-use crate::sync::{Mutex, RwLock};
+pub(crate) use crate::stream::known_capture::Capture;
+use crate::sync::Mutex;
 use cuda_event_sys as sys;
 use std::ffi::c_void;
 use std::sync::Arc;
-
-/// One capture, as the crate's captured events know it: its id, whether it is over, and the gate
-/// that keeps the crate's records into it and forks from it apart from the crate's end of it.
-pub(crate) struct Capture {
-    pub(crate) id: u64,
-    over: AtomicBool,
-    gate: RwLock<()>,
-    /// The crate ends it ([`Stream::capture`](crate::Stream::capture)): it is over exactly when
-    /// its end has returned.
-    ended_by_the_crate: AtomicBool,
-}
-
-impl Capture {
-    /// Whether the capture is known to be over: no end of it can still be running.
-    pub(crate) fn is_over(&self) -> bool {
-        self.over.load(Ordering::Acquire)
-    }
-
-    /// Entry for a record into this capture or a fork from it, held until that CUDA call has
-    /// returned; `None` once the capture is over. The crate's own end of the capture
-    /// ([`Capture::end`]) waits for every entry to be left, and none is given while it runs.
-    pub(crate) fn enter(&self) -> Option<impl Sized + '_> {
-        let entry = self.gate.read();
-        (!self.is_over()).then_some(entry)
-    }
-
-    /// Runs `end`, the crate's own end of this capture, apart from every record into it and fork
-    /// from it made through the crate, and marks the capture over once it has returned valid.
-    /// A failed end leaves that to the graph's user object: a capture invalidated ends with its
-    /// graph destroyed inside the end, which runs the destructor (capture_end_signals v); a capture
-    /// that raw CUDA ended first is over once the graph it handed out is gone.
-    pub(crate) fn end(&self, end: impl FnOnce() -> Result<()>) -> Result<()> {
-        let _alone = self.gate.write();
-        let ended = end();
-        if ended.is_ok() {
-            self.over.store(true, Ordering::Release);
-        }
-        ended
-    }
-
-    /// The crate began this capture and will end it ([`Capture::end`]).
-    pub(crate) fn to_be_ended_by_the_crate(&self) {
-        self.ended_by_the_crate.store(true, Ordering::Relaxed);
-    }
-
-    /// Whether the crate ends it: then it is over exactly when its end has returned valid, and a
-    /// stream in it is in no other capture meanwhile (unless raw CUDA ends it first).
-    pub(crate) fn is_ended_by_the_crate(&self) -> bool {
-        self.ended_by_the_crate.load(Ordering::Relaxed)
-    }
-}
 
 /// What a stream being captured is capturing into now.
 pub(crate) enum Capturing {
@@ -132,12 +81,7 @@ fn known(d: &Driver, id: u64, graph: sys::CUgraph) -> Arc<Capture> {
     if let Some(capture) = captures.iter().find(|c| c.id == id) {
         return capture.clone();
     }
-    let capture = Arc::new(Capture {
-        id,
-        over: AtomicBool::new(false),
-        gate: RwLock::new(()),
-        ended_by_the_crate: AtomicBool::new(false),
-    });
+    let capture = Arc::new(Capture::new(id));
     watch_graph(d, &capture, graph);
     captures.push(capture.clone());
     capture
@@ -187,7 +131,7 @@ fn watch_graph(d: &Driver, capture: &Arc<Capture>, graph: sys::CUgraph) {
 unsafe extern "C" fn graph_gone(data: *mut c_void) {
     // SAFETY: the reference `watch_graph` gave the object, taken back once.
     let capture = unsafe { Arc::from_raw(data as *const Capture) };
-    capture.over.store(true, Ordering::Release);
+    capture.mark_over();
 }
 
 /// A CUDA event for a captured record on `device` with `flags`: a free one whose capture is over

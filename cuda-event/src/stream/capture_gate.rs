@@ -19,7 +19,7 @@
 //! stream share a gate), each on a cache line of its own so that threads on different streams
 //! rarely meet.
 
-use crate::event::captured::Capture;
+use crate::stream::known_capture::Capture;
 use crate::sync::{Lazy, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use cuda_event_sys as sys;
 use std::sync::Arc;

@@ -1,11 +1,9 @@
 //! Streams: owned ones (created on a device, destroyed on drop), a device's default streams, and
 //! streams borrowed from other libraries as raw `cudaStream_t`.
 
-mod capture;
 pub(crate) mod capture_gate;
 mod host_fn;
-
-pub use capture::{CaptureMode, Graph};
+pub(crate) mod known_capture;
 
 use crate::context::{Context, ContextInstance, MadeIn};
 use crate::driver::{Driver, driver, runtime};

@@ -81,7 +81,7 @@ impl Stream {
     pub fn capture(&self, mode: CaptureMode, work: impl FnOnce(&Stream) -> Result<()>) -> Result<Graph> {
         let d = driver("Stream::capture")?;
         self.made_in().ensure_alive(d, None)?;
-        let made_in = ContextInstance::of_primary(d, self.device).ok();
+        let made_in = ContextInstance::of_primary(d, self.device()).ok();
         self.in_context(d, || {
             let raw = self.as_raw();
             let capture = {
@@ -108,7 +108,7 @@ impl Stream {
             let ended = open.end();
             let graph = ended.map(|graph| Graph {
                 made_in,
-                device: self.device,
+                device: self.device(),
                 graph,
                 exec: Mutex::new(std::ptr::null_mut()),
             });
@@ -181,10 +181,10 @@ impl Graph {
     #[doc(alias = "cudaGraphLaunch")]
     #[doc(alias = "cudaGraphInstantiate")]
     pub fn launch(&self, stream: &Stream) -> Result<()> {
-        if stream.device != self.device {
+        if stream.device() != self.device {
             return Err(Error::DeviceMismatch {
                 event: self.device,
-                stream: stream.device,
+                stream: stream.device(),
             });
         }
         let d = driver("Graph::launch")?;
