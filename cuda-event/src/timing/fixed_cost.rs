@@ -13,14 +13,16 @@ use std::time::Duration;
 
 /// The calibration kernel's lengths, in the order the repetitions rotate through them
 /// ([`rung_of`]); zero is the empty kernel. The line's two ends come first, so that a measurement
-/// of two repetitions already has a slope.
-pub(crate) const RUNGS: [Duration; 6] = [
+/// of two repetitions already has a slope. Their number is odd: the calibration's kernel runs
+/// first in even repetitions and last in odd ones, and each rung so takes both places.
+pub(crate) const RUNGS: [Duration; 7] = [
     Duration::from_micros(1),
     Duration::from_micros(20),
     Duration::ZERO,
     Duration::from_micros(2),
     Duration::from_micros(10),
     Duration::from_micros(5),
+    Duration::from_micros(3),
 ];
 
 /// The rung of the empty kernel.
@@ -29,6 +31,16 @@ pub(crate) const EMPTY: usize = 2;
 /// The rung of repetition `repetition` (counted from the measurement's first).
 pub(crate) fn rung_of(repetition: usize) -> usize {
     repetition % RUNGS.len()
+}
+
+/// The mean length of the rungs that run (seconds).
+pub(crate) fn mean_rung_length() -> f64 {
+    let lengths: Vec<f64> = RUNGS
+        .iter()
+        .filter(|l| !l.is_zero())
+        .map(Duration::as_secs_f64)
+        .collect();
+    lengths.iter().sum::<f64>() / lengths.len() as f64
 }
 
 /// One rung's samples, summarized: the kernel's length, the median interval around it and the

@@ -4,6 +4,7 @@
 use crate::timing::calibration::{Calibrated, Calibration, NoNet, net, step_of_sorted};
 use crate::timing::clusters::two_clusters;
 use crate::timing::cupti_times::CuptiTimes;
+use crate::timing::fixed_cost::mean_rung_length;
 use crate::timing::flush_check::{FlushCheck, FlushVerdict};
 use crate::timing::statistics::{median, median_half_width, percentile_of_sorted, relative_deviation};
 use crate::timing::trust::{Doubt, Trust};
@@ -314,8 +315,11 @@ impl Measurement {
             let material =
                 self.net().unwrap_or(self.median()).as_secs_f64() * self.conditions.max_calibration_share;
             let beyond = |d: Duration| d.as_secs_f64() > material;
-            if let Some(slope) = calibration.slope.filter(|slope| {
+            // A slope off 1 moves the fixed cost by about its error times the rungs' mean length.
+            let moves = |slope: f64| Duration::from_secs_f64((slope - 1.0).abs() * mean_rung_length());
+            if let Some(slope) = calibration.slope.filter(|&slope| {
                 (slope - 1.0).abs() > SLOPE_TOLERANCE.max(2.0 * calibration.slope_uncertainty)
+                    && beyond(moves(slope))
             }) {
                 doubts.push(Doubt::CalibrationNotLinear {
                     slope,
@@ -647,14 +651,17 @@ mod tests {
             plain(work.clone(), StopReason::NoiseBelowMax).calibrated(Calibrated::Done(calibration))
         };
         assert!(with_slope(1.005, 0.001).trust().is_trusted());
-        // 3% off, known to 0.5%: a doubt; known only to 2%: none.
-        let off = with_slope(1.03, 0.005);
+        // 10% off, known to 1%: the fixed cost moves by about 0.7 us, more than 5% of the 10 us
+        // net time: a doubt; known only to 6%: none.
+        let off = with_slope(1.10, 0.01);
         assert!(
             matches!(doubts(&off)[..], [Doubt::CalibrationNotLinear { .. }]),
             "{}",
             off.trust()
         );
-        assert!(with_slope(1.03, 0.02).trust().is_trusted());
+        assert!(with_slope(1.10, 0.06).trust().is_trusted());
+        // 3% off, known to 0.5%, moves it by 0.2 us: real, but under 5% of the net time.
+        assert!(with_slope(1.03, 0.005).trust().is_trusted());
     }
 
     #[test]

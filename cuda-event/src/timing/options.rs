@@ -121,7 +121,7 @@ pub struct MeasureOptions {
     /// Every interval between two timing events around a launch holds the GPU's own cost of
     /// starting and ending a launch, the same whatever the kernel does: a large share of a short
     /// kernel's reading. Each repetition times one more kernel, in turn an empty one and ones that
-    /// spin on the GPU's timer for 1, 2, 5, 10 and 20 us; each length's median less the length is
+    /// spin on the GPU's timer for 1, 2, 3, 5, 10 and 20 us; each length's median less the length is
     /// a reading of that cost, and the readings must agree: see [`Calibration`](crate::Calibration).
     ///
     /// Off by default, for what it takes the first time: the calibration's kernels are timing

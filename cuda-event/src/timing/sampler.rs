@@ -141,6 +141,8 @@ where
             }
             false => 0,
         };
+        // CUPTI first: where it cannot be had, the measurement is refused before it takes memory.
+        let cupti = options.cupti.then(Session::begin).transpose()?;
         let mut scratch = ScratchLease::take(stream.device(), instance);
         let needs = Needs {
             flush_bytes: l2.map(|l2| 2 * l2),
@@ -194,7 +196,7 @@ where
             gate_timeouts: 0,
             samples: vec![Vec::new(); all_arms],
             clocks: vec![Vec::new(); all_arms],
-            cupti: options.cupti.then(Session::begin).transpose()?,
+            cupti,
             next_tag: 1,
             batch_tag: 1,
             tags: vec![Vec::new(); all_arms],
@@ -579,14 +581,22 @@ where
         })
     }
 
-    /// The arms of repetition `i` in the order they run: the calibration's first (if any), then
-    /// the caller's alternating, so that none of them always runs first or always right after
-    /// another given one. `i` counts across batches (a batch may hold an odd number of
-    /// repetitions, or one).
+    /// The arms of repetition `i` in the order they run: the caller's alternating, so that none of
+    /// them always runs first or always right after another given one, and the calibration's (if
+    /// any) before them in even repetitions and after them in odd ones. `i` counts across batches
+    /// (a batch may hold an odd number of repetitions, or one).
     fn order(&self, i: usize) -> impl Iterator<Item = usize> + use<E> {
         let users = self.user_arms();
-        let alternating = (0..users).map(move |k| if i.is_multiple_of(2) { k } else { users - 1 - k });
-        self.calibration_arm.into_iter().chain(alternating)
+        let even = i.is_multiple_of(2);
+        let alternating = (0..users).map(move |k| if even { k } else { users - 1 - k });
+        // The calibration's kernel runs first, then last: an interval's fixed cost can depend on
+        // what ran before it (measured: bench/results/2026-12-07-h100-calibration), and so the
+        // calibration and the caller's arms each follow one another equally often; with an odd
+        // number of rungs, each rung runs first and last equally often too.
+        let calibration = self.calibration_arm;
+        let first = calibration.filter(|_| even);
+        let last = calibration.filter(|_| !even);
+        first.into_iter().chain(alternating).chain(last)
     }
 
     /// The caller's arms (the calibration's is after them).
@@ -776,18 +786,24 @@ where
         // The calibration's kernel too, so that its interval holds the same mode changes as the
         // work's (a launch is a call that no capture forbids).
         let relaxed = self.relaxed;
-        relaxed.in_callers_mode(
-            || match self.kernels.filter(|_| self.calibration_arm == Some(arm)) {
-                Some(kernels) => {
-                    let launched = match RUNGS[rung_of(repetition)] {
-                        Duration::ZERO => kernels.launch_empty(self.d, self.stream),
-                        length => kernels.launch_spin(self.d, self.stream, length),
-                    };
-                    Ok(our_step(capturing, launched, "the calibration's kernel")?)
-                }
-                None => (self.work)(self.stream, arm),
-            },
-        )
+        let calibration = self.kernels.filter(|_| self.calibration_arm == Some(arm));
+        relaxed.in_callers_mode(|| match calibration {
+            Some(kernels) => {
+                let launched = match RUNGS[rung_of(repetition)] {
+                    Duration::ZERO => kernels.launch_empty(self.d, self.stream),
+                    length => kernels.launch_spin(self.d, self.stream, length),
+                };
+                Ok(our_step(capturing, launched, "the calibration's kernel")?)
+            }
+            None => (self.work)(self.stream, arm),
+        })?;
+        if calibration.is_none() {
+            // The caller's work may have reset the device: then the stream is gone with its
+            // context, and the sampler's own calls on it (a flush, a stamp, a launch) would reach
+            // freed driver state, which CUDA does not refuse but crashes on. One `cuCtxGetId`.
+            self.stream.made_in().ensure_alive(self.d, None)?;
+        }
+        Ok(())
     }
 
     fn flush(&self) -> Result<()> {

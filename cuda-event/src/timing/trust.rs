@@ -101,7 +101,10 @@ pub enum Doubt {
     /// is no net time: the work is below what the calibration can resolve, or it could not run.
     NoNet(NoNet),
     /// The calibration's intervals do not grow as its kernels' lengths do: their slope over the
-    /// lengths is further from 1 than 1% and twice its own uncertainty. The GPU's timer and the
+    /// lengths is further from 1 than 1% and twice its own uncertainty, by enough to move the fixed
+    /// cost (by the error times the lengths' mean) by more than
+    /// [`MeasureOptions::max_calibration_share`](crate::MeasureOptions::max_calibration_share) of
+    /// the net time. The GPU's timer and the
     /// timing events do not count the same time, or the kernels did not run their lengths (a
     /// preempted or shared GPU): the fixed cost read from them is not the launch's.
     CalibrationNotLinear {
