@@ -590,7 +590,7 @@ where
         let even = i.is_multiple_of(2);
         let alternating = (0..users).map(move |k| if even { k } else { users - 1 - k });
         // The calibration's kernel runs first, then last: an interval's fixed cost can depend on
-        // what ran before it (measured: bench/results/2026-12-07-h100-calibration), and so the
+        // where it runs (bench/results/2026-12-07-h100-suite-calibration-probes), and so the
         // calibration and the caller's arms each follow one another equally often; with an odd
         // number of rungs, each rung runs first and last equally often too.
         let calibration = self.calibration_arm;
