@@ -20,6 +20,11 @@ use std::time::Duration;
 /// [`fixed_cost`](Self::fixed_cost) is their mean. Where the lengths disagree by more than their
 /// noise, [`uncertainty`](Self::uncertainty) says so; where the intervals do not grow as the
 /// lengths do, [`slope`](Self::slope) does.
+///
+/// In graph mode every replay holds the same repetitions, so a graph of fewer repetitions than
+/// there are lengths (work of milliseconds, or a small
+/// [`max_batch`](crate::MeasureOptions::max_batch)) times only the first lengths: then
+/// [`slope`](Self::slope) is `None` (one length) or [`empty`](Self::empty) is (no empty kernel).
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct Calibration {
