@@ -2,6 +2,7 @@
 //! run on, and the gate, the SM clock probe, the throttle rule and the scratch memory that the
 //! sampler uses.
 
+mod batches;
 pub(crate) mod calibration;
 pub(crate) mod clusters;
 pub(crate) mod compare;
@@ -14,6 +15,7 @@ pub(crate) mod flush_check;
 mod gate;
 mod graph;
 mod kernels;
+mod l2_flush;
 pub(crate) mod measure;
 pub(crate) mod measurement;
 pub(crate) mod options;

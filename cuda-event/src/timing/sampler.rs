@@ -6,10 +6,11 @@
 
 use crate::capture_mode::RelaxedCapture;
 use crate::context::ContextInstance;
-use crate::driver::{CUresult, Driver, driver};
+use crate::driver::{Driver, driver};
 use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::stream::Stream;
+use crate::timing::batches::{AfterOpened, Batch, MOST_CLOCKED_INTERVALS, after_opened, batch_repetitions};
 use crate::timing::calibration::{Calibrated, Calibration};
 use crate::timing::cupti::Session;
 use crate::timing::cupti_times::CuptiTimes;
@@ -18,6 +19,7 @@ use crate::timing::flush_check::FlushCheck;
 use crate::timing::gate::{Gate, Watchdog};
 use crate::timing::graph::{self, GraphBatch};
 use crate::timing::kernels::TimingKernels;
+use crate::timing::l2_flush::{L2Flush, reset_persisting_l2};
 use crate::timing::measurement::{Conditions, Measurement, StopReason};
 use crate::timing::options::MeasureOptions;
 use crate::timing::scratch_memory::{DeviceBuffer, Needs, ScratchLease};
@@ -25,7 +27,6 @@ use crate::timing::sm_clock::ClockStamps;
 use crate::timing::statistics::median;
 use crate::timing::throttle::Throttle;
 use crate::timing::timer::{Timer, from_ms, timing_event};
-use cuda_event_sys as sys;
 use std::time::{Duration, Instant};
 
 /// The work of one arm (`0..arms`) of a repetition, submitted to the stream.
@@ -239,129 +240,15 @@ impl Drop for Drained<'_> {
     }
 }
 
-/// A buffer twice the size of the device's L2, overwritten to evict what the work left there.
-struct L2Flush<'b> {
-    buffer: &'b DeviceBuffer,
-}
-
-impl L2Flush<'_> {
-    /// The L2 size of the device of `instance`, in bytes (the buffer is twice that).
-    fn l2_bytes(d: &Driver, instance: ContextInstance) -> Result<usize> {
-        let mut l2 = 0;
-        let attribute = sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE;
-        let device = instance.context()?.cu_device();
-        d.device_get_attribute.call(|f| {
-            // SAFETY: a device the driver handed out; writes through a live local.
-            unsafe { f(&mut l2, attribute, device) }
-        })?;
-        Ok(usize::try_from(l2).unwrap_or(0).max(1 << 20))
-    }
-
-    fn queue(&self, d: &Driver, stream: &Stream) -> Result<()> {
-        let (ptr, words, raw) = (self.buffer.ptr, self.buffer.bytes / 4, stream.as_raw());
-        // 32-bit words, the widest cuMemset writes (the buffer's size is a multiple of 4).
-        // SAFETY: writes `words` 32-bit words of a live allocation of that size on a live stream of
-        // its device, whose context is current (`Sampler::run` entered it).
-        d.memset_d32_async.call(|f| unsafe { f(ptr, 0, words, raw) })
-    }
-}
-
-/// Resets the current context's persisting L2 lines to normal, so that none stays in L2 across the
-/// flushes ([`MeasureOptions::reset_persisting_l2`]); only where lines can persist (the context's
-/// persisting-L2 limit is above zero).
-fn reset_persisting_l2(d: &Driver) -> Result<()> {
-    let mut limit = 0usize;
-    let limit_code = d.ctx_get_limit.code(|f| {
-        // SAFETY: writes the limit through a live local; the measurement's context is current.
-        unsafe { f(&mut limit, sys::CUlimit::CU_LIMIT_PERSISTING_L2_CACHE_SIZE) }
-    });
-    match limit_code {
-        // A device without persisting lines: nothing to reset.
-        CUresult::CUDA_ERROR_UNSUPPORTED_LIMIT | CUresult::CUDA_ERROR_NOT_SUPPORTED => return Ok(()),
-        code => d.ctx_get_limit.check(code)?,
-    }
-    if limit == 0 {
-        return Ok(());
-    }
-    // SAFETY: takes nothing; the measurement's context is current.
-    let code = d.ctx_reset_persisting_l2.code(|f| unsafe { f() });
-    match code {
-        CUresult::CUDA_ERROR_NOT_SUPPORTED => Ok(()),
-        code => d.ctx_reset_persisting_l2.check(code),
-    }
-}
-
 /// GPU time a batch aims at: long enough that the host's queueing of the next one is hidden, short
 /// enough that the stop criterion is checked often.
 const BATCH_TIME: Duration = Duration::from_millis(20);
-
-/// The most intervals of a batch with the SM clock's stamps (each needs a slot of mapped host
-/// memory): enough for a batch of [`BATCH_TIME`] of repetitions a few microseconds long.
-const MOST_CLOCKED_INTERVALS: usize = 8192;
 
 /// The most wall time the warm-up goes on while the SM clock is still ramping up.
 const RAMP_AT_MOST: Duration = Duration::from_secs(1);
 
 /// A clock at least this fraction of the maximum has ramped up: it cannot rise much more.
 const RAMPED: f64 = 0.95;
-
-/// How a batch of timed repetitions went.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Batch {
-    /// Its samples are good.
-    Timed,
-    /// The host blocked while queueing it behind the gate, and the gate's watchdog opened the gate:
-    /// its samples may contain host time. `first_blocked`: the first repetition was not queued yet
-    /// when the watchdog opened the gate.
-    Opened { first_blocked: bool },
-}
-
-/// What follows a batch of `n` repetitions that the gate's watchdog opened.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum AfterOpened {
-    /// Batches of at most this many: the batch did not fit in CUDA's queue of a held stream.
-    Smaller(usize),
-    /// No more gate: not even one repetition could be queued behind it.
-    Ungated,
-}
-
-/// The most repetitions of `arms` arms a batch can stamp with `slots` stamp slots (one more stamp
-/// than intervals), an even number if `even` (a graph of two arms): at least one (two if even).
-fn most_clocked(slots: usize, arms: usize, even: bool) -> usize {
-    let most = (slots.saturating_sub(1) / arms).max(1);
-    match even {
-        true => (most - most % 2).max(2),
-        false => most,
-    }
-}
-
-/// Of `wanted` repetitions of `arms` arms, as many as fit in `max_intervals` intervals and in the
-/// clock's stamp slots (if stamped): at least one, and an even number if `even` (at least two).
-fn batch_repetitions(
-    wanted: usize,
-    max_intervals: usize,
-    arms: usize,
-    even: bool,
-    stamp_slots: Option<usize>,
-) -> usize {
-    let most = (max_intervals / arms).max(1);
-    let most = stamp_slots.map_or(most, |slots| most.min(most_clocked(slots, arms, even)));
-    let n = wanted.clamp(1, most);
-    match even {
-        true => (n - n % 2).max(2),
-        false => n,
-    }
-}
-
-fn after_opened(n: usize, first_blocked: bool) -> AfterOpened {
-    // A batch of one that the watchdog opened took about the whole timeout to queue, even if its
-    // last call returned just before the watchdog fired: no smaller batch exists to try.
-    if first_blocked || n == 1 {
-        AfterOpened::Ungated
-    } else {
-        AfterOpened::Smaller((n / 16).max(1))
-    }
-}
 
 /// A batch's intervals, repetition `i`'s arm `a` at `i * arms + a`: each one's GPU time and the SM
 /// clock during it.
@@ -884,63 +771,5 @@ fn our_step(capturing: bool, result: Result<()>, step: &str) -> Result<()> {
     match capturing {
         true => graph::in_capture(result, step),
         false => result,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_batch_with_stamps_fits_its_slots() {
-        // 256 slots: 255 intervals.
-        assert_eq!(most_clocked(256, 1, false), 255);
-        assert_eq!(most_clocked(256, 2, false), 127);
-        assert_eq!(most_clocked(256, 2, true), 126);
-        let slots = MOST_CLOCKED_INTERVALS + 1;
-        assert!(most_clocked(slots, 2, true) * 2 < slots);
-        // Never none.
-        assert_eq!(most_clocked(1, 1, false), 1);
-        assert_eq!(most_clocked(2, 2, true), 2);
-    }
-
-    #[test]
-    fn a_batch_stays_within_max_batch_intervals_but_holds_at_least_one_repetition() {
-        // measure, compare, each calibrated: 1, 2, 2 and 3 arms.
-        for arms in 1..=3 {
-            for even in [false, true] {
-                for max in [1, 2, 3, 5, 63, 64, 1000] {
-                    for wanted in [1, 2, 7, 100, 10_000] {
-                        for slots in [None, Some(256), Some(MOST_CLOCKED_INTERVALS + 1)] {
-                            let n = batch_repetitions(wanted, max, arms, even, slots);
-                            let least = if even { 2 } else { 1 };
-                            assert!(n >= least && (!even || n.is_multiple_of(2)), "{n}");
-                            assert!(n == least || n * arms <= max, "{n} x {arms} > {max}");
-                            assert!(n == least || n <= wanted, "{n} > {wanted}");
-                            if let Some(slots) = slots {
-                                assert!(n == least || n * arms < slots, "{n} x {arms} vs {slots}");
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        // The default 64 for a calibrated compare in graph mode: 20 repetitions, 60 intervals.
-        assert_eq!(batch_repetitions(10_000, 64, 3, true, None), 20);
-        assert_eq!(batch_repetitions(10_000, 64, 1, false, None), 64);
-        assert_eq!(batch_repetitions(5, 64, 2, true, None), 4);
-    }
-
-    #[test]
-    fn a_repetition_that_cannot_be_queued_behind_the_gate_ends_gating_and_a_batch_shrinks() {
-        // The first repetition was still being queued when the watchdog opened the gate: no batch
-        // fits, whatever its size (thousands of launches per repetition, or a wait on the host).
-        assert_eq!(after_opened(64, true), AfterOpened::Ungated);
-        assert_eq!(after_opened(1, true), AfterOpened::Ungated);
-        // A batch of one opened by the watchdog: nothing smaller to try.
-        assert_eq!(after_opened(1, false), AfterOpened::Ungated);
-        // Repetitions fit, the batch did not: smaller batches.
-        assert_eq!(after_opened(64, false), AfterOpened::Smaller(4));
-        assert_eq!(after_opened(3, false), AfterOpened::Smaller(1));
     }
 }
