@@ -62,7 +62,7 @@ pub(super) struct Registered {
 /// The thread's own state: no one else touches it.
 pub(super) struct Waits {
     /// Waits in lanes, by lane.
-    lanes: HashMap<u64, Lane>,
+    lanes: HashMap<u64, StreamWaits>,
     /// Arrivals so far, to order waits of one stamp.
     arrivals: u64,
     /// Unordered waits, walked a chunk a step.
@@ -75,7 +75,7 @@ pub(super) struct Waits {
 
 /// The waits on one stream's events, in record order (stamp, then arrival), and its own pace:
 /// news in one lane does not make the others be swept more often.
-struct Lane {
+struct StreamWaits {
     waits: BTreeMap<(u64, u64), Wait>,
     /// When a wait was last filed in it or finished.
     news: Instant,
@@ -83,7 +83,7 @@ struct Lane {
     due: Instant,
 }
 
-impl Lane {
+impl StreamWaits {
     /// The pause before its next sweep: short after news, longer as time passes without any.
     fn pause(&self, now: Instant) -> Duration {
         let quiet = now.saturating_duration_since(self.news);
@@ -160,7 +160,7 @@ impl Waits {
                 continue;
             };
             self.arrivals += 1;
-            let lane = self.lanes.entry(order.lane).or_insert_with(|| Lane {
+            let lane = self.lanes.entry(order.lane).or_insert_with(|| StreamWaits {
                 waits: BTreeMap::new(),
                 news: now,
                 due: now,
@@ -540,7 +540,7 @@ mod tests {
     #[test]
     fn a_lane_is_swept_soon_after_its_news_and_less_often_as_it_grows_quiet() {
         let now = Instant::now();
-        let lane = |quiet: Duration| Lane {
+        let lane = |quiet: Duration| StreamWaits {
             waits: BTreeMap::new(),
             news: now - quiet,
             due: now,
