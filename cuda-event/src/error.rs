@@ -104,13 +104,6 @@ pub enum Error {
         /// Repetitions discarded.
         discarded: usize,
     },
-    /// No longer returned. [`measure`](crate::measure) returned it when the host had not finished
-    /// queueing one repetition behind its gate after a second. A repetition that waits on the host
-    /// causes that, but so do one with more stream operations than CUDA queues on a held stream and
-    /// a slow submission, and `measure` cannot tell them apart: it now times such work without the
-    /// gate and says so in [`Measurement::gated`](crate::Measurement::gated).
-    #[deprecated(note = "measure no longer returns it: see Measurement::gated")]
-    WorkBlockedOnTheHost,
     /// A future could not wait: the thread that watches pending GPU work could not be started
     /// (the process's thread limit, say), or it ended. Nothing was queued; a new future tries
     /// again.
@@ -367,12 +360,6 @@ impl fmt::Display for Error {
                  median of {discarded} discarded): the GPU throttles (power, heat) or its clocks \
                  are locked low; MeasureOptions::throttle_threshold(0.0) keeps such repetitions",
                 100.0 * threshold
-            ),
-            #[allow(deprecated)] // still named here, not returned
-            Error::WorkBlockedOnTheHost => f.write_str(
-                "the host did not finish queueing one repetition of the measured work within a \
-                 second while measure held the stream (more stream operations than CUDA queues \
-                 on a held stream, or a wait on the host for the work's own GPU work)",
             ),
             Error::ReactorUnavailable { reason } => write!(
                 f,
