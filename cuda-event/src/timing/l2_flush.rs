@@ -37,8 +37,8 @@ impl L2Flush<'_> {
 }
 
 /// Resets the current context's persisting L2 lines to normal, so that none stays in L2 across the
-/// flushes ([`MeasureOptions::reset_persisting_l2`]); only where lines can persist (the context's
-/// persisting-L2 limit is above zero).
+/// flushes ([`MeasureOptions::reset_persisting_l2`](crate::MeasureOptions::reset_persisting_l2));
+/// only where lines can persist (the context's persisting-L2 limit is above zero).
 pub(crate) fn reset_persisting_l2(d: &Driver) -> Result<()> {
     let mut limit = 0usize;
     let limit_code = d.ctx_get_limit.code(|f| {

@@ -42,7 +42,7 @@ use std::time::Duration;
 ///
 /// Each repetition is: a stamp of the SM clock (optional, untimed), the L2 flush (optional,
 /// untimed), a timing event, `work`, a timing event (and a stamp after a batch); with
-/// [`MeasureOptions::calibrate`], the same around one of the calibration's kernels first. Before the samples, after
+/// [`MeasureOptions::calibrate`], the same around one of the calibration's kernels, first or last in turn. Before the samples, after
 /// the warm-up, the flush is checked once ([`Measurement::flush_check`]). Repetitions during
 /// which the clock was throttled are discarded ([`MeasureOptions::throttle_threshold`]).
 /// Repetitions are queued in batches of up to [`MeasureOptions::max_batch`] behind a hold on the

@@ -147,7 +147,7 @@ pub struct MeasureOptions {
     /// names, else `libcupti.so` (and `.13`, `.12`) on the loader's path, else the CUDA toolkit's
     /// `extras/CUPTI/lib64` and `lib64` under `/usr/local/cuda`. PyPI's `nvidia-cuda-cupti` wheel
     /// ships one. Where it is missing, or CUPTI is held by another tool (a profiler), `measure`
-    /// returns [`Error::CuptiUnavailable`](crate::Error::CuptiUnavailable).
+    /// returns [`Error::CuptiUnavailable`].
     ///
     /// CUPTI's records lengthen launches a little, the events' intervals with them, and those of
     /// any other thread's work while it runs: compare event times taken with and without it with

@@ -46,8 +46,9 @@ pub(crate) struct Sampler<'r, 'w, E> {
     throttle: Throttle,
     /// Arms, the calibration's included.
     arms: usize,
-    /// The calibration's arm, when calibrating: numbered last (run first), a kernel of `kernels`
-    /// whose length rotates over the repetitions ([`rung_of`]).
+    /// The calibration's arm, when calibrating: numbered last (run first and last in turn,
+    /// [`order`](Self::order)), a kernel of `kernels` whose length rotates over the repetitions
+    /// ([`rung_of`]).
     calibration_arm: Option<usize>,
     kernels: Option<&'r TimingKernels>,
     /// The flush check's buffers and the device's L2 size in bytes, until the check has run.
@@ -102,9 +103,10 @@ where
     E: From<Error>,
 {
     /// Times `arms` pieces of work repeatedly (and the calibration's kernel as one more arm,
-    /// with [`MeasureOptions::calibrate`], run first in each repetition): each repetition runs
-    /// every arm once, each arm timed alone (L2 flushed before it, if asked), the caller's in
-    /// alternating order (0, 1, ... then ..., 1, 0) so that none always runs first; until `stop`
+    /// with [`MeasureOptions::calibrate`], first and last in turn): each repetition runs every arm
+    /// once, each arm timed alone (L2 flushed before it, if asked), the caller's in alternating
+    /// order (0, 1, ... then ..., 1, 0) so that none always runs first ([`order`](Self::order));
+    /// until `stop`
     /// says so (after at least one batch with two samples per arm, unless the timeout ended it).
     /// Returns one [`Measurement`] per arm of the caller's, each with the calibration.
     pub(crate) fn run(
@@ -468,19 +470,22 @@ where
         })
     }
 
-    /// The arms of repetition `i` in the order they run: the caller's alternating, so that none of
-    /// them always runs first or always right after another given one, and the calibration's (if
-    /// any) before them in even repetitions and after them in odd ones. `i` counts across batches
-    /// (a batch may hold an odd number of repetitions, or one).
+    /// The arms of repetition `i` in the order they run, over a cycle of four: the caller's
+    /// forward, backward, backward, forward (0, 1, ... then ..., 1, 0), so that none of them always
+    /// runs first or always right after another given one, and any two repetitions in a row
+    /// balance; the calibration's (if any) before them in even repetitions and after them in odd
+    /// ones, so that with two of the caller's arms each follows the calibration equally often.
+    /// `i` counts across batches (a batch may hold an odd number of repetitions, or one).
     fn order(&self, i: usize) -> impl Iterator<Item = usize> + use<E> {
         let users = self.user_arms();
-        let even = i.is_multiple_of(2);
-        let alternating = (0..users).map(move |k| if even { k } else { users - 1 - k });
+        let forward = matches!(i % 4, 0 | 3);
+        let alternating = (0..users).map(move |k| if forward { k } else { users - 1 - k });
         // The calibration's kernel runs first, then last: an interval's fixed cost can depend on
         // where it runs (bench/results/2026-12-07-h100-suite-calibration-probes), and so the
         // calibration and the caller's arms each follow one another equally often; with an odd
         // number of rungs, each rung runs first and last equally often too.
         let calibration = self.calibration_arm;
+        let even = i.is_multiple_of(2);
         let first = calibration.filter(|_| even);
         let last = calibration.filter(|_| !even);
         first.into_iter().chain(alternating).chain(last)
