@@ -29,7 +29,8 @@ use tracing_subscriber::registry::LookupSpan;
 ///
 /// A span entered on several threads at once gets a host span on each. Spans entered while the
 /// trace is full are dropped and counted, as any range. The layer needs a subscriber that stores
-/// span data ([`tracing_subscriber::registry`]), where it keeps each open entry.
+/// span data ([`tracing_subscriber::registry`](mod@tracing_subscriber::registry)), where it keeps
+/// each open entry.
 #[derive(Debug, Clone)]
 pub struct TraceSpans {
     trace: Arc<Trace>,
