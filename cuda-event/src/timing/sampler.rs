@@ -477,18 +477,7 @@ where
     /// ones, so that with two of the caller's arms each follows the calibration equally often.
     /// `i` counts across batches (a batch may hold an odd number of repetitions, or one).
     fn order(&self, i: usize) -> impl Iterator<Item = usize> + use<E> {
-        let users = self.user_arms();
-        let forward = matches!(i % 4, 0 | 3);
-        let alternating = (0..users).map(move |k| if forward { k } else { users - 1 - k });
-        // The calibration's kernel runs first, then last: an interval's fixed cost can depend on
-        // where it runs (bench/results/2026-12-07-h100-suite-calibration-probes), and so the
-        // calibration and the caller's arms each follow one another equally often; with an odd
-        // number of rungs, each rung runs first and last equally often too.
-        let calibration = self.calibration_arm;
-        let even = i.is_multiple_of(2);
-        let first = calibration.filter(|_| even);
-        let last = calibration.filter(|_| !even);
-        first.into_iter().chain(alternating).chain(last)
+        arm_order(i, self.user_arms(), self.calibration_arm)
     }
 
     /// The caller's arms (the calibration's is after them).
@@ -770,11 +759,103 @@ where
     }
 }
 
+/// [`Sampler::order`]: the arms of repetition `i`, of `users` of the caller's and the calibration's
+/// (numbered `users`, if any).
+fn arm_order(i: usize, users: usize, calibration: Option<usize>) -> impl Iterator<Item = usize> {
+    let forward = matches!(i % 4, 0 | 3);
+    let alternating = (0..users).map(move |k| if forward { k } else { users - 1 - k });
+    // The calibration's kernel runs first, then last: an interval's fixed cost can depend on
+    // where it runs (bench/results/2026-12-07-h100-suite-calibration-probes), and so the
+    // calibration and the caller's arms each follow one another equally often; with an odd
+    // number of rungs, each rung runs first and last equally often too.
+    let even = i.is_multiple_of(2);
+    let first = calibration.filter(|_| even);
+    let last = calibration.filter(|_| !even);
+    first.into_iter().chain(alternating).chain(last)
+}
+
 /// The result of one of the sampler's own steps (`step`): in a capture, an error that the capture
 /// caused is [`Error::NotCapturable`].
 fn our_step(capturing: bool, result: Result<()>, step: &str) -> Result<()> {
     match capturing {
         true => graph::in_capture(result, step),
         false => result,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    /// How often each arm runs right after each other one, and in each place, over `reps`
+    /// repetitions in a row from repetition 0.
+    fn tally(
+        reps: usize,
+        users: usize,
+        calibration: bool,
+    ) -> (HashMap<(usize, usize), usize>, HashMap<(usize, usize), usize>) {
+        let calibration = calibration.then_some(users);
+        let (mut after, mut place) = (HashMap::new(), HashMap::new());
+        let mut previous = None;
+        for i in 0..reps {
+            for (k, arm) in arm_order(i, users, calibration).enumerate() {
+                *place.entry((arm, k)).or_insert(0) += 1;
+                if let Some(p) = previous {
+                    *after.entry((p, arm)).or_insert(0) += 1;
+                }
+                previous = Some(arm);
+            }
+        }
+        (after, place)
+    }
+
+    #[test]
+    fn every_arm_runs_once_a_repetition() {
+        for users in 1..=3 {
+            for calibration in [None, Some(users)] {
+                for i in 0..8 {
+                    let mut arms: Vec<usize> = arm_order(i, users, calibration).collect();
+                    arms.sort_unstable();
+                    let all = users + usize::from(calibration.is_some());
+                    assert_eq!(arms, (0..all).collect::<Vec<_>>());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_calibration_runs_first_and_last_in_turn_and_each_side_of_a_comparison_follows_it_equally() {
+        // measure: the calibration (1) first, then last.
+        let order = |i| arm_order(i, 1, Some(1)).collect::<Vec<_>>();
+        assert_eq!((order(0), order(1)), (vec![1, 0], vec![0, 1]));
+        // compare, calibrated: over whole cycles of four, each side follows the calibration, and
+        // each takes each place, equally often.
+        let (after, place) = tally(400, 2, true);
+        assert_eq!(after.get(&(2, 0)), after.get(&(2, 1)), "{after:?}");
+        assert!(after.get(&(2, 0)).is_some_and(|&n| n > 0));
+        for k in 0..3 {
+            assert_eq!(place.get(&(0, k)), place.get(&(1, k)), "{place:?}");
+        }
+        assert_eq!(place[&(2, 0)], place[&(2, 2)]);
+        // compare without calibration: in any two repetitions in a row from an even one, each
+        // side runs first once.
+        for start in (0..16).step_by(2) {
+            let firsts: Vec<usize> = (start..start + 2)
+                .map(|i| arm_order(i, 2, None).next().unwrap())
+                .collect();
+            assert!(firsts.contains(&0) && firsts.contains(&1), "{start}: {firsts:?}");
+        }
+    }
+
+    #[test]
+    fn each_rung_runs_first_and_last_equally_often() {
+        use crate::timing::fixed_cost::{RUNGS, rung_of};
+        let n = 2 * RUNGS.len() * 4;
+        for rung in 0..RUNGS.len() {
+            let firsts = (0..n).filter(|&i| rung_of(i) == rung && arm_order(i, 1, Some(1)).next() == Some(1));
+            let lasts = (0..n).filter(|&i| rung_of(i) == rung && arm_order(i, 1, Some(1)).last() == Some(1));
+            assert_eq!(firsts.count(), lasts.count(), "rung {rung}");
+        }
     }
 }
