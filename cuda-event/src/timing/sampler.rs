@@ -788,13 +788,12 @@ mod tests {
     use super::*;
     use std::collections::HashMap;
 
+    /// Counts by a pair of arms, or by an arm and its place.
+    type Tally = HashMap<(usize, usize), usize>;
+
     /// How often each arm runs right after each other one, and in each place, over `reps`
     /// repetitions in a row from repetition 0.
-    fn tally(
-        reps: usize,
-        users: usize,
-        calibration: bool,
-    ) -> (HashMap<(usize, usize), usize>, HashMap<(usize, usize), usize>) {
+    fn tally(reps: usize, users: usize, calibration: bool) -> (Tally, Tally) {
         let calibration = calibration.then_some(users);
         let (mut after, mut place) = (HashMap::new(), HashMap::new());
         let mut previous = None;
