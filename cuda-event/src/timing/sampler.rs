@@ -509,6 +509,10 @@ where
             }
             _ => self.run_arm(arm, repetition, capturing)?,
         }
+        if capturing {
+            // Outside a capture the end event's record through the crate checks the stream.
+            self.ensure_alive_after(arm)?;
+        }
         Ok(record(self.stream, true)?)
     }
 
@@ -656,6 +660,7 @@ where
             for arm in self.order(i) {
                 self.flush()?;
                 self.run_arm(arm, i, false)?;
+                self.ensure_alive_after(arm)?;
             }
         }
         Ok(())
@@ -677,14 +682,18 @@ where
                 Ok(our_step(capturing, launched, "the calibration's kernel")?)
             }
             None => (self.work)(self.stream, arm),
-        })?;
-        if calibration.is_none() {
-            // The caller's work may have reset the device: then the stream is gone with its
-            // context, and the sampler's own calls on it (a flush, a stamp, a launch) would reach
-            // freed driver state, which CUDA does not refuse but crashes on. One `cuCtxGetId`.
-            self.stream.made_in().ensure_alive(self.d, None)?;
+        })
+    }
+
+    /// After the caller's work of `arm` where no record through the crate follows it (which checks
+    /// as much): the work may have reset the device, and then the stream is gone with its context,
+    /// and the sampler's own calls on it (a flush, a stamp, a launch) would reach freed driver
+    /// state, which CUDA does not refuse but crashes on. One `cuCtxGetId`.
+    fn ensure_alive_after(&self, arm: usize) -> Result<()> {
+        match self.calibration_arm == Some(arm) {
+            true => Ok(()),
+            false => self.stream.made_in().ensure_alive(self.d, None).map(drop),
         }
-        Ok(())
     }
 
     fn flush(&self) -> Result<()> {
@@ -765,7 +774,7 @@ fn arm_order(i: usize, users: usize, calibration: Option<usize>) -> impl Iterato
     let forward = matches!(i % 4, 0 | 3);
     let alternating = (0..users).map(move |k| if forward { k } else { users - 1 - k });
     // The calibration's kernel runs first, then last: an interval's fixed cost can depend on
-    // where it runs (bench/results/2026-12-07-h100-suite-calibration-probes), and so the
+    // where it runs in the repetition (measured: the first place read more), and so the
     // calibration and the caller's arms each follow one another equally often; with an odd
     // number of rungs, each rung runs first and last equally often too.
     let even = i.is_multiple_of(2);
