@@ -13,7 +13,8 @@
 //! the 10 us kernel ten times more in each mode (`"phase": "spread"`), for the spread of its median
 //! from run to run.
 
-use cuda_event::{FlushVerdict, MeasureOptions, Measurement, Stream, measure};
+use cuda_event::Stream;
+use cuda_event::timing::{FlushVerdict, MeasureOptions, Measurement, measure};
 use cuda_event_testkit::{self as common, TestBuffer};
 use std::fmt::Write as _;
 use std::time::Duration;

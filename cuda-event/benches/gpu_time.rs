@@ -1,4 +1,4 @@
-//! criterion with GPU time ([`cuda_event::GpuTime`], the `criterion` feature): device memory
+//! criterion with GPU time ([`cuda_event::timing::GpuTime`], the `criterion` feature): device memory
 //! bandwidth on device 0, as criterion measures it, beside `measure`'s median of the same calls.
 //!
 //! `cargo bench -p cuda-event --features criterion --bench gpu_time` on a GPU machine; criterion's
@@ -20,7 +20,8 @@
 //! the host between criterion's iterations (`GpuTime`'s docs explain).
 
 use criterion::{BenchmarkId, Criterion, Throughput};
-use cuda_event::{DeviceGuard, GpuTime, MeasureOptions, Stream, check_runtime, measure, sys};
+use cuda_event::timing::{GpuTime, MeasureOptions, measure};
+use cuda_event::{DeviceGuard, Stream, check_runtime, sys};
 use std::ffi::c_void;
 use std::sync::Arc;
 use std::time::Duration;

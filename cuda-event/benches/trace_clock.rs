@@ -19,7 +19,8 @@
 //! that writes the same process's kernel records on that clock), `bench/trace_clock_referee.py`
 //! sets each range beside the very kernel it timed.
 
-use cuda_event::{Stream, Trace, TracedRange};
+use cuda_event::Stream;
+use cuda_event::trace::{Trace, TracedRange};
 use cuda_event_testkit as common;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};

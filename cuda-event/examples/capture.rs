@@ -12,7 +12,8 @@ mod support {
     pub(crate) mod device_memory;
 }
 
-use cuda_event::{CaptureMode, Event, Stream, check_runtime, sys};
+use cuda_event::capture::CaptureMode;
+use cuda_event::{Event, Stream, check_runtime, sys};
 use std::future::Future;
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};

@@ -20,7 +20,8 @@ mod support {
     pub(crate) mod json_row;
 }
 
-use cuda_event::{DeviceGuard, MeasureOptions, Stream, check_runtime, driver_entry_point, measure, sys};
+use cuda_event::timing::{MeasureOptions, measure};
+use cuda_event::{DeviceGuard, Stream, check_runtime, driver_entry_point, sys};
 use cuda_event_testkit::SPIN_KERNEL;
 use std::ffi::c_void;
 use std::io::Write;

@@ -19,9 +19,8 @@ mod support {
     pub(crate) mod json_row;
 }
 
-use cuda_event::{
-    CompareOptions, MeasureOptions, Measurement, Stream, Timer, check_runtime, compare, measure, sys,
-};
+use cuda_event::timing::{CompareOptions, MeasureOptions, Measurement, Timer, compare, measure};
+use cuda_event::{Stream, check_runtime, sys};
 use std::time::Duration;
 use support::device_memory::DeviceMemory;
 use support::json_row;

@@ -14,7 +14,9 @@ mod support {
     pub(crate) mod device_memory;
 }
 
-use cuda_event::{ChromeTrace, MeasureOptions, Stream, Trace, check_runtime, measure, sys};
+use cuda_event::timing::{MeasureOptions, measure};
+use cuda_event::trace::{ChromeTrace, Trace};
+use cuda_event::{Stream, check_runtime, sys};
 use std::time::Duration;
 use support::device_memory::DeviceMemory;
 

@@ -4,6 +4,11 @@
 //! The crate ends such a capture itself, so it knows the moment the end has returned: the CUDA
 //! events that records made through the crate took into it (see `event::captured`) are free for
 //! other captures from then on, instead of once the graph is destroyed.
+//!
+//! [`set_capture_checks`] (unsafe) turns off the check that every record makes of whether its stream
+//! is being captured, for a program that never captures the streams it records on.
+
+pub use crate::event::capture_checks::set_capture_checks;
 
 use crate::capture_mode::RelaxedCapture;
 use crate::context::{ContextInstance, MadeIn};
@@ -58,7 +63,8 @@ impl Stream {
     /// returns, and if it panics; `work`'s error is returned as is.
     ///
     /// ```no_run
-    /// use cuda_event::{CaptureMode, Event, Stream};
+    /// use cuda_event::{Event, Stream};
+    /// use cuda_event::capture::CaptureMode;
     /// # fn main() -> cuda_event::Result<()> {
     /// let (stream, side) = (Stream::new(0)?, Stream::new(0)?);
     /// let graph = stream.capture(CaptureMode::ThreadLocal, |s| {
@@ -212,7 +218,8 @@ impl Graph {
     /// queued on `stream` before it) has completed, as [`Stream::completion`].
     ///
     /// ```no_run
-    /// # async fn example(graph: &cuda_event::Graph, stream: &cuda_event::Stream) -> cuda_event::Result<()> {
+    /// # use cuda_event::{Result, Stream, capture::Graph};
+    /// # async fn example(graph: &Graph, stream: &Stream) -> Result<()> {
     /// graph.launch_completion(stream)?.await?;
     /// # Ok(()) }
     /// ```

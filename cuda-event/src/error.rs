@@ -78,20 +78,21 @@ pub enum Error {
     /// captured into a CUDA graph: it would become a graph node run at every launch instead of once
     /// now.
     StreamCapturing,
-    /// [`measure`](crate::measure) with options it cannot honour.
+    /// [`measure`](crate::timing::measure) with options it cannot honour.
     InvalidMeasureOptions {
         /// Which option, and what it must be.
         reason: &'static str,
     },
-    /// [`measure`](crate::measure) in graph mode ([`MeasureOptions::graph`](crate::MeasureOptions::graph))
-    /// could not capture the work into a CUDA graph.
+    /// [`measure`](crate::timing::measure) in graph mode
+    /// ([`MeasureOptions::graph`](crate::timing::MeasureOptions::graph)) could not capture the work
+    /// into a CUDA graph.
     NotCapturable {
         /// Why: the capture step that failed and CUDA's answer, with what usually causes it.
         reason: String,
     },
-    /// [`measure`](crate::measure) (or [`compare`](crate::compare)) reached its timeout with fewer
-    /// than two samples because it discarded (nearly) every repetition: the SM clock was below
-    /// [`MeasureOptions::throttle_threshold`](crate::MeasureOptions::throttle_threshold) of its
+    /// [`measure`](crate::timing::measure) (or [`compare`](crate::timing::compare)) reached its
+    /// timeout with fewer than two samples because it discarded (nearly) every repetition: the SM clock was below
+    /// [`MeasureOptions::throttle_threshold`](crate::timing::MeasureOptions::throttle_threshold) of its
     /// maximum during them. The GPU throttles (power, heat), or its clocks are locked low.
     ClockThrottled {
         /// The median clock of the discarded repetitions (each one's lowest, over its arms), in
@@ -117,7 +118,7 @@ pub enum Error {
     /// nothing (the parent still owns them). Start helpers with `std::process::Command` (which
     /// execs), or fork before the first CUDA call.
     ForkedChild,
-    /// [`MeasureOptions::cupti`](crate::MeasureOptions::cupti) was asked for and CUPTI cannot be
+    /// [`MeasureOptions::cupti`](crate::timing::MeasureOptions::cupti) was asked for and CUPTI cannot be
     /// used: libcupti was not found, or CUPTI refused (another tool, such as a profiler, holds
     /// it), or a CUPTI call failed during the measurement. `reason` says which, with CUPTI's
     /// answer.

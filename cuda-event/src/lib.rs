@@ -37,6 +37,12 @@
 //! # Ok(()) }
 //! ```
 //!
+//! The crate's root holds its core: events, streams, devices, errors, and the futures and waits on
+//! GPU work. The rest is in modules: [`timing`] (`measure`, `compare`, `Timer`, criterion's
+//! `GpuTime`, the calibration), [`trace`] (a GPU timeline), [`capture`] (graph capture),
+//! [`pool`] (the per-thread event pool and the counts of CUDA events) and [`drop_errors`] (what
+//! `Drop` could not return).
+//!
 //! # Awaiting the GPU
 //! [`Stream::completion`] and [`Event::completion`] (or `.await` on `&stream`, `&event`) are
 //! futures for any async runtime whose output is the CUDA error of the work, if any; a stream's
@@ -73,7 +79,8 @@
 //! ```no_run
 //! // `measure` with the work's own memory: the crate allocates nothing for the work; here the
 //! // runtime's cudaMalloc through the raw bindings (any allocator, cudarc's among them, will do).
-//! use cuda_event::{DeviceGuard, MeasureOptions, Stream, check_runtime, measure, sys};
+//! use cuda_event::{DeviceGuard, Stream, check_runtime, sys};
+//! use cuda_event::timing::{MeasureOptions, measure};
 //! # fn main() -> Result<(), cuda_event::Error> {
 //! let stream = Stream::new(0)?;
 //! let bytes = 64 << 20;
@@ -100,7 +107,8 @@
 //! run, beside the events' intervals (and, calibrated, checks the net time against CUPTI's).
 //!
 //! ```no_run
-//! use cuda_event::{MeasureOptions, Stream, measure};
+//! use cuda_event::Stream;
+//! use cuda_event::timing::{MeasureOptions, measure};
 //! # fn main() -> Result<(), cuda_event::Error> {
 //! # let stream = Stream::new(0)?;
 //! let m = measure(&stream, &MeasureOptions::default().calibrate(true), |s| {
@@ -130,7 +138,8 @@
 //! capture-safety table: what holds beside other threads' raw CUDA captures).
 //!
 //! ```no_run
-//! use cuda_event::{CaptureMode, Event, Stream};
+//! use cuda_event::{Event, Stream};
+//! use cuda_event::capture::CaptureMode;
 //! # async fn example() -> cuda_event::Result<()> {
 //! let (stream, side) = (Stream::new(0)?, Stream::new(0)?);
 //! let half_way = Event::new();
@@ -261,6 +270,26 @@
 //! they were measured and the machine are in [bench/results], which `bench/README.md` indexes.
 //!
 //! [bench/results]: https://github.com/cuda-event/cuda-event/tree/main/bench/results
+//! [`Graph`]: capture::Graph
+//! [`Graph::launch`]: capture::Graph::launch
+//! [`Graph::launch_completion`]: capture::Graph::launch_completion
+//! [`take_drop_errors`]: drop_errors::take_drop_errors
+//! [`empty_event_pool`]: pool::empty_event_pool
+//! [`set_event_pool`]: pool::set_event_pool
+//! [`CONFIDENCE`]: timing::CONFIDENCE
+//! [`MeasureOptions::cupti`]: timing::MeasureOptions::cupti
+//! [`MeasureOptions::graph`]: timing::MeasureOptions::graph
+//! [`Measurement`]: timing::Measurement
+//! [`Measurement::trust`]: timing::Measurement::trust
+//! [`Timer`]: timing::Timer
+//! [`Verdict`]: timing::Verdict
+//! [`Verdict::Ambiguous`]: timing::Verdict::Ambiguous
+//! [`compare`]: timing::compare
+//! [`measure`]: timing::measure
+//! [`ChromeTrace`]: trace::ChromeTrace
+//! [`Trace`]: trace::Trace
+//! [`Trace::nvtx_active`]: trace::Trace::nvtx_active
+//! [`Trace::take_complete`]: trace::Trace::take_complete
 //! [`torch.cuda.Event`]: https://pytorch.org/docs/stable/generated/torch.cuda.Event.html
 
 #![deny(missing_docs)]
@@ -272,53 +301,44 @@ mod stream;
 
 mod event;
 
-mod capture;
+pub mod capture;
 mod capture_mode;
 mod completion;
 mod context;
 mod device;
 mod driver;
-mod drop_errors;
+pub mod drop_errors;
 mod error;
 mod fork;
 #[cfg(all(test, cuda_event_model))]
 mod model;
 mod sync;
-mod timing;
-mod trace;
+pub mod timing;
+pub mod trace;
 
-pub use capture::{CaptureMode, Graph};
 pub use completion::Completion;
 pub use completion::wait::Wait;
 pub use context::set_device_reset_checks;
 pub use cuda_event_sys as sys;
 pub use device::{DeviceGuard, current_device, device_count, set_device};
 pub use driver::driver_entry_point;
-pub use drop_errors::{DropErrors, print_drop_errors, take_drop_errors};
 pub use error::{CudaError, Error, Result, check_runtime};
-pub use event::capture_checks::set_capture_checks;
-pub use event::handle::{cuda_events_alive, cuda_events_created};
 pub use event::ipc::IpcEventHandle;
-pub use event::pool::{POOL_PER_THREAD, empty_event_pool, set_event_pool};
 pub use event::{Event, EventBuilder};
 pub use stream::{Stream, StreamOptions};
-pub use timing::calibration::{Calibration, NoNet};
-pub use timing::clusters::{Clusters, Drift};
-pub use timing::compare::{CONFIDENCE, CompareOptions, Comparison, Verdict, compare};
-#[cfg(feature = "criterion")]
-pub use timing::criterion::GpuTime;
-pub use timing::cupti_times::CuptiTimes;
-pub use timing::flush_check::{FlushCheck, FlushVerdict};
-pub use timing::measure::measure;
-pub use timing::measurement::{Measurement, StopReason};
-pub use timing::options::MeasureOptions;
-pub use timing::scratch_memory::release_measure_memory;
-pub use timing::timer::{Timer, Timing};
-pub use timing::trust::{Doubt, Trust};
-#[cfg(feature = "tracing")]
-pub use trace::TraceSpans;
-pub use trace::{ChromeTrace, TraceSummary};
-pub use trace::{Complete, DEFAULT_TRACE_CAPACITY, GpuRange, HostRange, Trace, TracedRange, Track};
+
+pub mod pool {
+    //! The per-thread pool of CUDA events that dropped events go back to, and the process's counts
+    //! of CUDA events: how many the crate has created, and how many it owns now.
+    //!
+    //! A dropped [`Event`](crate::Event)'s CUDA event goes back to its thread's pool (up to
+    //! [`POOL_PER_THREAD`] per device and flags) unless its handle escaped, so that a new event's
+    //! first record costs about as much as a record; [`set_event_pool`] turns that off, and
+    //! [`empty_event_pool`] destroys the calling thread's pooled events.
+
+    pub use crate::event::handle::{cuda_events_alive, cuda_events_created};
+    pub use crate::event::pool::{POOL_PER_THREAD, empty_event_pool, set_event_pool};
+}
 
 // The README is the crates.io page: its Rust blocks compile as doctests.
 #[cfg(doctest)]

@@ -5,9 +5,9 @@
 use cuda_event_testkit as common;
 
 use common::{MeasuringGpuTest, TestBuffer, gpu_spin};
-use cuda_event::{
-    CompareOptions, Comparison, FlushVerdict, MeasureOptions, Measurement, NoNet, Stream, Verdict, compare,
-    measure,
+use cuda_event::Stream;
+use cuda_event::timing::{
+    CompareOptions, Comparison, FlushVerdict, MeasureOptions, Measurement, NoNet, Verdict, compare, measure,
 };
 use std::time::Duration;
 

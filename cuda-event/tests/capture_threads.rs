@@ -7,7 +7,8 @@
 use cuda_event_testkit as common;
 
 use common::{begin_capture, end_capture, gpu_for};
-use cuda_event::{CaptureMode, Error, Event, Stream, StreamOptions, sys};
+use cuda_event::capture::CaptureMode;
+use cuda_event::{Error, Event, Stream, StreamOptions, sys};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -121,7 +122,7 @@ fn records_into_a_capture_beside_the_end_of_another_that_held_the_event_never_cr
     let _gpu = gpu_for(Duration::from_secs(300));
     let (a, b, side) = (new_stream(), new_stream(), new_stream());
     let rounds = rounds();
-    let before = cuda_event::cuda_events_alive();
+    let before = cuda_event::pool::cuda_events_alive();
     let meet = Meet::new();
     let reused = Event::new();
     let began = Instant::now();
@@ -182,7 +183,7 @@ fn records_into_a_capture_beside_the_end_of_another_that_held_the_event_never_cr
     drop(reused);
     // Every graph is gone, so every captured CUDA event's capture is over: what is kept is bounded
     // by the pools, not by the rounds.
-    let kept = cuda_event::cuda_events_alive() - before;
+    let kept = cuda_event::pool::cuda_events_alive() - before;
     assert!(kept <= 128, "{kept} CUDA events kept after {rounds} rounds");
 }
 
@@ -263,7 +264,7 @@ fn cuda_events_alive_stays_bounded_over_10000_threads_that_each_capture() {
     let rounds = rounds();
     // The thread's pools and the kept captured events, warmed.
     drop(stream.record_event().unwrap());
-    let before = cuda_event::cuda_events_alive();
+    let before = cuda_event::pool::cuda_events_alive();
     let (mut most, began) = (0, Instant::now());
     for round in 0..rounds {
         let stream = &stream;
@@ -290,7 +291,7 @@ fn cuda_events_alive_stays_bounded_over_10000_threads_that_each_capture() {
             .unwrap()
         });
         drop(event); // on this thread, not the one that recorded it
-        most = most.max(cuda_event::cuda_events_alive().saturating_sub(before));
+        most = most.max(cuda_event::pool::cuda_events_alive().saturating_sub(before));
     }
     println!(
         "{rounds} threads in {:?}; at most {most} more CUDA events alive",

@@ -213,7 +213,7 @@ fn event_stream_and_errors_are_send_and_sync() {
     send_sync::<IpcEventHandle>();
     send_sync::<EventBuilder>();
     send_sync::<cuda_event::StreamOptions>();
-    send_sync::<cuda_event::DropErrors>();
+    send_sync::<cuda_event::drop_errors::DropErrors>();
     // A future that a multi-threaded runtime may move between its threads.
     send_sync::<cuda_event::Completion<'static>>();
     send_sync::<cuda_event::CudaError>();
@@ -360,7 +360,7 @@ fn without_a_usable_gpu_making_a_gpu_time_is_an_err_not_a_panic() {
         );
         return;
     }
-    let made = cuda_event::GpuTime::on_device(0);
+    let made = cuda_event::timing::GpuTime::on_device(0);
     let Err(Error::Cuda(e)) = &made else {
         panic!("GpuTime::on_device without a usable GPU gave {made:?}")
     };

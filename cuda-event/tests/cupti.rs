@@ -6,7 +6,8 @@
 use cuda_event_testkit as common;
 
 use common::gpu_spin;
-use cuda_event::{Doubt, Error, MeasureOptions, Measurement, Stream, measure};
+use cuda_event::timing::{Doubt, MeasureOptions, Measurement, measure};
+use cuda_event::{Error, Stream};
 use std::time::Duration;
 
 /// compute-sanitizer loads CUPTI-like tooling into the process, and CUPTI allows one client.

@@ -71,7 +71,7 @@ fn fault_after_a_sticky_error_every_call_returns_the_error() {
         .collect();
     assert!(wrong.is_empty(), "these did not return the CUDA error: {wrong:?}");
     drop((start, end, blocking, stream, other));
-    let errors = cuda_event::take_drop_errors();
+    let errors = cuda_event::drop_errors::take_drop_errors();
     println!("drop errors: {} kept, {} lost", errors.errors.len(), errors.lost);
     for error in &errors.errors {
         println!("  {error}");
@@ -125,7 +125,7 @@ fn fault_bad_devices_are_typed_errors() {
         event.query().map_err(|e| e.to_string())
     );
     drop((event, stream));
-    println!("drop errors: {:?}", cuda_event::take_drop_errors());
+    println!("drop errors: {:?}", cuda_event::drop_errors::take_drop_errors());
 }
 
 /// 16 threads x N new/record/query/drop with random flags on both GPUs (N = 1M, or
@@ -141,7 +141,7 @@ fn multi_gpu_soak_new_record_query_drop_stays_bounded() {
     let streams: Vec<Stream> = (0..2).map(|d| Stream::new(d).unwrap()).collect();
     // Warm-up: pools and allocator at their working size.
     soak(&streams, 16, 2_000);
-    let (alive, rss) = (cuda_event::cuda_events_alive(), common::resident_kib());
+    let (alive, rss) = (cuda_event::pool::cuda_events_alive(), common::resident_kib());
     let started = Instant::now();
     let peak = std::sync::atomic::AtomicU64::new(0);
     let soaking = std::sync::atomic::AtomicBool::new(true);
@@ -149,7 +149,7 @@ fn multi_gpu_soak_new_record_query_drop_stays_bounded() {
         s.spawn(|| {
             while soaking.load(std::sync::atomic::Ordering::Relaxed) {
                 peak.fetch_max(
-                    cuda_event::cuda_events_alive(),
+                    cuda_event::pool::cuda_events_alive(),
                     std::sync::atomic::Ordering::Relaxed,
                 );
                 std::thread::sleep(Duration::from_millis(5));
@@ -160,13 +160,13 @@ fn multi_gpu_soak_new_record_query_drop_stays_bounded() {
     });
     let took = started.elapsed();
     let peak = peak.into_inner();
-    let (alive_after, rss_after) = (cuda_event::cuda_events_alive(), common::resident_kib());
-    let errors = cuda_event::take_drop_errors();
+    let (alive_after, rss_after) = (cuda_event::pool::cuda_events_alive(), common::resident_kib());
+    let errors = cuda_event::drop_errors::take_drop_errors();
     println!(
         "soak: 16 threads x {rounds} on 2 GPUs in {took:?} ({:.0} ns per op per thread); CUDA events \
          alive {alive} -> {alive_after} (peak {peak}), created in all {}; resident {rss} KiB -> {rss_after} KiB; drop errors {}",
         took.as_nanos() as f64 / rounds as f64,
-        cuda_event::cuda_events_created(),
+        cuda_event::pool::cuda_events_created(),
         errors.errors.len()
     );
     assert!(errors.errors.is_empty() && errors.lost == 0, "{errors:?}");
@@ -243,15 +243,15 @@ fn drop_errors_printed_to_a_closed_stderr_do_not_panic() {
         assert!(text.contains("drop errors kept: "), "{text}");
         return;
     }
-    cuda_event::print_drop_errors(true);
+    cuda_event::drop_errors::print_drop_errors(true);
     let stream = Stream::new(0).unwrap();
     let events: Vec<Event> = (0..4).map(|_| stream.record_event().unwrap()).collect();
     stream.synchronize().unwrap();
-    cuda_event::set_event_pool(false); // the drops destroy, in the dead context
+    cuda_event::pool::set_event_pool(false); // the drops destroy, in the dead context
     common::poison_the_context(&stream);
     drop(events);
     drop(stream);
-    let errors = cuda_event::take_drop_errors();
+    let errors = cuda_event::drop_errors::take_drop_errors();
     println!("drop errors kept: {}", errors.errors.len());
     assert!(
         !errors.errors.is_empty(),

@@ -280,7 +280,7 @@ fn query_and_synchronize_from_8_threads() {
 #[ignore = "needs a CUDA GPU"]
 fn create_on_one_thread_use_and_drop_on_another() {
     let _gpu = gpu();
-    cuda_event::take_drop_errors();
+    cuda_event::drop_errors::take_drop_errors();
     let stream = Stream::new(0).unwrap();
     let event = stream.record_event().unwrap();
     // A fresh thread has no current context: record, wait, query, synchronize and drop must work there.
@@ -295,14 +295,14 @@ fn create_on_one_thread_use_and_drop_on_another() {
     })
     .join()
     .unwrap();
-    assert_eq!(cuda_event::take_drop_errors(), Default::default());
+    assert_eq!(cuda_event::drop_errors::take_drop_errors(), Default::default());
 }
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn drop_while_pending_is_fine() {
     let _gpu = gpu();
-    cuda_event::take_drop_errors();
+    cuda_event::drop_errors::take_drop_errors();
     let stream = Stream::new(0).unwrap();
     let gate = hold(&stream);
     let event = stream.record_event().unwrap();
@@ -315,7 +315,7 @@ fn drop_while_pending_is_fine() {
     );
     gate.open();
     stream.synchronize().unwrap();
-    assert_eq!(cuda_event::take_drop_errors(), Default::default());
+    assert_eq!(cuda_event::drop_errors::take_drop_errors(), Default::default());
 }
 
 #[test]
@@ -355,12 +355,12 @@ impl RecordTimed for Stream {
 /// Records `n` new events on `stream` and drops them, on this thread; returns how many CUDA events
 /// that created.
 fn record_and_drop(stream: &Stream, n: usize, options: cuda_event::EventBuilder) -> u64 {
-    let before = cuda_event::cuda_events_created();
+    let before = cuda_event::pool::cuda_events_created();
     let events: Vec<Event> = (0..n).map(|_| options.build().unwrap()).collect();
     events.iter().for_each(|e| e.record(stream).unwrap());
     stream.synchronize().unwrap();
     drop(events);
-    cuda_event::cuda_events_created() - before
+    cuda_event::pool::cuda_events_created() - before
 }
 
 #[test]
@@ -375,7 +375,7 @@ fn the_pool_reuses_dropped_events_per_flags_and_is_bounded() {
         0,
         "10 events come from the pool"
     );
-    let pooled = cuda_event::POOL_PER_THREAD as u64;
+    let pooled = cuda_event::pool::POOL_PER_THREAD as u64;
     assert_eq!(
         record_and_drop(&stream, 40, Event::builder()),
         40 - pooled,
@@ -394,10 +394,10 @@ fn the_pool_reuses_dropped_events_per_flags_and_is_bounded() {
     drop(pending);
     let free = Stream::new(0).unwrap();
     let reused = Event::new();
-    let before = cuda_event::cuda_events_created();
+    let before = cuda_event::pool::cuda_events_created();
     reused.record(&free).unwrap();
     assert_eq!(
-        cuda_event::cuda_events_created(),
+        cuda_event::pool::cuda_events_created(),
         before,
         "the pending event was reused"
     );
@@ -428,9 +428,9 @@ fn events_whose_handle_escaped_are_never_pooled_and_the_pool_can_be_off() {
     assert!((0..8).all(|_| stream.record_event().unwrap().as_raw() != Some(given_up)));
     // SAFETY: into_raw gave the event up; destroyed once here.
     common::ok(unsafe { sys::cudaEventDestroy(given_up) });
-    cuda_event::set_event_pool(false);
+    cuda_event::pool::set_event_pool(false);
     let without_pool = record_and_drop(&stream, 4, Event::builder());
-    cuda_event::set_event_pool(true);
+    cuda_event::pool::set_event_pool(true);
     assert_eq!(without_pool, 4, "with the pool off every first record creates");
 }
 
@@ -674,7 +674,7 @@ fn a_captured_records_cuda_event_is_kept_and_counted() {
     let _gpu = gpu();
     let cap = Stream::new(0).unwrap();
     drop(cap.record_event().unwrap());
-    let before = cuda_event::cuda_events_alive();
+    let before = cuda_event::pool::cuda_events_alive();
     let event = Event::new();
     event.record(&cap).unwrap(); // published: from the pool
     common::begin_capture(&cap, sys::cudaStreamCaptureMode::cudaStreamCaptureModeThreadLocal);
@@ -684,7 +684,7 @@ fn a_captured_records_cuda_event_is_kept_and_counted() {
     assert!(matches!(event.query(), Err(Error::Cuda(e)) if e.code() == 907));
     drop(event);
     // The published one went back to the pool (counted), the captured one is kept (counted).
-    assert_eq!(cuda_event::cuda_events_alive(), before + 1);
+    assert_eq!(cuda_event::pool::cuda_events_alive(), before + 1);
 }
 
 /// On the capturing thread, plain events fork a capture into another stream and join it back
@@ -760,20 +760,24 @@ fn external_event_records_as_a_graph_node_while_capturing() {
 fn empty_event_pool_destroys_what_this_thread_keeps() {
     let _gpu = gpu();
     let stream = Stream::new(0).unwrap();
-    cuda_event::empty_event_pool();
-    let alive = cuda_event::cuda_events_alive();
+    cuda_event::pool::empty_event_pool();
+    let alive = cuda_event::pool::cuda_events_alive();
     record_and_drop(&stream, 5, Event::builder());
     record_and_drop(&stream, 3, Event::builder().blocking(true));
-    assert_eq!(cuda_event::cuda_events_alive(), alive + 8, "8 kept for reuse");
-    assert_eq!(cuda_event::empty_event_pool(), 8);
-    assert_eq!(cuda_event::cuda_events_alive(), alive);
-    assert_eq!(cuda_event::empty_event_pool(), 0);
+    assert_eq!(
+        cuda_event::pool::cuda_events_alive(),
+        alive + 8,
+        "8 kept for reuse"
+    );
+    assert_eq!(cuda_event::pool::empty_event_pool(), 8);
+    assert_eq!(cuda_event::pool::cuda_events_alive(), alive);
+    assert_eq!(cuda_event::pool::empty_event_pool(), 0);
     assert_eq!(
         record_and_drop(&stream, 2, Event::builder()),
         2,
         "nothing left to reuse"
     );
-    assert!(cuda_event::take_drop_errors().errors.is_empty());
+    assert!(cuda_event::drop_errors::take_drop_errors().errors.is_empty());
 }
 
 /// A probe of what CUDA requires: does `cuEventElapsedTime` need a context current on the calling

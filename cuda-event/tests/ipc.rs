@@ -233,5 +233,5 @@ fn fault_an_importer_survives_the_exporter_being_killed() {
         assert!(after < Duration::from_secs(1), "{what} took {after:?}");
     }
     drop(event);
-    println!("drop errors: {:?}", cuda_event::take_drop_errors());
+    println!("drop errors: {:?}", cuda_event::drop_errors::take_drop_errors());
 }

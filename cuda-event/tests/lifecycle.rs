@@ -23,7 +23,7 @@ fn events_alive_across_a_device_reset_drop_without_panic() {
     drop(event);
     drop(stream);
     drop(never_recorded);
-    let errors = cuda_event::take_drop_errors();
+    let errors = cuda_event::drop_errors::take_drop_errors();
     println!("drop errors after the reset: {errors:?}");
     // New events and streams work after the reset.
     let stream = Stream::new(0).unwrap();
@@ -49,7 +49,7 @@ fn a_device_reset_during_a_measurement_is_an_error_not_a_crash() {
     let stream = Stream::new(0).unwrap();
     // CUDA_EVENT_TEST_RESET_MODE picks the measurement's mode, to tell which part a failure is in.
     let mode = std::env::var("CUDA_EVENT_TEST_RESET_MODE").unwrap_or_default();
-    let options = cuda_event::MeasureOptions::default()
+    let options = cuda_event::timing::MeasureOptions::default()
         .min_time(std::time::Duration::from_secs(3))
         .timeout(std::time::Duration::from_secs(10))
         .gate(!mode.contains("nogate"))
@@ -57,7 +57,7 @@ fn a_device_reset_during_a_measurement_is_an_error_not_a_crash() {
         .graph(mode.contains("graph"));
     println!("mode {mode:?}: {options:?}");
     let mut calls = 0;
-    let measured = cuda_event::measure(&stream, &options, |_| {
+    let measured = cuda_event::timing::measure(&stream, &options, |_| {
         calls += 1;
         if calls == 50 {
             // SAFETY: resets the current device (the stream's) between the crate's calls, which
@@ -74,9 +74,9 @@ fn a_device_reset_during_a_measurement_is_an_error_not_a_crash() {
     );
     // The crate's memory after the reset: a new measurement makes its own.
     let stream = Stream::new(0).unwrap();
-    let quick = cuda_event::MeasureOptions::default().min_time(std::time::Duration::from_millis(20));
-    cuda_event::measure(&stream, &quick, |_| Ok::<(), cuda_event::Error>(())).unwrap();
-    cuda_event::release_measure_memory().unwrap();
+    let quick = cuda_event::timing::MeasureOptions::default().min_time(std::time::Duration::from_millis(20));
+    cuda_event::timing::measure(&stream, &quick, |_| Ok::<(), cuda_event::Error>(())).unwrap();
+    cuda_event::timing::release_measure_memory().unwrap();
 }
 
 thread_local! {
@@ -142,7 +142,7 @@ fn an_event_from_raw_dropped_after_a_device_reset_is_not_destroyed_again() {
     // SAFETY: resets device 0, destroying the event under `event`: that is the point.
     common::ok(unsafe { sys::cudaDeviceReset() });
     drop(event);
-    let errors = cuda_event::take_drop_errors();
+    let errors = cuda_event::drop_errors::take_drop_errors();
     assert!(
         errors.errors.is_empty(),
         "the drop destroyed a destroyed event: {errors:?}"
@@ -197,7 +197,7 @@ fn a_forked_child_gets_errors_and_drops_without_calling_cuda() {
             code = 9;
         }
         // Neither may take a lock or call CUDA here.
-        let _ = cuda_event::take_drop_errors();
+        let _ = cuda_event::drop_errors::take_drop_errors();
         let _ = exported.into_raw();
         // SAFETY: ends the forked child without running the parent's exit handlers (CUDA's).
         unsafe { libc::_exit(code) };

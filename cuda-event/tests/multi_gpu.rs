@@ -91,7 +91,7 @@ fn multi_gpu_drop_on_a_thread_whose_current_device_differs_keeps_it() {
     let Some(_gpu) = two_gpus() else {
         return;
     };
-    cuda_event::take_drop_errors();
+    cuda_event::drop_errors::take_drop_errors();
     let stream = Stream::new(0).unwrap();
     let event = stream.record_event().unwrap();
     std::thread::spawn(move || {
@@ -103,7 +103,7 @@ fn multi_gpu_drop_on_a_thread_whose_current_device_differs_keeps_it() {
     })
     .join()
     .unwrap();
-    assert_eq!(cuda_event::take_drop_errors(), Default::default());
+    assert_eq!(cuda_event::drop_errors::take_drop_errors(), Default::default());
 }
 
 /// Whether `device`'s primary context is active, asked of the driver directly.
@@ -155,12 +155,12 @@ fn multi_gpu_no_call_creates_a_context_on_a_device_the_program_did_not_use() {
     let shared = Event::builder().interprocess(true).build().unwrap();
     shared.record(&stream).unwrap();
     shared.ipc_handle().unwrap();
-    let timer = cuda_event::Timer::start(&stream).unwrap();
+    let timer = cuda_event::timing::Timer::start(&stream).unwrap();
     timer.stop(&stream).unwrap().wait().unwrap();
-    let quick = cuda_event::MeasureOptions::default()
+    let quick = cuda_event::timing::MeasureOptions::default()
         .min_time(std::time::Duration::from_millis(20))
         .timeout(std::time::Duration::from_millis(200));
-    cuda_event::measure(&stream, &quick, |_| Ok::<(), cuda_event::Error>(())).unwrap();
+    cuda_event::timing::measure(&stream, &quick, |_| Ok::<(), cuda_event::Error>(())).unwrap();
     std::thread::spawn(move || {
         end.synchronize().unwrap();
         drop((start, end, shared, stream));
@@ -180,7 +180,7 @@ fn multi_gpu_timer_stopped_on_another_devices_stream_is_an_error() {
     let Some(_gpu) = two_gpus() else {
         return;
     };
-    let timer = cuda_event::Timer::start(&Stream::new(0).unwrap()).unwrap();
+    let timer = cuda_event::timing::Timer::start(&Stream::new(0).unwrap()).unwrap();
     let stopped = timer.stop(&Stream::new(1).unwrap()).map(drop);
     assert_eq!(stopped, Err(Error::DeviceMismatch { event: 0, stream: 1 }));
 }

@@ -3,7 +3,8 @@
 
 use cuda_event_testkit as common;
 
-use cuda_event::{Event, Stream, cuda_events_created};
+use cuda_event::pool::cuda_events_created;
+use cuda_event::{Event, Stream};
 use std::sync::Barrier;
 
 #[test]
@@ -11,7 +12,7 @@ use std::sync::Barrier;
 fn thirty_two_threads_racing_the_first_record_create_one_cuda_event() {
     let _gpu = common::gpu();
     // Count creations, not reuses: with the pool off every first record creates.
-    cuda_event::set_event_pool(false);
+    cuda_event::pool::set_event_pool(false);
     for round in 0..20 {
         let event = Event::new();
         let stream = Stream::new(0).unwrap();

@@ -6,10 +6,10 @@
 use cuda_event_testkit as common;
 
 use common::{MeasuringGpuTest, TestBuffer, driver_fn, gpu_sleep, hold, ok};
-use cuda_event::{
-    CompareOptions, DeviceGuard, Error, MeasureOptions, Measurement, StopReason, Stream, Timer, Verdict,
-    compare, measure, sys,
+use cuda_event::timing::{
+    CompareOptions, MeasureOptions, Measurement, StopReason, Timer, Verdict, compare, measure,
 };
+use cuda_event::{DeviceGuard, Error, Stream, sys};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -177,9 +177,9 @@ fn measure_stops_on_noise_time_or_timeout() {
     assert!(m.samples().len() >= 50);
     assert!(m.wall_time() >= Duration::from_millis(200));
     match m.stop_reason() {
-        cuda_event::StopReason::NoiseBelowMax => assert!(m.noise() <= 0.005),
-        cuda_event::StopReason::NoiseSettled => {}
-        cuda_event::StopReason::Timeout => assert!(m.wall_time() >= Duration::from_secs(2)),
+        cuda_event::timing::StopReason::NoiseBelowMax => assert!(m.noise() <= 0.005),
+        cuda_event::timing::StopReason::NoiseSettled => {}
+        cuda_event::timing::StopReason::Timeout => assert!(m.wall_time() >= Duration::from_secs(2)),
         other => panic!("a stop reason this test does not know: {other:?}"),
     }
 }
@@ -515,7 +515,7 @@ fn release_measure_memory_gives_the_flush_buffer_back_and_a_later_measurement_wo
     };
     measure(&stream, &quick(), work).unwrap();
     let kept = free_device_memory();
-    cuda_event::release_measure_memory().unwrap();
+    cuda_event::timing::release_measure_memory().unwrap();
     let released = free_device_memory();
     println!("free device memory: {kept} bytes while kept, {released} after the release");
     assert!(
@@ -525,8 +525,8 @@ fn release_measure_memory_gives_the_flush_buffer_back_and_a_later_measurement_wo
     );
     let again = measure(&stream, &quick(), work).unwrap();
     assert!(again.l2_flushed() && !again.samples().is_empty());
-    cuda_event::release_measure_memory().unwrap();
-    cuda_event::release_measure_memory().unwrap();
+    cuda_event::timing::release_measure_memory().unwrap();
+    cuda_event::timing::release_measure_memory().unwrap();
 }
 
 /// `compare`'s verdicts on kernels of known lengths, 20 comparisons of each (the validation its
@@ -910,7 +910,7 @@ fn measure_discards_samples_below_the_throttle_threshold_and_says_so_when_every_
 fn measurements_beside_another_threads_global_mode_capture_leave_it_valid() {
     const GLOBAL_MODE: sys::CUstreamCaptureMode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_GLOBAL;
     let _gpu = gpu();
-    cuda_event::release_measure_memory().unwrap();
+    cuda_event::timing::release_measure_memory().unwrap();
     let (measured, captured) = (Stream::new(0).unwrap(), Stream::new(0).unwrap());
     // Allocated before the capture begins: an allocation during it would break it.
     let work = TestBuffer::new(0, 1 << 20);

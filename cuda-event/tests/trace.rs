@@ -5,7 +5,8 @@
 use cuda_event_testkit as common;
 
 use common::{gpu, gpu_spin};
-use cuda_event::{Error, Stream, Trace, TracedRange, Track};
+use cuda_event::trace::{Trace, TracedRange, Track};
+use cuda_event::{Error, Stream};
 use std::time::{Duration, Instant};
 
 const LOCAL: cuda_event::sys::cudaStreamCaptureMode =
@@ -303,5 +304,5 @@ fn a_device_reset_mid_trace_loses_the_pending_ranges_counted_and_later_ranges_wo
     let mut file = Vec::new();
     trace.in_host_range("written", || ());
     assert_eq!(trace.write_chrome(&mut file).unwrap().written, 1);
-    let _ = cuda_event::take_drop_errors();
+    let _ = cuda_event::drop_errors::take_drop_errors();
 }

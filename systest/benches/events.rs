@@ -16,7 +16,8 @@
 
 use cuda_event_testkit as common;
 
-use cuda_event::{Event, Stream, StreamOptions, Trace, sys};
+use cuda_event::trace::Trace;
+use cuda_event::{Event, Stream, StreamOptions, sys};
 use cuda_event_systest::bench_c::*;
 use std::fmt::Write as _;
 use std::sync::{Arc, Barrier};
@@ -416,10 +417,10 @@ fn ops() -> Vec<Op> {
                     let (plain, stream) = (plain.clone(), stream.clone());
                     Some(Box::new(move |n: usize| {
                         // SAFETY: no stream is captured in this benchmark; turned back on below.
-                        unsafe { cuda_event::set_capture_checks(false) };
+                        unsafe { cuda_event::capture::set_capture_checks(false) };
                         let ns = timed(|| plain.record(&stream).unwrap())(n);
                         // SAFETY: turns the check back on.
-                        unsafe { cuda_event::set_capture_checks(true) };
+                        unsafe { cuda_event::capture::set_capture_checks(true) };
                         ns
                     }) as Run)
                 },

@@ -9,7 +9,8 @@
 //!
 //! Without a GPU it exits with status 1 and one line naming the error.
 
-use cuda_event::{Event, MeasureOptions, Stream, measure};
+use cuda_event::timing::{MeasureOptions, measure};
+use cuda_event::{Event, Stream};
 use cudarc::driver::{CudaContext, DriverError};
 use std::error::Error;
 use std::fmt;

@@ -52,7 +52,7 @@ fn c_makes_a_rust_stream_wait_on_a_rust_event() {
 #[ignore = "needs a CUDA GPU"]
 fn rust_takes_over_an_event_created_in_c() {
     let _gpu = gpu();
-    cuda_event::take_drop_errors();
+    cuda_event::drop_errors::take_drop_errors();
     cuda_event::set_device(0).unwrap();
     let mut raw = std::ptr::null_mut();
     // SAFETY: C writes a new event of the current device (0) through a live local.
@@ -69,7 +69,7 @@ fn rust_takes_over_an_event_created_in_c() {
     event.synchronize().unwrap();
     drop(event);
     assert_eq!(
-        cuda_event::take_drop_errors(),
+        cuda_event::drop_errors::take_drop_errors(),
         Default::default(),
         "the C event was destroyed cleanly"
     );

@@ -41,7 +41,7 @@ pub struct MeasuringGpuTest(#[allow(dead_code)] GpuTest);
 impl Drop for MeasuringGpuTest {
     fn drop(&mut self) {
         if !std::thread::panicking() {
-            cuda_event::release_measure_memory().expect("freeing measure's memory");
+            cuda_event::timing::release_measure_memory().expect("freeing measure's memory");
         }
     }
 }

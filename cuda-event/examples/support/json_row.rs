@@ -3,7 +3,7 @@
 //! reason, gate timeouts, SM clock (`null` when not read) and net time (`null` when there is none:
 //! not calibrated, say), then the caller's trailing fields.
 
-use cuda_event::Measurement;
+use cuda_event::timing::Measurement;
 use std::time::Duration;
 
 /// A duration in microseconds, as every row writes one.

@@ -23,7 +23,7 @@ impl EventBuilder {
     /// The event records time, for [`Event::elapsed_time`] (no `cudaEventDisableTiming`). Off by
     /// default, as in torch: every record of a timing event also takes a GPU timestamp, which makes
     /// it much dearer than a plain record (see the crate's "Performance" section), so ask for
-    /// timing only where the time is read. [`Timer`](crate::Timer) keeps pooled timing events for
+    /// timing only where the time is read. [`Timer`](crate::timing::Timer) keeps pooled timing events for
     /// that.
     pub fn enable_timing(mut self, on: bool) -> Self {
         self.enable_timing = on;

@@ -22,7 +22,7 @@ pub(crate) fn on() -> bool {
 ///
 /// # Safety
 /// While the checks are off, no stream that any [`Event`](crate::Event) is recorded on may be
-/// captured (`cudaStreamBeginCapture`, `torch.cuda.graph`, [`measure`](crate::measure)'s graph
+/// captured (`cudaStreamBeginCapture`, `torch.cuda.graph`, [`measure`](crate::timing::measure)'s graph
 /// mode on such a stream, or any library that captures). A record into a capture would then be
 /// made on the CUDA event every thread reads, and a read overlapping that record or the capture's
 /// end crashes inside CUDA. With the checks off, an [`external`](crate::EventBuilder::external)

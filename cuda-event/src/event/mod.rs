@@ -64,7 +64,7 @@ use std::mem::ManuallyDrop;
 ///
 /// # Reuse, and handles that escape
 /// A dropped event's CUDA event is kept for reuse by this thread's next new event (see
-/// [`set_event_pool`](crate::set_event_pool)), unless its handle escaped, that is, something other
+/// [`set_event_pool`](crate::pool::set_event_pool)), unless its handle escaped, that is, something other
 /// than this `Event` may still use it after the drop:
 /// - [`as_raw`](Self::as_raw) handed it out (the caller may have kept it);
 /// - it was recorded or waited on as an external node of a CUDA graph being captured (an
@@ -98,13 +98,13 @@ use std::mem::ManuallyDrop;
 ///
 /// Reads, and records outside a capture, take no lock and never wait for each other: every read
 /// is of the CUDA event no capture holds. Knowing whether a record goes into a capture costs each
-/// record one `cuStreamIsCapturing` call (see [`set_capture_checks`](crate::set_capture_checks)).
+/// record one `cuStreamIsCapturing` call (see [`set_capture_checks`](crate::capture::set_capture_checks)).
 /// Each thread that records the event into a capture does so on a CUDA event of its own (two
 /// threads' captured records of one CUDA event at once crash CUDA), under a lock of the event's.
 /// Such a CUDA event is bound to the capture it went into: it goes into no other capture, on no
 /// stream and into no destroy until that capture is over (the crate ended it, or CUDA destroyed
 /// its graph), whichever `Event` or thread uses it next. What is kept so is bounded by the captures
-/// and graphs alive, and counts in [`cuda_events_alive`](crate::cuda_events_alive). A wait that
+/// and graphs alive, and counts in [`cuda_events_alive`](crate::pool::cuda_events_alive). A wait that
 /// forks a capture needs the waiting thread's record to be the event's last. A plain record of an
 /// [`interprocess`](EventBuilder::interprocess) event into a capture is refused
 /// ([`Error::CapturedInterprocessEvent`]; CUDA answers 900 too): its importers could never see that
@@ -124,7 +124,7 @@ use std::mem::ManuallyDrop;
 /// | end a capture while this thread forks from its record into it ([`wait`](Self::wait) on the recording thread) | **none**: CUDA crashes on a stream wait beside the end of the capture that holds the event's record; fork only in captures that this thread ends, or made with [`Stream::capture`] | `bench/results/2026-12-06-h100-review-probes` (P1 `p`), `bench/results/2026-12-02-h200-ac5b2f1` (section 3) |
 /// | begin a capture of a stream between the crate's capture check and its record there | the crate's own records (trace ranges, [`Stream::completion`]) ask again after the record and refuse it if the capture is still open (a capture begun and ended around the record goes unseen); for an `Event`'s record, **none**: the record goes into the capture on the CUDA event that every read uses, and a read beside that capture's end crashes CUDA; begin captures of a stream on the thread that submits to it, or with [`Stream::capture`] | `bench/results/2026-12-01-h200-captured-records`, `bench/results/2026-12-02-h200-two-events` |
 /// | end by raw CUDA a capture the crate is making ([`Stream::capture`]), or capture by raw CUDA a stream the crate forked into one | **none**: the crate binds records on those streams to its own capture until its end returns | by reading |
-/// | hold a global-mode capture while this thread queries, synchronizes or measures | the crate's own calls (futures, the reactor, trace and timing reads, [`Graph`](crate::Graph)'s instantiation and destroy) run in relaxed mode and never break it; a caller's [`query`](Self::query) or [`synchronize`](Self::synchronize) in global mode is refused by CUDA (900) and breaks it, as CUDA documents | `bench/results/2026-12-06-h100-review-probes` (`capture_unsafe_calls.txt`) |
+/// | hold a global-mode capture while this thread queries, synchronizes or measures | the crate's own calls (futures, the reactor, trace and timing reads, [`Graph`](crate::capture::Graph)'s instantiation and destroy) run in relaxed mode and never break it; a caller's [`query`](Self::query) or [`synchronize`](Self::synchronize) in global mode is refused by CUDA (900) and breaks it, as CUDA documents | `bench/results/2026-12-06-h100-review-probes` (`capture_unsafe_calls.txt`) |
 /// | record or wait on an [`external`](EventBuilder::external) event beside other threads' calls on it | no crash, no error | `bench/results/2026-12-06-h100-review-probes` (P2) |
 /// | reset the device (`cudaDeviceReset`) between the crate's calls | an error ([`Error::DeviceWasReset`]); the crate's stores into its host words after the reset are harmless (they are its own, registered pages). A reset made inside `measure`'s work still crashes, for a reason not yet found (test `lifecycle`) | `bench/results/2026-12-06-h100-review-probes` (P3), `bench/results/2026-12-06-h100-suite-issue-41` |
 pub struct Event {

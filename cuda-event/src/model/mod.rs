@@ -86,7 +86,7 @@ fn execution(body: impl Fn() + Send + Sync + 'static) -> impl Fn() + Clone + Sen
         body();
         // Now, not when the model checker tears the execution down, where the crate's atomics
         // can no longer be read.
-        crate::empty_event_pool();
+        crate::pool::empty_event_pool();
         crate::event::captured::forget_all();
         if let Some(failure) = with(|w| w.failure.take()) {
             panic!("{failure}");

@@ -274,7 +274,7 @@ fn a_dropped_future_is_never_queried_after_its_event_is_destroyed() {
         thread::yield_now();
         drop(future);
         drop(event);
-        crate::empty_event_pool(); // destroys the CUDA event now
+        crate::pool::empty_event_pool(); // destroys the CUDA event now
         thread::yield_now();
         release(&held);
     });
@@ -453,10 +453,10 @@ fn driver_calls_per_hot_call() {
         ];
         assert_eq!(counted(&|| drop(plain.completion())), completion);
         // SAFETY: no stream is captured in this test.
-        unsafe { crate::set_capture_checks(false) };
+        unsafe { crate::capture::set_capture_checks(false) };
         let unchecked = counted(&|| event.record(&plain).unwrap());
         // SAFETY: turned back on.
-        unsafe { crate::set_capture_checks(true) };
+        unsafe { crate::capture::set_capture_checks(true) };
         assert_eq!(unchecked, [("cuCtxGetId", 1), ("cuEventRecord", 1)]);
     });
 }
@@ -533,13 +533,13 @@ fn a_stream_completion_on_a_capturing_stream_records_nothing() {
     check_once(|| {
         let cap = stream();
         drop(cap.record_event().unwrap());
-        let alive = crate::cuda_events_alive();
+        let alive = crate::pool::cuda_events_alive();
         begin_capture(&cap, CaptureMode::ThreadLocal);
         assert_eq!(block_on(cap.completion()), Err(Error::StreamCapturing));
         let held = super::world::with(|w| w.captures.values().map(|c| c.holds.len()).sum::<usize>());
         assert_eq!(held, 0, "the completion's event went into the capture");
         end_capture(&cap).expect("the capture ends valid");
-        assert_eq!(crate::cuda_events_alive(), alive);
+        assert_eq!(crate::pool::cuda_events_alive(), alive);
     });
 }
 
@@ -559,7 +559,7 @@ fn forks_and_joins_in_repeated_captures_keep_a_bounded_number_of_cuda_events() {
                 cap.wait_stream(&side).unwrap(); // join
             }
             end_capture(&cap).expect("the capture ends valid");
-            alive.push(crate::cuda_events_alive());
+            alive.push(crate::pool::cuda_events_alive());
         }
         // The first round makes the events (a first record into a capture takes a new one); the
         // rounds after reuse them.
@@ -597,13 +597,13 @@ fn refused_records_into_a_capture_keep_no_cuda_event() {
         let cap = stream();
         drop(cap.record_event().unwrap());
         begin_capture(&cap, CaptureMode::ThreadLocal);
-        let before = crate::cuda_events_alive();
+        let before = crate::pool::cuda_events_alive();
         for _ in 0..5 {
             assert_eq!(block_on(cap.completion()), Err(Error::StreamCapturing));
             let interprocess = Event::builder().interprocess(true).build().unwrap();
             assert_eq!(interprocess.record(&cap), Err(Error::CapturedInterprocessEvent));
         }
-        let after = crate::cuda_events_alive();
+        let after = crate::pool::cuda_events_alive();
         end_capture(&cap).expect("the capture ends valid");
         assert_eq!(after, before, "CUDA events alive: {before} before, {after} after");
     });
@@ -627,8 +627,8 @@ fn captures_of_many_events_and_emptied_pools_keep_a_bounded_number_of_cuda_event
             cap.wait_stream(&side).unwrap();
             end_capture(&cap).expect("the capture ends valid");
             drop(events);
-            crate::empty_event_pool();
-            alive.push(crate::cuda_events_alive());
+            crate::pool::empty_event_pool();
+            alive.push(crate::pool::cuda_events_alive());
         }
         assert!(
             alive[1..].windows(2).all(|w| w[1] == w[0]),
@@ -727,7 +727,7 @@ fn a_mode_the_callers_span_sets_is_the_callers_after_it() {
 /// the capture ends valid.
 #[test]
 fn reads_on_the_callers_behalf_leave_another_threads_global_capture_valid() {
-    use crate::Timer;
+    use crate::timing::Timer;
     use std::time::Duration;
     check_once(|| {
         let (held, cap) = (stream(), stream());
@@ -809,7 +809,7 @@ fn captured_events_dropped_on_other_threads_or_by_exiting_threads_keep_a_bounded
                 .join()
                 .unwrap();
             }
-            alive.push(crate::cuda_events_alive());
+            alive.push(crate::pool::cuda_events_alive());
         }
         assert!(
             alive[2..].windows(2).all(|w| w[1] == w[0]),
@@ -863,7 +863,7 @@ fn records_into_a_capture_the_crate_makes_ask_cuda_nothing_about_the_capture() {
         let event = Event::new();
         event.record(&cap).unwrap(); // published, outside the capture
         let graph = cap
-            .capture(crate::CaptureMode::ThreadLocal, |s| {
+            .capture(crate::capture::CaptureMode::ThreadLocal, |s| {
                 event.record(s)?; // the captured CUDA event: made now
                 super::reset_calls();
                 event.record(s)?; // the same one, the same capture
@@ -897,7 +897,7 @@ fn one_event_recorded_into_captures_by_many_threads_keeps_a_bounded_number() {
             })
             .join()
             .unwrap();
-            alive.push(crate::cuda_events_alive());
+            alive.push(crate::pool::cuda_events_alive());
         }
         assert!(
             alive[5] <= alive[1],
@@ -931,7 +931,7 @@ fn the_crates_end_of_a_capture_never_overlaps_a_record_into_it_on_a_forked_strea
                 }
             })
         };
-        let _ = main.capture(crate::CaptureMode::Relaxed, |s| {
+        let _ = main.capture(crate::capture::CaptureMode::Relaxed, |s| {
             side.wait_stream(s)?; // fork: side joins the capture
             forked.store(true, Ordering::Relaxed);
             s.wait_stream(&side) // join

@@ -1,4 +1,4 @@
-//! The calibration of [`MeasureOptions::calibrate`](crate::MeasureOptions::calibrate): intervals
+//! The calibration of [`MeasureOptions::calibrate`](crate::timing::MeasureOptions::calibrate): intervals
 //! around the calibration's kernels, timed beside the work; the launch's fixed cost they give
 //! (`timing/fixed_cost.rs`); and the work's time net of it, or why there is none.
 
@@ -8,7 +8,7 @@ use crate::timing::statistics::{median_duration, median_half_width, smallest_ste
 use std::fmt;
 use std::time::Duration;
 
-/// The calibration's result ([`Measurement::calibration`](crate::Measurement::calibration)): the
+/// The calibration's result ([`Measurement::calibration`](crate::timing::Measurement::calibration)): the
 /// fixed cost of a timed launch, from intervals around kernels of known lengths taken beside the
 /// work, and how far to trust it.
 ///
@@ -23,7 +23,7 @@ use std::time::Duration;
 ///
 /// In graph mode every replay holds the same repetitions, so a graph of fewer repetitions than
 /// there are lengths (work of milliseconds, or a small
-/// [`max_batch`](crate::MeasureOptions::max_batch)) times only the first lengths: then
+/// [`max_batch`](crate::timing::MeasureOptions::max_batch)) times only the first lengths: then
 /// [`slope`](Self::slope) is `None` (one length) or [`empty`](Self::empty) is (no empty kernel).
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[non_exhaustive]
@@ -150,12 +150,12 @@ pub(crate) fn step_of_sorted(sorted: &[Duration]) -> Option<Duration> {
     step.is_finite().then(|| Duration::from_secs_f64(step))
 }
 
-/// Why a [`Measurement`](crate::Measurement) has no net time
-/// ([`Measurement::net`](crate::Measurement::net)).
+/// Why a [`Measurement`](crate::timing::Measurement) has no net time
+/// ([`Measurement::net`](crate::timing::Measurement::net)).
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum NoNet {
-    /// [`MeasureOptions::calibrate`](crate::MeasureOptions::calibrate) was off.
+    /// [`MeasureOptions::calibrate`](crate::timing::MeasureOptions::calibrate) was off.
     NotCalibrated,
     /// The driver could not compile the calibration's kernels for the device (PTX compilation
     /// disabled, say): the measurement went on without them.
@@ -170,7 +170,7 @@ pub enum NoNet {
         fixed_cost: Duration,
     },
     /// The calibration's uncertainty is more than
-    /// [`MeasureOptions::max_calibration_share`](crate::MeasureOptions::max_calibration_share)
+    /// [`MeasureOptions::max_calibration_share`](crate::timing::MeasureOptions::max_calibration_share)
     /// of the net time it would give.
     NoisyCalibration {
         /// The net time it would have given.

@@ -15,7 +15,7 @@ use std::time::Duration;
 #[non_exhaustive]
 pub struct CompareOptions {
     /// Warm-up, the L2 flush (before each of A and B), the gate, the batch size, the minimum
-    /// samples (pairs) and time, and the timeout, as [`measure`](crate::measure) uses them;
+    /// samples (pairs) and time, and the timeout, as [`measure`](crate::timing::measure) uses them;
     /// `max_noise` is not used: `compare` stops once its verdict is decided.
     pub measure: MeasureOptions,
     /// The smallest relative difference that counts (0.01: 1%). B is "slower" only if the
@@ -153,7 +153,7 @@ impl fmt::Display for Comparison {
 /// is at most `1 - CONFIDENCE`.
 pub const CONFIDENCE: f64 = 0.999;
 
-/// Times `a` and `b`, the same way [`measure`](crate::measure) times one piece of work, in pairs
+/// Times `a` and `b`, the same way [`measure`](crate::timing::measure) times one piece of work, in pairs
 /// on one stream: each repetition runs both (A then B, then B then A in the next, so that neither
 /// always runs first), each timed alone, each after its own L2 flush when that is on, behind the
 /// gate (or replayed from one captured graph in graph mode). Drift of the GPU's clocks or of
@@ -162,7 +162,8 @@ pub const CONFIDENCE: f64 = 0.999;
 ///
 /// ```no_run
 /// # fn main() -> cuda_event::Result<()> {
-/// use cuda_event::{CompareOptions, Stream, check_runtime, compare, sys};
+/// use cuda_event::{Stream, check_runtime, sys};
+/// use cuda_event::timing::{CompareOptions, compare};
 /// let stream = Stream::new(0)?;
 /// # let (buffer, other): (*mut std::ffi::c_void, *mut std::ffi::c_void) =
 /// #     (std::ptr::null_mut(), std::ptr::null_mut());
@@ -185,7 +186,7 @@ pub const CONFIDENCE: f64 = 0.999;
 /// ```
 ///
 /// # Errors
-/// As [`measure`](crate::measure)'s; [`Error::InvalidMeasureOptions`] for a margin that is not a
+/// As [`measure`](crate::timing::measure)'s; [`Error::InvalidMeasureOptions`] for a margin that is not a
 /// finite number at least 0.
 pub fn compare<A, B, E>(
     stream: &Stream,

@@ -18,7 +18,8 @@ use std::time::Duration;
 ///
 /// ```no_run
 /// use criterion::{Criterion, Throughput};
-/// use cuda_event::{GpuTime, Stream, check_runtime, sys};
+/// use cuda_event::{Stream, check_runtime, sys};
+/// use cuda_event::timing::GpuTime;
 /// use std::sync::Arc;
 ///
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -61,20 +62,20 @@ use std::time::Duration;
 /// [`DeviceGuard`](crate::DeviceGuard) (or use [`time_iters`](Self::time_iters), which makes the
 /// stream's device current).
 ///
-/// # Against [`measure`](crate::measure)
+/// # Against [`measure`](crate::timing::measure)
 /// - **Host launch gaps are inside.** An interval is everything the stream did between the two
 ///   events, including the time it sat idle waiting for the host to launch the next iteration (and,
 ///   at the start of each sample, the first). Work that takes the GPU less time than the host takes
 ///   to launch it (a small kernel or memset, work of many small launches) is then timed at the host's
-///   launch rate, not at the GPU's. [`measure`](crate::measure) queues its repetitions behind a hold
+///   launch rate, not at the GPU's. [`measure`](crate::timing::measure) queues its repetitions behind a hold
 ///   on the stream and releases them together, so that they run back to back (or replays them from
-///   a captured CUDA graph, [`MeasureOptions::graph`](crate::MeasureOptions::graph)): none of its
+///   a captured CUDA graph, [`MeasureOptions::graph`](crate::timing::MeasureOptions::graph)): none of its
 ///   intervals contains time the GPU waited for the host. `GpuTime` has no such gate: criterion asks
 ///   for as many iterations in one sample as fit its measurement time, often far more than CUDA
 ///   queues on a held stream, and a host that blocks while queueing behind a hold never releases
 ///   it. Work that takes the GPU longer than the host takes to launch it keeps the stream busy, and
 ///   only each sample's first launch is inside; where launch gaps matter, use `measure` (or
-///   [`compare`](crate::compare) for two pieces of work).
+///   [`compare`](crate::timing::compare) for two pieces of work).
 /// - **Statistics.** criterion's are its own: a time per iteration estimated from samples of
 ///   (usually) growing iteration counts, bootstrap confidence intervals, outliers, and a comparison
 ///   with the last saved run (a change beyond its noise threshold is reported as a regression or an
@@ -131,7 +132,7 @@ impl GpuTime {
     /// on the stream: what `Bencher::iter` measures with a `GpuTime`, for `Bencher::iter_custom`.
     /// Unlike criterion's loop, it stops at the first error that `work` returns, and it runs `work`
     /// with the stream's device current (its primary context pushed), as
-    /// [`measure`](crate::measure) does, so that a closure written for `measure` works here
+    /// [`measure`](crate::timing::measure) does, so that a closure written for `measure` works here
     /// unchanged. It works inside a criterion of any measurement: with the default `WallTime`,
     /// `b.iter_custom(|iters| gpu.time_iters(iters, work).unwrap())` reports GPU time beside
     /// benchmarks of host time.
@@ -214,7 +215,8 @@ impl Measurement for GpuTime {
 }
 
 /// What every panic of the measurement starts with.
-const PANIC_PREFIX: &str = "cuda_event::GpuTime, criterion's measurement (which cannot return an error)";
+const PANIC_PREFIX: &str =
+    "cuda_event::timing::GpuTime, criterion's measurement (which cannot return an error)";
 
 /// The value of a CUDA call made for criterion, which takes no errors: or a panic saying what failed.
 fn or_panic<T>(result: Result<T>, step: &str) -> T {

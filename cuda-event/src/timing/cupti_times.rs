@@ -1,22 +1,22 @@
 //! [`CuptiTimes`]: CUPTI's durations of a measurement's work, beside its events' samples
-//! ([`MeasureOptions::cupti`](crate::MeasureOptions::cupti)).
+//! ([`MeasureOptions::cupti`](crate::timing::MeasureOptions::cupti)).
 
 use crate::timing::statistics::median_duration;
 use std::time::Duration;
 
-/// CUPTI's durations of the work of each repetition of a [`Measurement`](crate::Measurement)
-/// ([`Measurement::cupti`](crate::Measurement::cupti)).
+/// CUPTI's durations of the work of each repetition of a [`Measurement`](crate::timing::Measurement)
+/// ([`Measurement::cupti`](crate::timing::Measurement::cupti)).
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct CuptiTimes {
-    /// One per sample of [`Measurement::samples`](crate::Measurement::samples), in the same
+    /// One per sample of [`Measurement::samples`](crate::timing::Measurement::samples), in the same
     /// order: CUPTI's span of that repetition's kernels, copies and memsets (the first one's start
     /// to the last one's end); `None` where CUPTI recorded none of them (work that launched none,
     /// or records CUPTI dropped).
     pub samples: Vec<Option<Duration>>,
     /// The median of the known [`samples`](Self::samples); `None` when none is known.
     pub median: Option<Duration>,
-    /// With [`calibrate`](crate::MeasureOptions::calibrate): CUPTI's median duration of the
+    /// With [`calibrate`](crate::timing::MeasureOptions::calibrate): CUPTI's median duration of the
     /// calibration's empty kernel, which CUPTI counts inside every kernel's duration.
     pub empty: Option<Duration>,
     /// Records CUPTI dropped during the measurement (its buffers were full): some samples may be
@@ -45,7 +45,7 @@ impl CuptiTimes {
     }
 
     /// CUPTI's net time: its [`median`](Self::median) less its [`empty`](Self::empty) kernel, what
-    /// [`Measurement::net`](crate::Measurement::net) estimates; `None` without both, or when the
+    /// [`Measurement::net`](crate::timing::Measurement::net) estimates; `None` without both, or when the
     /// median is not above the empty kernel.
     pub fn net(&self) -> Option<Duration> {
         let net = self.median?.checked_sub(self.empty?)?;

@@ -1,6 +1,7 @@
-//! The check that the L2 flush evicts ([`MeasureOptions::flush_l2`](crate::MeasureOptions::flush_l2)):
-//! once per measurement, timed reads (device-to-device copies) of a quarter of L2 read just before
-//! a flush, of one not read since a flush, and of one read just before with no flush between.
+//! The check that the L2 flush evicts
+//! ([`MeasureOptions::flush_l2`](crate::timing::MeasureOptions::flush_l2)): once per measurement,
+//! timed reads (device-to-device copies) of a quarter of L2 read just before a flush, of one not
+//! read since a flush, and of one read just before with no flush between.
 
 use crate::driver::Driver;
 use crate::error::Result;
@@ -11,7 +12,7 @@ use crate::timing::timer::{from_ms, timing_event};
 use std::time::Duration;
 
 /// The flush check's three reads, each the median of a few
-/// ([`Measurement::flush_check`](crate::Measurement::flush_check)).
+/// ([`Measurement::flush_check`](crate::timing::Measurement::flush_check)).
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct FlushCheck {

@@ -1,6 +1,6 @@
-//! The L2 flush of [`MeasureOptions::flush_l2`](crate::MeasureOptions::flush_l2): a memset of a
+//! The L2 flush of [`MeasureOptions::flush_l2`](crate::timing::MeasureOptions::flush_l2): a memset of a
 //! buffer twice the device's L2 before each timed interval, and the reset of persisting lines of
-//! [`MeasureOptions::reset_persisting_l2`](crate::MeasureOptions::reset_persisting_l2).
+//! [`MeasureOptions::reset_persisting_l2`](crate::timing::MeasureOptions::reset_persisting_l2).
 
 use crate::context::ContextInstance;
 use crate::driver::{CUresult, Driver};
@@ -37,7 +37,7 @@ impl L2Flush<'_> {
 }
 
 /// Resets the current context's persisting L2 lines to normal, so that none stays in L2 across the
-/// flushes ([`MeasureOptions::reset_persisting_l2`](crate::MeasureOptions::reset_persisting_l2));
+/// flushes ([`MeasureOptions::reset_persisting_l2`](crate::timing::MeasureOptions::reset_persisting_l2));
 /// only where lines can persist (the context's persisting-L2 limit is above zero).
 pub(crate) fn reset_persisting_l2(d: &Driver) -> Result<()> {
     let mut limit = 0usize;

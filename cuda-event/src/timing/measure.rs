@@ -16,7 +16,8 @@ use std::time::Duration;
 ///
 /// ```no_run
 /// # fn main() -> cuda_event::Result<()> {
-/// use cuda_event::{MeasureOptions, Stream, check_runtime, measure, sys};
+/// use cuda_event::{Stream, check_runtime, sys};
+/// use cuda_event::timing::{MeasureOptions, measure};
 /// let stream = Stream::new(0)?;
 /// # let buffer: *mut std::ffi::c_void = std::ptr::null_mut();
 /// let m = measure(&stream, &MeasureOptions::default(), |stream| {
@@ -57,7 +58,7 @@ use std::time::Duration;
 /// the flush check's buffers, the gate's flag and the timing kernels are made once per device
 /// (per instance of its primary context: again after a device reset) and kept for later
 /// measurements, not freed by `measure` (CUDA's frees wait for every stream of the
-/// device): [`release_measure_memory`](crate::release_measure_memory) frees them when asked.
+/// device): [`release_measure_memory`](crate::timing::release_measure_memory) frees them when asked.
 /// Measurements on one device at the same time each get their own.
 ///
 /// Its own CUDA calls (allocating, loading, synchronizing, reading the events) run in relaxed

@@ -1,4 +1,4 @@
-//! [`Measurement`]: the samples that [`measure`](crate::measure) took and their statistics, and
+//! [`Measurement`]: the samples that [`measure`](crate::timing::measure) took and their statistics, and
 //! why it stopped ([`StopReason`]).
 
 use crate::timing::calibration::{Calibrated, Calibration, NoNet, net, step_of_sorted};
@@ -18,25 +18,25 @@ const CUPTI_AGREEMENT: f64 = 0.02;
 /// measurement is in doubt ([`Doubt::CalibrationNotLinear`]).
 const SLOPE_TOLERANCE: f64 = 0.01;
 
-/// Why [`measure`](crate::measure) stopped. New reasons may be added, so a `match` needs a
+/// Why [`measure`](crate::timing::measure) stopped. New reasons may be added, so a `match` needs a
 /// wildcard arm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum StopReason {
-    /// The noise fell to [`MeasureOptions::max_noise`](crate::MeasureOptions::max_noise) (after
+    /// The noise fell to [`MeasureOptions::max_noise`](crate::timing::MeasureOptions::max_noise) (after
     /// the minimum samples and time).
     NoiseBelowMax,
     /// The noise stayed above the maximum but stopped changing (within 1% over the last four
     /// batches, after the minimum samples and time): more samples would not lower it.
     NoiseSettled,
-    /// [`MeasureOptions::timeout`](crate::MeasureOptions::timeout) passed.
+    /// [`MeasureOptions::timeout`](crate::timing::MeasureOptions::timeout) passed.
     Timeout,
-    /// [`compare`](crate::compare)'s ratio was decided (after the minimum samples and time); its
-    /// [`verdict`](crate::Comparison::verdict) is still `Ambiguous` where a side is not trusted.
+    /// [`compare`](crate::timing::compare)'s ratio was decided (after the minimum samples and time); its
+    /// [`verdict`](crate::timing::Comparison::verdict) is still `Ambiguous` where a side is not trusted.
     VerdictReached,
 }
 
-/// The samples [`measure`](crate::measure) took, one per repetition, and their statistics.
+/// The samples [`measure`](crate::timing::measure) took, one per repetition, and their statistics.
 #[derive(Clone, Debug)]
 pub struct Measurement {
     samples: Vec<Duration>,
@@ -50,7 +50,7 @@ pub struct Measurement {
 }
 
 /// How the samples of a [`Measurement`] were taken and why the measurement stopped: the same for
-/// every arm of a [`compare`](crate::compare). Each field is read (and documented) by the
+/// every arm of a [`compare`](crate::timing::compare). Each field is read (and documented) by the
 /// `Measurement` method of its name.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Conditions {
@@ -64,7 +64,7 @@ pub(crate) struct Conditions {
     pub(crate) throttled: usize,
     pub(crate) flush_check: Option<FlushCheck>,
     pub(crate) max_calibration_share: f64,
-    /// [`MeasureOptions::max_noise`](crate::MeasureOptions::max_noise) as the share of the median
+    /// [`MeasureOptions::max_noise`](crate::timing::MeasureOptions::max_noise) as the share of the median
     /// its confidence interval may span; `None` for a side of a comparison.
     pub(crate) max_spread: Option<f64>,
     /// Whether the gate was asked for (gated mode, not graph mode).
@@ -116,7 +116,7 @@ impl Measurement {
     /// Whether the samples were taken behind the host-held gate, so that no interval contains time
     /// the GPU waited for the host.
     ///
-    /// `false` when [`MeasureOptions::gate`](crate::MeasureOptions::gate) is off, in graph mode
+    /// `false` when [`MeasureOptions::gate`](crate::timing::MeasureOptions::gate) is off, in graph mode
     /// (no hold is needed: see [`graph`](Self::graph)), when the thread of the gate's watchdog
     /// could not be started (the process's thread limit, say), and when not even one repetition
     /// could be queued behind the gate: the host was still queueing the first repetition of a
@@ -128,7 +128,7 @@ impl Measurement {
     /// the samples taken so far and times every repetition without the gate, as
     /// `triton.testing.do_bench` does: each interval includes the gaps in which the GPU waited for
     /// the host to submit the repetition's work (and to set the thread's capture mode back to the
-    /// caller's for the work and to relaxed after it: see [`measure`](crate::measure)).
+    /// caller's for the work and to relaxed after it: see [`measure`](crate::timing::measure)).
     /// [`gate_timeouts`](Self::gate_timeouts) is then at least 1 (in that last case only).
     pub fn gated(&self) -> bool {
         self.conditions.gated
@@ -140,7 +140,7 @@ impl Measurement {
         self.conditions.gate_timeouts
     }
     /// Whether the samples came from replays of a captured CUDA graph
-    /// ([`MeasureOptions::graph`](crate::MeasureOptions::graph)).
+    /// ([`MeasureOptions::graph`](crate::timing::MeasureOptions::graph)).
     pub fn graph(&self) -> bool {
         self.conditions.graph
     }
@@ -149,7 +149,7 @@ impl Measurement {
         self.conditions.wall_time
     }
     /// The median SM clock of the samples, in MHz
-    /// ([`MeasureOptions::sm_clock`](crate::MeasureOptions::sm_clock)); `None` when no clock was
+    /// ([`MeasureOptions::sm_clock`](crate::timing::MeasureOptions::sm_clock)); `None` when no clock was
     /// read: the option is off, or the clock's kernel could not be loaded (PTX
     /// compilation disabled with `CUDA_DISABLE_PTX_JIT`, a device the driver's PTX cannot target),
     /// or no block of it ran on SM 0 (all of SM 0 taken by other streams' work).
@@ -169,13 +169,13 @@ impl Measurement {
         self.conditions.max_sm_clock_mhz
     }
     /// Repetitions discarded because the SM clock was below
-    /// [`MeasureOptions::throttle_threshold`](crate::MeasureOptions::throttle_threshold) of its
+    /// [`MeasureOptions::throttle_threshold`](crate::timing::MeasureOptions::throttle_threshold) of its
     /// maximum during them (their samples are not in [`samples`](Self::samples)).
     pub fn throttled_samples(&self) -> usize {
         self.conditions.throttled
     }
     /// The calibration: kernels of known lengths timed beside the work
-    /// ([`MeasureOptions::calibrate`](crate::MeasureOptions::calibrate)); `None` when they were
+    /// ([`MeasureOptions::calibrate`](crate::timing::MeasureOptions::calibrate)); `None` when they were
     /// not (the option off, or the kernel not loaded: [`net`](Self::net) says which).
     pub fn calibration(&self) -> Option<&Calibration> {
         match &self.calibrated {
@@ -186,7 +186,7 @@ impl Measurement {
     /// The work's time net of the launch's own cost: the [`median`](Self::median) less the
     /// [`calibration`](Self::calibration)'s [`fixed_cost`](Calibration::fixed_cost), the time the
     /// work takes beyond an empty kernel (see
-    /// [`MeasureOptions::calibrate`](crate::MeasureOptions::calibrate)).
+    /// [`MeasureOptions::calibrate`](crate::timing::MeasureOptions::calibrate)).
     ///
     /// For work of one kernel, that is the kernel's run less an empty kernel's: CUPTI's duration
     /// of the kernel (its start to its end on the GPU) less CUPTI's duration of an empty kernel,
@@ -202,7 +202,7 @@ impl Measurement {
     /// # Errors
     /// [`NoNet`]: not calibrated, the work's median not above the fixed cost (never a negative
     /// or zero net time), or the calibration's uncertainty above
-    /// [`MeasureOptions::max_calibration_share`](crate::MeasureOptions::max_calibration_share) of
+    /// [`MeasureOptions::max_calibration_share`](crate::timing::MeasureOptions::max_calibration_share) of
     /// the net time.
     pub fn net(&self) -> Result<Duration, NoNet> {
         net(
@@ -212,7 +212,7 @@ impl Measurement {
         )
     }
     /// The check of the L2 flush, run once before the samples
-    /// ([`MeasureOptions::flush_l2`](crate::MeasureOptions::flush_l2)); `None` without a flush, or
+    /// ([`MeasureOptions::flush_l2`](crate::timing::MeasureOptions::flush_l2)); `None` without a flush, or
     /// when the device had no memory left for the check's buffers. Its
     /// [`verdict`](FlushCheck::verdict) says whether the flush evicted a buffer read before it.
     /// The check queues the flush on the stream; in graph mode the samples' flushes are nodes of
@@ -222,20 +222,20 @@ impl Measurement {
         self.conditions.flush_check.as_ref()
     }
     /// CUPTI's durations of each repetition's work, with
-    /// [`MeasureOptions::cupti`](crate::MeasureOptions::cupti); `None` without it.
+    /// [`MeasureOptions::cupti`](crate::timing::MeasureOptions::cupti); `None` without it.
     pub fn cupti(&self) -> Option<&CuptiTimes> {
         self.cupti.as_ref()
     }
     /// Whether the measurement can be trusted, and each reason it cannot ([`Doubt`]): a median
-    /// less precise than [`MeasureOptions::max_noise`](crate::MeasureOptions::max_noise) asks
+    /// less precise than [`MeasureOptions::max_noise`](crate::timing::MeasureOptions::max_noise) asks
     /// (where the noise did not fall below it), samples in two clusters, more than a twentieth of
     /// the repetitions throttled, the gate lost, an L2 flush that did not evict, a median too
     /// close to the timer's resolution, and with
-    /// [`calibrate`](crate::MeasureOptions::calibrate): no net time, a calibration whose samples
+    /// [`calibrate`](crate::timing::MeasureOptions::calibrate): no net time, a calibration whose samples
     /// are in two clusters or drifted during the run, or (with
-    /// [`cupti`](crate::MeasureOptions::cupti) too) a net time away from CUPTI's.
+    /// [`cupti`](crate::timing::MeasureOptions::cupti) too) a net time away from CUPTI's.
     ///
-    /// For [`compare`](crate::compare)'s sides only the conditions of the pairs count (throttling,
+    /// For [`compare`](crate::timing::compare)'s sides only the conditions of the pairs count (throttling,
     /// the gate lost, a flush that did not evict): the ratio of the pairs has its own interval and
     /// resolution check, a side's two modes that the alternating order made show in both sides'
     /// pairs alike, and the ratio uses no calibration.
@@ -302,7 +302,7 @@ impl Measurement {
     }
 
     /// The doubts of the calibration and of CUPTI's check of it, with
-    /// [`calibrate`](crate::MeasureOptions::calibrate).
+    /// [`calibrate`](crate::timing::MeasureOptions::calibrate).
     fn doubts_of_the_calibration(&self, doubts: &mut Vec<Doubt>) {
         match self.net() {
             Ok(_) | Err(NoNet::NotCalibrated) => {}
@@ -391,7 +391,7 @@ impl Measurement {
         self
     }
 
-    /// This measurement with CUPTI's times of its work (with [`MeasureOptions::cupti`](crate::MeasureOptions::cupti)).
+    /// This measurement with CUPTI's times of its work (with [`MeasureOptions::cupti`](crate::timing::MeasureOptions::cupti)).
     pub(crate) fn with_cupti(self, cupti: Option<CuptiTimes>) -> Measurement {
         Measurement { cupti, ..self }
     }

@@ -1,6 +1,15 @@
-//! Timing: `Timer`, `measure` (its options and its results) and `compare`, the sampler that both
-//! run on, and the gate, the SM clock probe, the throttle rule and the scratch memory that the
-//! sampler uses.
+//! Timing GPU work on a stream. Its doors:
+//! - [`measure`] times a closure's GPU work the way `triton.testing.do_bench` does and returns a
+//!   [`Measurement`]: the samples, their statistics and whether to trust them ([`Trust`]);
+//!   [`MeasureOptions`] say how.
+//! - [`Timer`] times one section of a stream's work between two pooled timing events.
+//! - [`compare`] times two closures in alternation and gives B's time as a ratio of A's, with a
+//!   verdict ([`Comparison`]).
+//! - `GpuTime`, with the `criterion` feature, is criterion's measurement of GPU time on a stream.
+//! - [`Calibration`] ([`MeasureOptions::calibrate`]) is the launch's fixed cost, timed beside the
+//!   work, that [`Measurement::net`] takes away.
+//!
+//! Its submodules are private: every name is `cuda_event::timing::NAME`.
 
 mod batches;
 pub(crate) mod calibration;
@@ -26,3 +35,17 @@ pub(crate) mod statistics;
 mod throttle;
 pub(crate) mod timer;
 pub(crate) mod trust;
+
+pub use self::calibration::{Calibration, NoNet};
+pub use self::clusters::{Clusters, Drift};
+pub use self::compare::{CONFIDENCE, CompareOptions, Comparison, Verdict, compare};
+#[cfg(feature = "criterion")]
+pub use self::criterion::GpuTime;
+pub use self::cupti_times::CuptiTimes;
+pub use self::flush_check::{FlushCheck, FlushVerdict};
+pub use self::measure::measure;
+pub use self::measurement::{Measurement, StopReason};
+pub use self::options::MeasureOptions;
+pub use self::scratch_memory::release_measure_memory;
+pub use self::timer::{Timer, Timing};
+pub use self::trust::{Doubt, Trust};

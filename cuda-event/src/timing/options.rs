@@ -1,10 +1,11 @@
-//! [`MeasureOptions`]: how [`measure`](crate::measure) and [`compare`](crate::compare) repeat and
-//! when they stop, and the check that refuses options they cannot honour.
+//! [`MeasureOptions`]: how [`measure`](crate::timing::measure) and
+//! [`compare`](crate::timing::compare) repeat and when they stop, and the check that refuses
+//! options they cannot honour.
 
 use crate::error::{Error, Result};
 use std::time::Duration;
 
-/// How [`measure`](crate::measure) repeats and when it stops. The defaults are nvbench's (noise
+/// How [`measure`](crate::timing::measure) repeats and when it stops. The defaults are nvbench's (noise
 /// under 0.5%, at least 10 samples and 0.5 s, at most 15 s) with triton's 25 ms of warm-up.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
@@ -27,7 +28,7 @@ pub struct MeasureOptions {
     ///
     /// Before the samples, the flush is checked once: a timed read of a buffer read just before a
     /// flush, beside one of a buffer not read since a flush and one of a buffer read just before
-    /// (no flush). [`Measurement::flush_check`](crate::Measurement::flush_check) reports the
+    /// (no flush). [`Measurement::flush_check`](crate::timing::Measurement::flush_check) reports the
     /// three and whether the flush evicted: a flush that does not is flagged there, never silent.
     /// A flush does not evict L2 lines that an access policy window made persisting: see
     /// [`reset_persisting_l2`](Self::reset_persisting_l2).
@@ -52,11 +53,11 @@ pub struct MeasureOptions {
     /// queues, `CUDA_DEVICE_MAX_CONNECTIONS`, shared by all its streams), and on the legacy
     /// default stream ([`Stream::legacy`](crate::Stream::legacy)) every blocking stream of the
     /// device waits for it. A hold lasts as long as the host takes to queue one batch (at most
-    /// about a second: see [`Measurement::gated`](crate::Measurement::gated) for what happens
+    /// about a second: see [`Measurement::gated`](crate::timing::Measurement::gated) for what happens
     /// when a repetition does not fit).
     pub gate: bool,
     /// Most timed intervals queued behind one hold: a repetition has one per arm (one for
-    /// `measure`, two for [`compare`](crate::compare), and one more with
+    /// `measure`, two for [`compare`](crate::timing::compare), and one more with
     /// [`calibrate`](Self::calibrate)). CUDA's queue of a stream is finite and the held
     /// GPU does not drain it: a batch of more stream operations than it holds blocks the host until
     /// the gate's watchdog opens the gate (the batch is dropped, and the next is 16 times smaller).
@@ -88,7 +89,7 @@ pub struct MeasureOptions {
     /// than that reads the clock of the stamps around it that span that long (or of its whole
     /// batch). In gated mode the stamps lengthen each sample by a fixed fraction of a microsecond
     /// (a kernel then runs shortly before the start event); in graph mode by no measurable amount.
-    /// See [`Measurement::sm_clock_mhz`](crate::Measurement::sm_clock_mhz) and
+    /// See [`Measurement::sm_clock_mhz`](crate::timing::Measurement::sm_clock_mhz) and
     /// [`throttle_threshold`](Self::throttle_threshold).
     ///
     /// Off by default, because of what it takes the first time: the stamp kernel is loaded into
@@ -102,11 +103,11 @@ pub struct MeasureOptions {
     /// Turn it on where the device is otherwise idle at the first such measurement (a benchmark
     /// program), or once a measurement with it has run in the context; later measurements in that
     /// context reuse the kernel and do not wait (until
-    /// [`release_measure_memory`](crate::release_measure_memory) unloads it).
+    /// [`release_measure_memory`](crate::timing::release_measure_memory) unloads it).
     pub sm_clock: bool,
     /// With [`sm_clock`](Self::sm_clock), discard every repetition during which the SM clock was
     /// below this fraction of the device's maximum (nvbench's `--throttle-threshold`), count it
-    /// ([`Measurement::throttled_samples`](crate::Measurement::throttled_samples)) and pause so
+    /// ([`Measurement::throttled_samples`](crate::timing::Measurement::throttled_samples)) and pause so
     /// that the GPU can cool down (50 ms, longer if it keeps throttling) before the next batch; 0.0
     /// keeps every repetition. A GPU that has
     /// not ramped up its clock, or that throttles for power or heat, runs the work slower than it
@@ -115,14 +116,14 @@ pub struct MeasureOptions {
     pub throttle_threshold: f64,
     /// Time kernels of known lengths beside the work, in the same run and conditions (the same
     /// stream, gated or graph mode, L2 flush, interleaved with the work's repetitions as
-    /// [`compare`](crate::compare)'s arms are), derive the launch's fixed cost from them, and
-    /// report the work's time net of it: [`Measurement::net`](crate::Measurement::net).
+    /// [`compare`](crate::timing::compare)'s arms are), derive the launch's fixed cost from them, and
+    /// report the work's time net of it: [`Measurement::net`](crate::timing::Measurement::net).
     ///
     /// Every interval between two timing events around a launch holds the GPU's own cost of
     /// starting and ending a launch, the same whatever the kernel does: a large share of a short
     /// kernel's reading. Each repetition times one more kernel, in turn an empty one and ones that
     /// spin on the GPU's timer for 1, 2, 3, 5, 10 and 20 us; each length's median less the length is
-    /// a reading of that cost, and the readings must agree: see [`Calibration`](crate::Calibration).
+    /// a reading of that cost, and the readings must agree: see [`Calibration`](crate::timing::Calibration).
     ///
     /// Off by default, for what it takes the first time: the calibration's kernels are timing
     /// kernels, which [`sm_clock`](Self::sm_clock) loads too (once per context instance, by the first
@@ -131,17 +132,18 @@ pub struct MeasureOptions {
     /// (PTX compilation disabled) the measurement goes on without calibration and says so.
     pub calibrate: bool,
     /// With [`calibrate`](Self::calibrate): the most the calibration's
-    /// [`uncertainty`](crate::Calibration::uncertainty) may be, as a share of the net time, for a net time to
-    /// be given; above it [`Measurement::net`](crate::Measurement::net) says why there is none.
-    /// 0.05 (5%) by default.
+    /// [`uncertainty`](crate::timing::Calibration::uncertainty) may be, as a share of the net time, for
+    /// a net time to be given; above it [`Measurement::net`](crate::timing::Measurement::net) says why
+    /// there is none. 0.05 (5%) by default.
     pub max_calibration_share: f64,
-    /// Also time each repetition's work with CUPTI (the `cupti` feature): the launches it makes on
-    /// the measuring thread are tagged (a CUPTI external correlation id; work that another thread
-    /// launches for it is not), and CUPTI's records of the kernels, copies and memsets (not
-    /// peer-to-peer copies) it launched give its GPU duration, from the first one's start to the last one's end
-    /// ([`Measurement::cupti`](crate::Measurement::cupti)), beside the events' interval; with
-    /// [`calibrate`](Self::calibrate), CUPTI's duration of the calibration's empty kernel too, so that the net
-    /// time is checked against CUPTI's in the same run ([`Doubt::DisagreesWithCupti`](crate::Doubt::DisagreesWithCupti)).
+    /// Also time each repetition's work with CUPTI (the `cupti` feature): the launches it makes on the
+    /// measuring thread are tagged (a CUPTI external correlation id; work that another thread launches
+    /// for it is not), and CUPTI's records of the kernels, copies and memsets (not peer-to-peer copies)
+    /// it launched give its GPU duration, from the first one's start to the last one's end
+    /// ([`Measurement::cupti`](crate::timing::Measurement::cupti)), beside the events' interval; with
+    /// [`calibrate`](Self::calibrate), CUPTI's duration of the calibration's empty kernel too, so that
+    /// the net time is checked against CUPTI's in the same run
+    /// ([`Doubt::DisagreesWithCupti`](crate::timing::Doubt::DisagreesWithCupti)).
     ///
     /// libcupti is loaded at run time, never linked: from the file that `CUDA_EVENT_CUPTI_LIBRARY`
     /// names, else `libcupti.so` (and `.13`, `.12`) on the loader's path, else the CUDA toolkit's

@@ -1,8 +1,8 @@
-//! The engine that [`measure`](crate::measure) and [`compare`](crate::compare) share: one or more
-//! arms of work timed in repetitions, after a warm-up that waits for the SM clock's ramp; batched
-//! behind a host-held gate (or, once a repetition could not be queued behind it, without), or
-//! replayed from a captured graph; an optional L2 flush before each arm; repetitions at a throttled
-//! clock discarded; until the caller's stop rule says so.
+//! The engine that [`measure`](crate::timing::measure) and [`compare`](crate::timing::compare)
+//! share: one or more arms of work timed in repetitions, after a warm-up that waits for the SM
+//! clock's ramp; batched behind a host-held gate (or, once a repetition could not be queued behind
+//! it, without), or replayed from a captured graph; an optional L2 flush before each arm;
+//! repetitions at a throttled clock discarded; until the caller's stop rule says so.
 
 use crate::capture_mode::RelaxedCapture;
 use crate::context::ContextInstance;

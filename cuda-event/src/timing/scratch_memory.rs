@@ -333,7 +333,7 @@ impl Drop for ScratchLease {
     }
 }
 
-/// Frees the memory that [`measure`](crate::measure) keeps per device for the next measurement
+/// Frees the memory that [`measure`](crate::timing::measure) keeps per device for the next measurement
 /// (a flush buffer twice the L2's size and the flush check's three quarters of it, a word of
 /// mapped host memory, the SM clock's stamp slots and the module of the timing kernels), for a
 /// program done measuring or about to exit under a leak checker.

@@ -10,7 +10,8 @@ use std::time::Duration;
 ///
 /// ```no_run
 /// # fn main() -> cuda_event::Result<()> {
-/// use cuda_event::{Stream, Timer};
+/// use cuda_event::Stream;
+/// use cuda_event::timing::Timer;
 /// let stream = Stream::new(0)?;
 /// let timer = Timer::start(&stream)?;
 /// // ... submit work to stream.as_raw() ...
@@ -21,7 +22,7 @@ use std::time::Duration;
 ///
 /// The interval is GPU time between the two records, resolution about 0.5 us: it includes any time
 /// the stream sat idle waiting for the host to submit the work. To time work apart from host launch
-/// gaps, with warm-up, repetitions and statistics, use [`measure`](crate::measure).
+/// gaps, with warm-up, repetitions and statistics, use [`measure`](crate::timing::measure).
 #[must_use = "a Timer measures nothing until stopped"]
 #[derive(Debug)]
 pub struct Timer {

@@ -1,4 +1,4 @@
-//! [`Trust`]: whether a [`Measurement`](crate::Measurement) can be trusted, and each reason
+//! [`Trust`]: whether a [`Measurement`](crate::timing::Measurement) can be trusted, and each reason
 //! ([`Doubt`]) it cannot.
 
 use crate::timing::calibration::NoNet;
@@ -7,7 +7,7 @@ use std::fmt;
 use std::time::Duration;
 
 /// Whether a measurement can be trusted: trusted when it has no [`Doubt`]
-/// ([`Measurement::trust`](crate::Measurement::trust)).
+/// ([`Measurement::trust`](crate::timing::Measurement::trust)).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Trust {
     doubts: Vec<Doubt>,
@@ -44,15 +44,15 @@ impl fmt::Display for Trust {
     }
 }
 
-/// A reason not to trust a [`Measurement`](crate::Measurement). New reasons may be added, so a
+/// A reason not to trust a [`Measurement`](crate::timing::Measurement). New reasons may be added, so a
 /// `match` needs a wildcard arm.
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum Doubt {
     /// The median's 95% confidence half-width (at least half the timer's step) is more than
-    /// [`MeasureOptions::max_noise`](crate::MeasureOptions::max_noise) of the median, in a
+    /// [`MeasureOptions::max_noise`](crate::timing::MeasureOptions::max_noise) of the median, in a
     /// measurement that stopped at its timeout or with its noise settled above the maximum. Not
-    /// a doubt of [`compare`](crate::compare)'s sides, whose pairs' ratio has its own interval.
+    /// a doubt of [`compare`](crate::timing::compare)'s sides, whose pairs' ratio has its own interval.
     Spread {
         /// The median.
         median: Duration,
@@ -67,7 +67,7 @@ pub enum Doubt {
     /// them or neither.
     TwoClusters(Clusters),
     /// More than a twentieth of the repetitions ran at a throttled SM clock and were discarded
-    /// ([`MeasureOptions::throttle_threshold`](crate::MeasureOptions::throttle_threshold)): the
+    /// ([`MeasureOptions::throttle_threshold`](crate::timing::MeasureOptions::throttle_threshold)): the
     /// GPU's clock moved during the measurement.
     Throttled {
         /// Repetitions discarded.
@@ -76,17 +76,17 @@ pub enum Doubt {
         kept: usize,
     },
     /// The gate was asked for but could not be kept
-    /// ([`Measurement::gated`](crate::Measurement::gated)): the samples include gaps in which
+    /// ([`Measurement::gated`](crate::timing::Measurement::gated)): the samples include gaps in which
     /// the GPU waited for the host.
     GateLost {
-        /// [`Measurement::gate_timeouts`](crate::Measurement::gate_timeouts).
+        /// [`Measurement::gate_timeouts`](crate::timing::Measurement::gate_timeouts).
         gate_timeouts: usize,
     },
     /// The flush check found that the L2 flush did not evict a buffer read before it
-    /// ([`FlushVerdict::DoesNotEvict`](crate::FlushVerdict::DoesNotEvict)): the samples may
+    /// ([`FlushVerdict::DoesNotEvict`](crate::timing::FlushVerdict::DoesNotEvict)): the samples may
     /// have run with a warm cache.
     FlushDoesNotEvict {
-        /// [`FlushCheck::ratio`](crate::FlushCheck::ratio).
+        /// [`FlushCheck::ratio`](crate::timing::FlushCheck::ratio).
         ratio: f64,
     },
     /// The median is within 50 steps of the timing events' resolution (as the samples show it)
@@ -97,39 +97,39 @@ pub enum Doubt {
         /// The smallest step between two different samples (none when they are all equal).
         step: Option<Duration>,
     },
-    /// [`MeasureOptions::calibrate`](crate::MeasureOptions::calibrate) was asked for and there
+    /// [`MeasureOptions::calibrate`](crate::timing::MeasureOptions::calibrate) was asked for and there
     /// is no net time: the work is below what the calibration can resolve, or it could not run.
     NoNet(NoNet),
     /// The calibration's intervals do not grow as its kernels' lengths do: their slope over the
     /// lengths is further from 1 than 1% and twice its own uncertainty, by enough to move the fixed
     /// cost (by the error times the lengths' mean) by more than
-    /// [`MeasureOptions::max_calibration_share`](crate::MeasureOptions::max_calibration_share) of
+    /// [`MeasureOptions::max_calibration_share`](crate::timing::MeasureOptions::max_calibration_share) of
     /// the net time. The GPU's timer and the
     /// timing events do not count the same time, or the kernels did not run their lengths (a
     /// preempted or shared GPU): the fixed cost read from them is not the launch's.
     CalibrationNotLinear {
-        /// [`Calibration::slope`](crate::Calibration::slope).
+        /// [`Calibration::slope`](crate::timing::Calibration::slope).
         slope: f64,
-        /// [`Calibration::slope_uncertainty`](crate::Calibration::slope_uncertainty).
+        /// [`Calibration::slope_uncertainty`](crate::timing::Calibration::slope_uncertainty).
         uncertainty: f64,
     },
     /// The calibration's readings of the fixed cost fall in two clusters further apart than
-    /// [`MeasureOptions::max_calibration_share`](crate::MeasureOptions::max_calibration_share) of
+    /// [`MeasureOptions::max_calibration_share`](crate::timing::MeasureOptions::max_calibration_share) of
     /// the net time (of the median, without a net time): the fixed cost it takes away is not one
     /// number in this run.
     CalibrationTwoClusters(Clusters),
     /// The calibration's readings' median moved between the first and the second half of the run by more
     /// than both halves' 95% confidence intervals allow, and by more than
-    /// [`MeasureOptions::max_calibration_share`](crate::MeasureOptions::max_calibration_share) of
+    /// [`MeasureOptions::max_calibration_share`](crate::timing::MeasureOptions::max_calibration_share) of
     /// the net time (of the median, without a net time): the fixed cost drifted while the work was
     /// measured.
     CalibrationDrifted(Drift),
-    /// [`MeasureOptions::cupti`](crate::MeasureOptions::cupti) timed the work too, and the net
-    /// time is further from CUPTI's net time ([`CuptiTimes::net`](crate::CuptiTimes::net)) than
+    /// [`MeasureOptions::cupti`](crate::timing::MeasureOptions::cupti) timed the work too, and the net
+    /// time is further from CUPTI's net time ([`CuptiTimes::net`](crate::timing::CuptiTimes::net)) than
     /// the calibration's uncertainty and 2% of CUPTI's: the calibration does not take away what
     /// CUPTI counts as the launch, on this device, in this run.
     DisagreesWithCupti {
-        /// [`Measurement::net`](crate::Measurement::net).
+        /// [`Measurement::net`](crate::timing::Measurement::net).
         net: Duration,
         /// CUPTI's net time.
         cupti_net: Duration,

@@ -38,7 +38,8 @@ pub const DEFAULT_TRACE_CAPACITY: usize = 1 << 16;
 ///
 /// ```no_run
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// use cuda_event::{Stream, Trace};
+/// use cuda_event::Stream;
+/// use cuda_event::trace::Trace;
 /// let trace = Trace::new();
 /// let stream = Stream::new(0)?;
 /// {
@@ -76,7 +77,7 @@ pub const DEFAULT_TRACE_CAPACITY: usize = 1 << 16;
 ///
 /// **What it does with bad input:**
 /// - A range closed on another stream of its device ([`GpuRange::end_on`]) spans from its open on
-///   the first stream to its close on the second, as [`Timer::stop`](crate::Timer::stop) does: it
+///   the first stream to its close on the second, as [`Timer::stop`](crate::timing::Timer::stop) does: it
 ///   means something only if the second stream's work was ordered after the first's. On a stream
 ///   of another device it is closed on its own stream and
 ///   [`Error::DeviceMismatch`](crate::Error::DeviceMismatch) is returned.

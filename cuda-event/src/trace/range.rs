@@ -148,7 +148,7 @@ impl Trace {
     }
 }
 
-/// The `id` of a stream's track (see [`Track::Gpu`](crate::Track::Gpu)).
+/// The `id` of a stream's track (see [`Track::Gpu`](crate::trace::Track::Gpu)).
 fn track_id(stream: &Stream, thread: u64) -> u64 {
     match stream.id() {
         Some(id) => crate::stream::StreamId::to_word(Some(id)),

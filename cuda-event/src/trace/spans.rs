@@ -17,7 +17,7 @@ use tracing_subscriber::registry::LookupSpan;
 ///
 /// ```no_run
 /// # fn main() {
-/// use cuda_event::{Trace, TraceSpans};
+/// use cuda_event::trace::{Trace, TraceSpans};
 /// use std::sync::Arc;
 /// use tracing_subscriber::layer::SubscriberExt;
 /// let trace = Arc::new(Trace::new());

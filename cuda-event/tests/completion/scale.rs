@@ -136,7 +136,7 @@ fn a_million_futures_dropped_at_random_moments_leak_nothing() {
     // Warm up: pools, the reactor thread, the kernel.
     gpu_sleep(&stream, Duration::from_micros(10));
     block_on(stream.completion()).unwrap();
-    let (rss, alive) = (common::resident_kib(), cuda_event::cuda_events_alive());
+    let (rss, alive) = (common::resident_kib(), cuda_event::pool::cuda_events_alive());
     let mut random = 0x9E37_79B9_7F4A_7C15u64;
     let mut next = move || {
         random ^= random << 13;
@@ -173,7 +173,7 @@ fn a_million_futures_dropped_at_random_moments_leak_nothing() {
     drop(kept);
     stream.synchronize().unwrap();
     std::thread::sleep(Duration::from_millis(300)); // the last host functions run
-    let (rss_after, alive_after) = (common::resident_kib(), cuda_event::cuda_events_alive());
+    let (rss_after, alive_after) = (common::resident_kib(), cuda_event::pool::cuda_events_alive());
     println!(
         "{rounds} futures in {:?}: resident {rss} -> {rss_after} KiB, CUDA events alive {alive} -> {alive_after}",
         start.elapsed()
@@ -184,7 +184,7 @@ fn a_million_futures_dropped_at_random_moments_leak_nothing() {
         rss_after - rss
     );
     assert!(
-        alive_after <= alive + cuda_event::POOL_PER_THREAD as u64,
+        alive_after <= alive + cuda_event::pool::POOL_PER_THREAD as u64,
         "CUDA events leaked"
     );
 }

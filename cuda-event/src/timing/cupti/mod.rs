@@ -1,4 +1,4 @@
-//! CUPTI as the measurement's own referee ([`MeasureOptions::cupti`](crate::MeasureOptions::cupti),
+//! CUPTI as the measurement's own referee ([`MeasureOptions::cupti`](crate::timing::MeasureOptions::cupti),
 //! the `cupti` feature): each timed repetition's work is tagged (an external correlation id), and
 //! CUPTI's records of the kernels, copies and memsets it launched give its GPU duration beside the
 //! events' interval.
