@@ -9,7 +9,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 pub(crate) type Code = sys::CUresult;
 
-/// What a call that broke a rule answers (the failure itself is reported by `model::check`).
+/// What a call that broke a rule answers (the failure itself is reported by `model::tests::check`).
 pub(crate) const BROKEN: Code = Code::CUDA_ERROR_UNKNOWN;
 
 /// Devices in the model.
@@ -95,13 +95,15 @@ pub(crate) enum Last {
     InCapture(u64),
 }
 
-pub(crate) struct Event {
+/// A CUDA event as the model holds it (`State`: the crate's own `Event` is another thing).
+pub(crate) struct EventState {
     pub(crate) device: i32,
     pub(crate) flags: u32,
     pub(crate) last: Last,
 }
 
-pub(crate) struct Stream {
+/// A stream as the model holds it.
+pub(crate) struct StreamState {
     pub(crate) device: i32,
     /// Work on it does not complete until released (a host function that waits, a spin kernel).
     pub(crate) held: bool,
@@ -132,7 +134,9 @@ pub(crate) struct UserObject {
     pub(crate) references: u32,
 }
 
-pub(crate) struct Context {
+/// A device's primary context as the model holds it: an id that a reset changes, and the sticky
+/// error of a fault.
+pub(crate) struct ContextState {
     pub(crate) id: u64,
     pub(crate) sticky: Option<Code>,
 }
@@ -159,9 +163,9 @@ pub(crate) enum Op {
 #[derive(Default)]
 pub(crate) struct World {
     pub(crate) next_handle: u64,
-    pub(crate) contexts: Vec<Context>,
-    pub(crate) events: HashMap<u64, Event>,
-    pub(crate) streams: HashMap<u64, Stream>,
+    pub(crate) contexts: Vec<ContextState>,
+    pub(crate) events: HashMap<u64, EventState>,
+    pub(crate) streams: HashMap<u64, StreamState>,
     pub(crate) captures: HashMap<u64, Capture>,
     pub(crate) graphs: HashSet<u64>,
     pub(crate) user_objects: HashMap<u64, UserObject>,
@@ -204,7 +208,9 @@ impl World {
     fn new() -> World {
         World {
             next_handle: 0x1000,
-            contexts: (0..DEVICES).map(|_| Context { id: 1, sticky: None }).collect(),
+            contexts: (0..DEVICES)
+                .map(|_| ContextState { id: 1, sticky: None })
+                .collect(),
             ..World::default()
         }
     }
@@ -230,7 +236,7 @@ impl World {
     }
 
     /// A model failure: the crate made a call this rule forbids. Kept, and reported when the
-    /// test's body returns (`model::check`); the call answers [`BROKEN`].
+    /// test's body returns (`model::tests::check`); the call answers [`BROKEN`].
     pub(crate) fn fail(&mut self, rule: &str, source: &str, detail: String) {
         if self.failure.is_some() {
             return;
@@ -268,14 +274,14 @@ impl World {
     }
 
     /// The event `raw`, or `None` (a failure) when it was destroyed or never made.
-    pub(crate) fn event(&mut self, raw: u64, symbol: &str) -> Option<&mut Event> {
+    pub(crate) fn event(&mut self, raw: u64, symbol: &str) -> Option<&mut EventState> {
         let present = self.events.contains_key(&raw);
         self.fail_unless_known(present, "event", raw, symbol);
         self.events.get_mut(&raw)
     }
 
     /// The stream `raw`, or `None` (a failure) when it was destroyed or never made.
-    pub(crate) fn stream(&mut self, raw: u64, symbol: &str) -> Option<&mut Stream> {
+    pub(crate) fn stream(&mut self, raw: u64, symbol: &str) -> Option<&mut StreamState> {
         let present = self.streams.contains_key(&raw);
         self.fail_unless_known(present, "stream", raw, symbol);
         self.streams.get_mut(&raw)

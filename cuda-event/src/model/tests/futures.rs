@@ -1,0 +1,113 @@
+//! Futures: a first poll and a waiting future beside records into captures, a future dropped
+//! under the reactor, and the lane a first poll files its wait in.
+
+use super::scenario::{captured_round, hold, ok_or_captured, release, stream};
+use super::{block_on, check, poll_once};
+use crate::Event;
+use crate::model::world::CaptureMode;
+use crate::sync::thread;
+use std::sync::Arc;
+
+/// A future's first poll, and a future already waiting, beside a record of the event into a
+/// capture: neither reaches the capture, and the waiting one resolves to its work's result.
+#[test]
+fn futures_beside_a_captured_record() {
+    check(300, || {
+        let event = Arc::new(Event::new());
+        let (cap, held) = (stream(), stream());
+        hold(&held);
+        event.record(&held).unwrap();
+        let capturer = {
+            let (event, cap) = (event.clone(), cap.clone());
+            thread::spawn(move || captured_round(&cap, &event, CaptureMode::ThreadLocal))
+        };
+        let waiting = {
+            let event = event.clone();
+            thread::spawn(move || {
+                let mut future = event.completion();
+                let _ = poll_once(&mut future); // the first poll, beside the capture
+                block_on(future)
+            })
+        };
+        capturer.join().unwrap();
+        release(&held);
+        ok_or_captured("the waiting future", waiting.join().unwrap());
+    });
+}
+
+/// R6: an external event's record into a capture is a node of the graph; a future waiting on its
+/// last real record still resolves to that record's result.
+#[test]
+fn an_external_record_into_a_capture_leaves_waiting_futures_alone() {
+    check(200, || {
+        let event = Arc::new(Event::builder().external(true).build().unwrap());
+        let (cap, held) = (stream(), stream());
+        hold(&held);
+        event.record(&held).unwrap();
+        let mut future = event.completion();
+        assert!(poll_once(&mut future).is_pending());
+        let capturer = {
+            let (event, cap) = (event.clone(), cap.clone());
+            thread::spawn(move || captured_round(&cap, &event, CaptureMode::Global))
+        };
+        capturer.join().unwrap();
+        release(&held);
+        assert_eq!(block_on(future), Ok(()));
+        assert_eq!(event.query(), Ok(true));
+    });
+}
+
+/// A future dropped while the reactor is about to query its event, and the event's CUDA event
+/// destroyed right after: the reactor never queries a destroyed event.
+#[test]
+fn a_dropped_future_is_never_queried_after_its_event_is_destroyed() {
+    check(300, || {
+        let held = stream();
+        hold(&held);
+        let event = Event::new();
+        event.record(&held).unwrap();
+        let mut future = event.completion();
+        assert!(poll_once(&mut future).is_pending());
+        thread::yield_now();
+        drop(future);
+        drop(event);
+        crate::pool::empty_event_pool(); // destroys the CUDA event now
+        thread::yield_now();
+        release(&held);
+    });
+}
+
+/// Review 3's S11: a first poll racing a record on another stream never files its wait in the new
+/// stream's lane with the earlier record's stamp (which would put it at the front of that lane,
+/// holding up the lane's other futures until its work completes).
+#[test]
+fn a_read_of_an_events_order_never_pairs_a_new_stream_with_an_earlier_records_stamp() {
+    use crate::sync::atomic::{AtomicBool, Ordering};
+    check(300, || {
+        let (s1, s2) = (stream(), stream());
+        let event = Arc::new(Event::new());
+        event.record(&s1).unwrap();
+        let first = event
+            .watchers()
+            .order()
+            .expect("recorded on a stream of the crate's");
+        let done = Arc::new(AtomicBool::new(false));
+        let recorder = {
+            let (event, s2, done) = (event.clone(), s2.clone(), done.clone());
+            thread::spawn(move || {
+                event.record(&s2).unwrap();
+                done.store(true, Ordering::Relaxed);
+            })
+        };
+        // Reads (a first poll's) all through the second record.
+        while !done.load(Ordering::Relaxed) {
+            let seen = event.watchers().order().unwrap();
+            assert!(
+                seen.lane == first.lane || seen.stamp > first.stamp,
+                "the second record's stream paired with the first record's stamp"
+            );
+            thread::yield_now();
+        }
+        recorder.join().unwrap();
+    });
+}

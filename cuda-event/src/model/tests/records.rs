@@ -1,0 +1,101 @@
+//! Records: an event's records on streams beside its records into captures (first records
+//! racing, the done event each worker records), and the records the crate refuses into a capture
+//! (an interprocess event's, a stream future's).
+
+use super::scenario::{begin_capture, captured_round, end_capture, ok_or_captured, stream};
+use super::{block_on, check, check_once};
+use crate::model::world::{CaptureMode, with};
+use crate::sync::thread;
+use crate::{Error, Event};
+use std::sync::Arc;
+
+/// R1: two threads make an event's first record at once, one into a capture, and a third reads it.
+/// With the record gate, the plain record's release could clear the swallowed mark the captured
+/// record set, and the read reached CUDA while the capture was open (invalidated) or as it ended
+/// (crash).
+#[test]
+fn first_records_racing_one_into_a_capture_never_let_a_read_reach_the_capture() {
+    check(400, || {
+        let event = Arc::new(Event::new());
+        let (cap, other) = (stream(), stream());
+        let a = {
+            let (event, cap) = (event.clone(), cap.clone());
+            thread::spawn(move || {
+                drop(cap.record_event().unwrap()); // this thread's pool has a CUDA event
+                captured_round(&cap, &event, CaptureMode::ThreadLocal);
+            })
+        };
+        let b = {
+            let (event, other) = (event.clone(), other.clone());
+            thread::spawn(move || {
+                drop(other.record_event().unwrap());
+                event.record(&other).unwrap();
+            })
+        };
+        ok_or_captured("query", event.query());
+        ok_or_captured("synchronize", event.synchronize());
+        a.join().unwrap();
+        b.join().unwrap();
+    });
+}
+
+/// R4: records of one event on a stream beside its records into another thread's captures and
+/// those captures' ends (the review's "each worker records the done event" shape).
+#[test]
+fn records_on_a_stream_beside_captured_records_and_capture_ends() {
+    check(300, || {
+        let event = Arc::new(Event::new());
+        let (cap, plain) = (stream(), stream());
+        event.record(&plain).unwrap();
+        let capturer = {
+            let (event, cap) = (event.clone(), cap.clone());
+            thread::spawn(move || {
+                captured_round(&cap, &event, CaptureMode::Global);
+                captured_round(&cap, &event, CaptureMode::ThreadLocal);
+            })
+        };
+        for _ in 0..2 {
+            event.record(&plain).unwrap();
+        }
+        capturer.join().unwrap();
+    });
+}
+
+/// An interprocess event is never recorded into a capture (its importers could not see it), and
+/// exporting it beside another thread's capture is safe.
+#[test]
+fn an_interprocess_event_is_refused_a_capture_and_exports_beside_one() {
+    check(200, || {
+        let event = Arc::new(Event::builder().interprocess(true).build().unwrap());
+        let (cap, plain) = (stream(), stream());
+        event.record(&plain).unwrap();
+        let capturer = {
+            let (event, cap) = (event.clone(), cap.clone());
+            thread::spawn(move || {
+                begin_capture(&cap, CaptureMode::Global);
+                assert_eq!(event.record(&cap), Err(Error::CapturedInterprocessEvent));
+                end_capture(&cap).expect("the capture ends valid");
+            })
+        };
+        event.ipc_handle().unwrap();
+        capturer.join().unwrap();
+        assert_eq!(event.query(), Ok(true));
+    });
+}
+
+/// `Stream::completion` on a stream being captured records nothing into the capture (the review's
+/// finding 3) and keeps no CUDA event.
+#[test]
+fn a_stream_completion_on_a_capturing_stream_records_nothing() {
+    check_once(|| {
+        let cap = stream();
+        drop(cap.record_event().unwrap());
+        let alive = crate::pool::cuda_events_alive();
+        begin_capture(&cap, CaptureMode::ThreadLocal);
+        assert_eq!(block_on(cap.completion()), Err(Error::StreamCapturing));
+        let held = with(|w| w.captures.values().map(|c| c.holds.len()).sum::<usize>());
+        assert_eq!(held, 0, "the completion's event went into the capture");
+        end_capture(&cap).expect("the capture ends valid");
+        assert_eq!(crate::pool::cuda_events_alive(), alive);
+    });
+}
