@@ -1,0 +1,33 @@
+# shellcheck shell=bash
+# Sourced by ci/test and by each step in ci/steps/ (not a step): the repository's root as the
+# working folder, the build settings of every step, and what several steps share.
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$root" || exit
+# What CI's builds keep on disk: no incremental state (a fresh clone never reuses it) and line
+# tables only for debug info (a panic's backtrace keeps file and line): the bulk of a target dir
+# otherwise, on a machine where a full disk fails a run anywhere. A caller's settings win.
+export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
+export CARGO_PROFILE_DEV_DEBUG=${CARGO_PROFILE_DEV_DEBUG:-line-tables-only}
+export CARGO_PROFILE_TEST_DEBUG=${CARGO_PROFILE_TEST_DEBUG:-line-tables-only}
+
+# Each CUDA to test: a provisioned wheel of each major, or else whatever toolkit the build finds.
+cudas=()
+find_cudas() {
+  cudas=()
+  for dir in .cuda/nvidia/cu13 .cuda/nvidia/cuda_runtime; do
+    [ -d "$dir" ] && cudas+=("$root/$dir")
+  done
+  [ ${#cudas[@]} -gt 0 ] || cudas=("")
+}
+find_cudas
+
+# A copy of the tracked files, for the steps that hide CUDA from a build (hidden-cuda, docs-rs);
+# it goes when the step exits, whatever it says.
+hidden=""
+hidden_copy() {
+  [ -z "$hidden" ] || return 0
+  hidden=$(mktemp -d)
+  trap 'rm -rf "$hidden"' EXIT
+  git ls-files -z | xargs -0 cp --parents -t "$hidden"
+  cp Cargo.lock "$hidden/" 2>/dev/null || true
+}
