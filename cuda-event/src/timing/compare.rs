@@ -3,9 +3,9 @@
 
 use crate::error::{Error, Result};
 use crate::stream::Stream;
+use crate::timing::engine::sampler::Sampler;
 use crate::timing::measurement::{Measurement, StopReason};
 use crate::timing::options::MeasureOptions;
-use crate::timing::sampler::Sampler;
 use crate::timing::statistics::{median_bounds, median_of_sorted, smallest_step};
 use std::fmt;
 use std::time::Duration;

@@ -5,9 +5,9 @@
 
 use crate::error::Error;
 use crate::stream::Stream;
+use crate::timing::engine::sampler::Sampler;
 use crate::timing::measurement::{Measurement, StopReason};
 use crate::timing::options::MeasureOptions;
-use crate::timing::sampler::Sampler;
 use crate::timing::statistics::relative_deviation;
 use std::time::Duration;
 

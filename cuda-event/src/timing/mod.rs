@@ -11,41 +11,30 @@
 //!
 //! Its submodules are private: every name is `cuda_event::timing::NAME`.
 
-mod batches;
+// The doors are the files here; the folders are the wings below them, each importing only from
+// those under it (cuda-event/ARCHITECTURE.md gives their floors, and ci/module-graph checks them).
 pub(crate) mod calibration;
-pub(crate) mod clusters;
 pub(crate) mod compare;
 #[cfg(feature = "criterion")]
 pub(crate) mod criterion;
 mod cupti;
-pub(crate) mod cupti_times;
-mod fixed_cost;
-pub(crate) mod flush_check;
-mod gate;
-mod graph;
-mod kernels;
-mod l2_flush;
+mod engine;
 pub(crate) mod measure;
 pub(crate) mod measurement;
 pub(crate) mod options;
-mod sampler;
-pub(crate) mod scratch_memory;
-mod sm_clock;
 pub(crate) mod statistics;
-mod throttle;
 pub(crate) mod timer;
-pub(crate) mod trust;
 
 pub use self::calibration::{Calibration, NoNet};
-pub use self::clusters::{Clusters, Drift};
 pub use self::compare::{CONFIDENCE, CompareOptions, Comparison, Verdict, compare};
 #[cfg(feature = "criterion")]
 pub use self::criterion::GpuTime;
-pub use self::cupti_times::CuptiTimes;
-pub use self::flush_check::{FlushCheck, FlushVerdict};
+pub use self::cupti::times::CuptiTimes;
+pub use self::engine::scratch_memory::release_measure_memory;
 pub use self::measure::measure;
+pub use self::measurement::flush_check::{FlushCheck, FlushVerdict};
+pub use self::measurement::trust::{Doubt, Trust};
 pub use self::measurement::{Measurement, StopReason};
 pub use self::options::MeasureOptions;
-pub use self::scratch_memory::release_measure_memory;
+pub use self::statistics::clusters::{Clusters, Drift};
 pub use self::timer::{Timer, Timing};
-pub use self::trust::{Doubt, Trust};

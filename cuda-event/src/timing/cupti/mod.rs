@@ -1,10 +1,12 @@
 //! CUPTI as the measurement's own referee ([`MeasureOptions::cupti`](crate::timing::MeasureOptions::cupti),
 //! the `cupti` feature): each timed repetition's work is tagged (an external correlation id), and
 //! CUPTI's records of the kernels, copies and memsets it launched give its GPU duration beside the
-//! events' interval.
+//! events' interval; and CUPTI's times as a measurement reports them (`times`, with or without the
+//! feature).
 
 #[cfg(feature = "cupti")]
 mod library;
+pub(crate) mod times;
 
 use crate::error::{Error, Result};
 #[cfg(feature = "cupti")]

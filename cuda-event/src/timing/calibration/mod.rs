@@ -1,9 +1,12 @@
 //! The calibration of [`MeasureOptions::calibrate`](crate::timing::MeasureOptions::calibrate): intervals
 //! around the calibration's kernels, timed beside the work; the launch's fixed cost they give
-//! (`timing/fixed_cost.rs`); and the work's time net of it, or why there is none.
+//! (`fixed_cost`); and the work's time net of it, or why there is none. Arithmetic on the samples
+//! only: the engine launches the kernels (its calibration arm).
 
-use crate::timing::clusters::{Clusters, Drift, drift, two_clusters};
-use crate::timing::fixed_cost::{EMPTY, RUNGS, Rung, fit};
+pub(crate) mod fixed_cost;
+
+use crate::timing::calibration::fixed_cost::{EMPTY, RUNGS, Rung, fit};
+use crate::timing::statistics::clusters::{Clusters, Drift, drift, two_clusters};
 use crate::timing::statistics::{median_duration, median_half_width, smallest_step};
 use std::fmt;
 use std::time::Duration;
@@ -360,7 +363,7 @@ mod tests {
     /// the i-th sample, and the empty kernel `empty`.
     fn rotation(rounds: usize, fixed: impl Fn(usize) -> f64, empty: f64) -> (Vec<Duration>, Vec<usize>) {
         let rungs: Vec<usize> = (0..rounds * RUNGS.len())
-            .map(crate::timing::fixed_cost::rung_of)
+            .map(crate::timing::calibration::fixed_cost::rung_of)
             .collect();
         let samples = rungs
             .iter()

@@ -1,5 +1,8 @@
 //! Statistics of timing samples that measure, compare and the calibration share: medians, the
-//! sign test's bounds of a median, the timer's step as the samples show it, the relative deviation.
+//! sign test's bounds of a median, the timer's step as the samples show it, the relative deviation;
+//! and the tests for two clusters and a drift (`clusters`).
+
+pub(crate) mod clusters;
 
 use std::time::Duration;
 

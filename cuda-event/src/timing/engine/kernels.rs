@@ -16,7 +16,7 @@ use std::time::Duration;
 /// Three kernels. `stamp` (one thread per block): the block that runs on SM 0 stores the timer and
 /// the cycle counter, read back to back, as one 16-byte store to `out`. `empty` returns at once,
 /// and `spin` reads the GPU's nanosecond timer until `ns` have passed: launched as one thread, the
-/// calibration's work (`timing/calibration.rs`).
+/// calibration's work (`calibration_arm.rs`).
 const TIMING_PTX: &CStr = c".version 6.0
 .target sm_50
 .address_size 64

@@ -13,7 +13,7 @@ use crate::error::Result;
 use crate::stream::Stream;
 use crate::sync::atomic::{AtomicU32, Ordering};
 use crate::sync::{Condvar, Mutex};
-use crate::timing::scratch_memory::MappedWord;
+use crate::timing::engine::scratch_memory::MappedWord;
 use cuda_event_sys as sys;
 use std::time::{Duration, Instant};
 

@@ -6,7 +6,7 @@ use crate::context::ContextInstance;
 use crate::driver::{CUresult, Driver};
 use crate::error::Result;
 use crate::stream::Stream;
-use crate::timing::scratch_memory::DeviceBuffer;
+use crate::timing::engine::scratch_memory::DeviceBuffer;
 use cuda_event_sys as sys;
 
 /// A buffer twice the size of the device's L2, overwritten to evict what the work left there.

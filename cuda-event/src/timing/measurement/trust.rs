@@ -2,7 +2,7 @@
 //! ([`Doubt`]) it cannot.
 
 use crate::timing::calibration::NoNet;
-use crate::timing::clusters::{Clusters, Drift};
+use crate::timing::statistics::clusters::{Clusters, Drift};
 use std::fmt;
 use std::time::Duration;
 

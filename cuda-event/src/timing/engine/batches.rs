@@ -52,7 +52,38 @@ pub(crate) fn batch_repetitions(
     }
 }
 
-pub(crate) fn after_opened(n: usize, first_blocked: bool) -> AfterOpened {
+/// The bound on a sampler's batches, and the batches whose gate the watchdog opened.
+pub(crate) struct BatchBound {
+    /// The bound on a batch's intervals, as
+    /// [`MeasureOptions::max_batch`](crate::timing::MeasureOptions::max_batch): the option's, cut
+    /// when a batch did not fit behind the gate.
+    pub(crate) max_batch: usize,
+    /// Batches whose gate the watchdog opened.
+    pub(crate) gate_timeouts: usize,
+}
+
+impl BatchBound {
+    pub(crate) fn new(max_batch: usize) -> BatchBound {
+        BatchBound {
+            max_batch,
+            gate_timeouts: 0,
+        }
+    }
+
+    /// Counts a batch of `n` repetitions of `arms` arms that the gate's watchdog opened, and cuts
+    /// the bound where smaller batches follow.
+    pub(crate) fn opened(&mut self, n: usize, arms: usize, first_blocked: bool) -> AfterOpened {
+        self.gate_timeouts += 1;
+        let after = after_opened(n, first_blocked);
+        if let AfterOpened::Smaller(batch) = after {
+            // `max_batch` counts intervals, `batch` repetitions.
+            self.max_batch = batch * arms;
+        }
+        after
+    }
+}
+
+fn after_opened(n: usize, first_blocked: bool) -> AfterOpened {
     // A batch of one that the watchdog opened took about the whole timeout to queue, even if its
     // last call returned just before the watchdog fired: no smaller batch exists to try.
     if first_blocked || n == 1 {

@@ -235,10 +235,19 @@ impl GraphEvent {
     }
 }
 
+/// The result of one of the sampler's own steps (`step`): in a capture (`capturing`), an error
+/// that the capture caused is [`Error::NotCapturable`] ([`in_capture`]).
+pub(crate) fn our_step(capturing: bool, result: Result<()>, step: &str) -> Result<()> {
+    match capturing {
+        true => in_capture(result, step),
+        false => result,
+    }
+}
+
 /// `result` of the crate's own call inside the capture (a timing event's record, the flush): an
 /// error that the capture caused (an earlier call in the work broke it) as
 /// [`Error::NotCapturable`].
-pub(crate) fn in_capture(result: Result<()>, step: &str) -> Result<()> {
+fn in_capture(result: Result<()>, step: &str) -> Result<()> {
     match result {
         Err(Error::Cuda(e)) if is_capture_interference(&Error::Cuda(e.clone())) => {
             Err(Error::NotCapturable {

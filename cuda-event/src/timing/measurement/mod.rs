@@ -1,13 +1,17 @@
 //! [`Measurement`]: the samples that [`measure`](crate::timing::measure) took and their statistics, and
-//! why it stopped ([`StopReason`]).
+//! why it stopped ([`StopReason`]); the verdict on them (`trust`), and what the flush check found
+//! (`flush_check`), which the verdict reads.
 
+pub(crate) mod flush_check;
+pub(crate) mod trust;
+
+use crate::timing::calibration::fixed_cost::mean_rung_length;
 use crate::timing::calibration::{Calibrated, Calibration, NoNet, net, step_of_sorted};
-use crate::timing::clusters::two_clusters;
-use crate::timing::cupti_times::CuptiTimes;
-use crate::timing::fixed_cost::mean_rung_length;
-use crate::timing::flush_check::{FlushCheck, FlushVerdict};
+use crate::timing::cupti::times::CuptiTimes;
+use crate::timing::measurement::flush_check::{FlushCheck, FlushVerdict};
+use crate::timing::measurement::trust::{Doubt, Trust};
+use crate::timing::statistics::clusters::two_clusters;
 use crate::timing::statistics::{median, median_half_width, percentile_of_sorted, relative_deviation};
-use crate::timing::trust::{Doubt, Trust};
 use std::time::Duration;
 
 /// How far (a share of CUPTI's net time, beyond the calibration's uncertainty) the net time may be
@@ -583,7 +587,7 @@ mod tests {
 
     /// A calibration of empty kernels alone (`samples` in order).
     fn of_empty_kernels(samples: &[Duration]) -> Calibration {
-        let rungs = vec![crate::timing::fixed_cost::EMPTY; samples.len()];
+        let rungs = vec![crate::timing::calibration::fixed_cost::EMPTY; samples.len()];
         Calibration::of_samples(samples, &rungs, None).unwrap()
     }
 

@@ -10,27 +10,28 @@ use crate::driver::{Driver, driver};
 use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::stream::Stream;
-use crate::timing::batches::{AfterOpened, Batch, MOST_CLOCKED_INTERVALS, after_opened, batch_repetitions};
-use crate::timing::calibration::{Calibrated, Calibration};
+use crate::timing::calibration::Calibrated;
 use crate::timing::cupti::Session;
-use crate::timing::cupti_times::CuptiTimes;
-use crate::timing::fixed_cost::{EMPTY, RUNGS, rung_of};
-use crate::timing::flush_check::FlushCheck;
-use crate::timing::gate::{Gate, Watchdog};
-use crate::timing::graph::{self, GraphBatch};
-use crate::timing::kernels::TimingKernels;
-use crate::timing::l2_flush::{L2Flush, reset_persisting_l2};
+use crate::timing::engine::arms::{ArmWork, Arms};
+use crate::timing::engine::batches::{
+    AfterOpened, Batch, BatchBound, MOST_CLOCKED_INTERVALS, batch_repetitions,
+};
+use crate::timing::engine::calibration_arm::CalibrationArm;
+use crate::timing::engine::cupti_tags::CuptiTags;
+use crate::timing::engine::flush_probe::{FlushProbe, run_check};
+use crate::timing::engine::gate::{Gate, Watchdog};
+use crate::timing::engine::graph::{GraphBatch, our_step};
+use crate::timing::engine::kept_samples::{Intervals, KeptSamples};
+use crate::timing::engine::l2_flush::{L2Flush, reset_persisting_l2};
+use crate::timing::engine::scratch_memory::{Needs, ScratchLease};
+use crate::timing::engine::sm_clock::ClockStamps;
+use crate::timing::engine::throttle::Throttle;
 use crate::timing::measurement::{Conditions, Measurement, StopReason};
 use crate::timing::options::MeasureOptions;
-use crate::timing::scratch_memory::{DeviceBuffer, Needs, ScratchLease};
-use crate::timing::sm_clock::ClockStamps;
 use crate::timing::statistics::median;
-use crate::timing::throttle::Throttle;
 use crate::timing::timer::{Timer, from_ms, timing_event};
 use std::time::{Duration, Instant};
 
-/// The work of one arm (`0..arms`) of a repetition, submitted to the stream.
-pub(crate) type ArmWork<'w, E> = dyn FnMut(&Stream, usize) -> Result<(), E> + 'w;
 /// Whether to stop, given each arm's samples so far and the wall time spent in timed repetitions.
 pub(crate) type StopRule<'s> = dyn FnMut(&[Vec<Duration>], Duration) -> Option<StopReason> + 's;
 
@@ -40,47 +41,22 @@ pub(crate) struct Sampler<'r, 'w, E> {
     stream: &'r Stream,
     options: &'r MeasureOptions,
     flush: Option<&'r L2Flush<'r>>,
+    /// The flush's check, run once after the warm-up.
+    flush_check: FlushProbe<'r>,
     mode: Mode<'r>,
     /// The SM clock's stamps, when read.
     clock: Option<ClockStamps<'r>>,
-    throttle: Throttle,
-    /// Arms, the calibration's included.
-    arms: usize,
-    /// The calibration's arm, when calibrating: numbered last (run first and last in turn,
-    /// [`order`](Self::order)), a kernel of `kernels` whose length rotates over the repetitions
-    /// ([`rung_of`]).
-    calibration_arm: Option<usize>,
-    kernels: Option<&'r TimingKernels>,
-    /// The flush check's buffers and the device's L2 size in bytes, until the check has run.
-    probe: Option<(&'r DeviceBuffer, usize)>,
-    flush_check: Option<FlushCheck>,
-    work: &'r mut ArmWork<'w, E>,
-    /// This thread's relaxed capture mode for the measurement; the work runs in the caller's.
-    relaxed: &'r RelaxedCapture<'static>,
+    /// The caller's arms and the calibration's: their order, and what each runs.
+    arms: Arms<'r, 'w, E>,
     stop: &'r mut StopRule<'w>,
     /// Timed repetitions queued so far, for the alternation of arms across batches.
     reps: usize,
-    /// The bound on a batch, as [`MeasureOptions::max_batch`]: the option's, cut when a batch did
-    /// not fit behind the gate.
-    max_batch: usize,
-    /// Batches whose gate the watchdog opened.
-    gate_timeouts: usize,
-    /// Each arm's samples kept so far.
-    samples: Vec<Vec<Duration>>,
-    /// The SM clock during each of `samples`.
-    clocks: Vec<Vec<Option<f64>>>,
+    /// The bound on a batch, cut when one did not fit behind the gate.
+    bound: BatchBound,
     /// With [`MeasureOptions::cupti`]: CUPTI's session, whose tags mark each timed interval's work.
-    cupti: Option<Session>,
-    /// The tag of the next interval queued with CUPTI: every interval queued gets its own, also
-    /// those of a batch that is then dropped.
-    next_tag: u64,
-    /// The tag of the first interval of the batch last queued.
-    batch_tag: u64,
-    /// The CUPTI tag of each of `samples`.
-    tags: Vec<Vec<u64>>,
-    /// The calibration kernel's rung ([`RUNGS`]) of each of the calibration arm's
-    /// `samples`.
-    rungs: Vec<usize>,
+    cupti: Option<CuptiTags>,
+    /// Each arm's samples kept so far.
+    kept: KeptSamples,
 }
 
 /// How a sampler queues its timed repetitions.
@@ -105,10 +81,9 @@ where
     /// Times `arms` pieces of work repeatedly (and the calibration's kernel as one more arm,
     /// with [`MeasureOptions::calibrate`], first and last in turn): each repetition runs every arm
     /// once, each arm timed alone (L2 flushed before it, if asked), the caller's in alternating
-    /// order (0, 1, ... then ..., 1, 0) so that none always runs first ([`order`](Self::order));
-    /// until `stop`
-    /// says so (after at least one batch with two samples per arm, unless the timeout ended it).
-    /// Returns one [`Measurement`] per arm of the caller's, each with the calibration.
+    /// order (0, 1, ... then ..., 1, 0) so that none always runs first ([`Arms::order`]); until
+    /// `stop` says so (after at least one batch with two samples per arm, unless the timeout
+    /// ended it). Returns one [`Measurement`] per arm of the caller's, each with the calibration.
     pub(crate) fn run(
         stream: &Stream,
         options: &MeasureOptions,
@@ -149,7 +124,7 @@ where
         let mut scratch = ScratchLease::take(stream.device(), instance);
         let needs = Needs {
             flush_bytes: l2.map(|l2| 2 * l2),
-            probe_bytes: l2.map(FlushCheck::scratch_bytes),
+            probe_bytes: l2.map(FlushProbe::scratch_bytes),
             word: gated,
             kernels: options.calibrate,
             stamp_slots,
@@ -162,9 +137,10 @@ where
             .flush()
             .filter(|_| l2.is_some())
             .map(|buffer| L2Flush { buffer });
-        let kernels = scratch.kernels();
-        let calibration_arm = kernels.filter(|_| options.calibrate).map(|_| arms);
-        let all_arms = arms + usize::from(calibration_arm.is_some());
+        let calibration = scratch
+            .kernels()
+            .filter(|_| options.calibrate)
+            .map(|kernels| CalibrationArm::new(arms, kernels));
         let gate = scratch.word().filter(|_| gated).map(Gate::new);
         let watchdog = gate
             .as_ref()
@@ -178,32 +154,21 @@ where
             _ if options.graph => Mode::Graph(None),
             _ => Mode::Ungated,
         };
+        let arms = Arms::new(arms, work, &relaxed, calibration);
         let mut sampler = Sampler {
             d,
             stream,
             options,
             flush: flush.as_ref(),
+            flush_check: FlushProbe::new(scratch.probe(), l2),
             mode,
             clock,
-            throttle: Throttle::new(floor_mhz),
-            arms: all_arms,
-            calibration_arm,
-            kernels,
-            probe: scratch.probe().zip(l2),
-            flush_check: None,
-            work,
-            relaxed: &relaxed,
+            kept: KeptSamples::new(arms.count, Throttle::new(floor_mhz)),
+            arms,
             stop,
             reps: 0,
-            max_batch: options.max_batch,
-            gate_timeouts: 0,
-            samples: vec![Vec::new(); all_arms],
-            clocks: vec![Vec::new(); all_arms],
-            cupti,
-            next_tag: 1,
-            batch_tag: 1,
-            tags: vec![Vec::new(); all_arms],
-            rungs: Vec::new(),
+            bound: BatchBound::new(options.max_batch),
+            cupti: cupti.map(CuptiTags::new),
         };
         // From the first flush on, the GPU may use the scratch memory until the stream is drained.
         scratch.in_use(true);
@@ -252,18 +217,6 @@ const RAMP_AT_MOST: Duration = Duration::from_secs(1);
 /// A clock at least this fraction of the maximum has ramped up: it cannot rise much more.
 const RAMPED: f64 = 0.95;
 
-/// A batch's intervals, repetition `i`'s arm `a` at `i * arms + a`: each one's GPU time and the SM
-/// clock during it.
-struct Intervals {
-    /// The number of the batch's first repetition, whose arms' order and calibration kernel
-    /// follow from it ([`order`](Sampler::order), [`rung_of`]).
-    first: usize,
-    times: Vec<Duration>,
-    clocks: Vec<Option<f64>>,
-    /// Each interval's CUPTI tag (0 in graph mode, which CUPTI does not time).
-    tags: Vec<u64>,
-}
-
 impl<E> Sampler<'_, '_, E>
 where
     E: From<Error>,
@@ -281,9 +234,9 @@ where
         let per_rep = gpu.max(host).max(Duration::from_micros(1));
         let count = |budget: Duration| (budget.as_secs_f64() / per_rep.as_secs_f64()).ceil() as usize;
         self.warm_up(count(self.options.warmup).max(1))?;
-        if let Some((probe, l2)) = self.probe.take() {
+        if let FlushProbe::Due { buffer, l2 } = self.flush_check {
             let flush = || self.flush();
-            self.flush_check = Some(FlushCheck::run(self.d, self.stream, probe, l2, &flush)?);
+            self.flush_check = FlushProbe::Found(run_check(self.d, self.stream, buffer, l2, &flush)?);
         }
 
         let wanted = count(BATCH_TIME);
@@ -292,9 +245,10 @@ where
         loop {
             let n = self.batch_size(wanted);
             let taken = self.next_batch(n, &mut events)?;
-            let pause = taken.and_then(|taken| self.keep_unthrottled(taken));
+            let pause =
+                taken.and_then(|taken| self.kept.keep_unthrottled(taken, self.arms.calibration.as_mut()));
             let wall_time = started.elapsed();
-            if let Some(stop) = (self.stop)(&self.samples, wall_time) {
+            if let Some(stop) = (self.stop)(&self.kept.samples, wall_time) {
                 return self.measurements(stop, wall_time);
             }
             if let Some(throttled) = self.throttled_throughout(wall_time) {
@@ -312,12 +266,12 @@ where
     /// clock's stamp slots hold. A graph of two of the caller's arms holds an even number of
     /// repetitions, so that each runs first equally often in every replay.
     fn batch_size(&self, wanted: usize) -> usize {
-        let even = matches!(self.mode, Mode::Graph(_)) && self.user_arms() > 1;
+        let even = matches!(self.mode, Mode::Graph(_)) && self.arms.users() > 1;
         let slots = self
             .clock
             .as_ref()
             .map(|clock| clock.slots().min(MOST_CLOCKED_INTERVALS + 1));
-        batch_repetitions(wanted, self.max_batch, self.arms, even, slots)
+        batch_repetitions(wanted, self.bound.max_batch, self.arms.count, even, slots)
     }
 
     /// Takes a batch of `n` repetitions, timed between `events` (grown to fit) or replayed from a
@@ -328,25 +282,19 @@ where
         if let Mode::Graph(_) = self.mode {
             return Ok(Some(self.graph_batch(n)?));
         }
-        while events.len() < n * self.arms {
+        while events.len() < n * self.arms.count {
             events.push((timing_event(), timing_event()));
         }
-        let events = &events[..n * self.arms];
+        let events = &events[..n * self.arms.count];
         match self.timed_batch(events)? {
             Batch::Timed => Ok(Some(self.intervals(events)?)),
             Batch::Opened { first_blocked } => {
-                self.gate_timeouts += 1;
-                match after_opened(n, first_blocked) {
-                    // `max_batch` counts intervals, `batch` repetitions.
-                    AfterOpened::Smaller(batch) => self.max_batch = batch * self.arms,
-                    AfterOpened::Ungated => {
-                        // Every sample is taken one way: the gated ones so far go.
-                        self.mode = Mode::Ungated;
-                        self.samples.iter_mut().for_each(Vec::clear);
-                        self.clocks.iter_mut().for_each(Vec::clear);
-                        self.tags.iter_mut().for_each(Vec::clear);
-                        self.throttle.forget_discarded();
-                        self.rungs.clear();
+                if let AfterOpened::Ungated = self.bound.opened(n, self.arms.count, first_blocked) {
+                    // Every sample is taken one way: the gated ones so far go.
+                    self.mode = Mode::Ungated;
+                    self.kept.forget();
+                    if let Some(calibration) = &mut self.arms.calibration {
+                        calibration.forget();
                     }
                 }
                 Ok(None)
@@ -361,52 +309,29 @@ where
             stop,
             l2_flushed: self.flush.is_some(),
             gated: matches!(self.mode, Mode::Gated { .. }),
-            gate_timeouts: self.gate_timeouts,
+            gate_timeouts: self.bound.gate_timeouts,
             graph: matches!(self.mode, Mode::Graph(_)),
             wall_time,
             max_sm_clock_mhz: self.clock.as_ref().map(ClockStamps::max_mhz),
-            throttled: self.throttle.discarded(),
-            flush_check: self.flush_check,
+            throttled: self.kept.throttle.discarded(),
+            flush_check: self.flush_check.found(),
             max_calibration_share: self.options.max_calibration_share,
             max_spread: Some(self.options.max_noise),
             gate_asked: self.options.gate && !self.options.graph,
             comparison_side: false,
         };
-        let mut samples = std::mem::take(&mut self.samples);
-        let mut clocks = std::mem::take(&mut self.clocks);
+        let mut samples = std::mem::take(&mut self.kept.samples);
+        let mut clocks = std::mem::take(&mut self.kept.clocks);
         let mut cupti_times = match self.cupti.take() {
-            Some(session) => {
-                let spans = session.finish()?;
-                let times = |tags: &Vec<u64>| tags.iter().map(|&tag| spans.of(tag)).collect::<Vec<_>>();
-                let mut by_arm: Vec<Vec<Option<Duration>>> = self.tags.iter().map(times).collect();
-                // CUPTI's empty kernels: the calibration's samples of the rung without a length.
-                let empty: Vec<_> = self
-                    .calibration_arm
-                    .map(|arm| by_arm.remove(arm))
-                    .unwrap_or_default()
-                    .into_iter()
-                    .zip(&self.rungs)
-                    .filter(|&(_, &rung)| rung == EMPTY)
-                    .map(|(time, _)| time)
-                    .collect();
-                // The calibration's kernels always launch: none recorded means CUPTI's records go
-                // elsewhere (another CUPTI client of this process registered its own buffers).
-                if !empty.is_empty() && empty.iter().all(Option::is_none) && spans.dropped == 0 {
-                    let reason = "CUPTI delivered no record of the calibration's kernels: another \
-                                  CUPTI client of this process (a profiler) may be taking its records";
-                    return Err(Error::CuptiUnavailable {
-                        reason: reason.into(),
-                    }
-                    .into());
-                }
-                let of_arm = |arm| Some(CuptiTimes::new(arm, &empty, spans.dropped));
-                by_arm.into_iter().map(of_arm).collect()
+            Some(cupti) => {
+                let times = cupti.finish(&self.kept.tags, self.arms.calibration.as_ref())?;
+                times.into_iter().map(Some).collect()
             }
-            None => vec![None; self.user_arms()],
+            None => vec![None; self.arms.users()],
         };
-        let calibration = self.calibration_arm.map(|arm| {
-            clocks.remove(arm);
-            samples.remove(arm)
+        let calibration = self.arms.calibration.as_ref().map(|calibration| {
+            clocks.remove(calibration.arm);
+            (calibration, samples.remove(calibration.arm))
         });
         let measured: Vec<Measurement> = samples
             .into_iter()
@@ -415,12 +340,11 @@ where
             .map(|((samples, clocks), cupti)| Measurement::new(samples, clocks, conditions).with_cupti(cupti))
             .collect();
         let calibrated = match calibration {
-            Some(in_order) => {
+            Some((calibration, in_order)) => {
                 // The stop rules take at least two samples of every arm.
                 debug_assert!(!in_order.is_empty(), "a calibration without samples");
                 let work_step = measured.iter().filter_map(Measurement::timer_step).min();
-                Calibration::of_samples(&in_order, &self.rungs, work_step)
-                    .map_or(Calibrated::NotAsked, Calibrated::Done)
+                calibration.calibrated(&in_order, work_step)
             }
             None if self.options.calibrate => Calibrated::KernelUnavailable,
             None => Calibrated::NotAsked,
@@ -428,61 +352,20 @@ where
         Ok(measured.into_iter().map(|m| m.calibrated(calibrated)).collect())
     }
 
-    /// Keeps the repetitions of `taken` whose clock was not throttled; returns the pause before the
-    /// next batch, if some were throttled.
-    fn keep_unthrottled(&mut self, taken: Intervals) -> Option<Duration> {
-        let mut discarded = Vec::new();
-        let repetitions = taken
-            .times
-            .chunks(self.arms)
-            .zip(taken.clocks.chunks(self.arms))
-            .zip(taken.tags.chunks(self.arms));
-        for (j, ((times, mhz), tags)) in repetitions.enumerate() {
-            if mhz.iter().all(|&mhz| self.throttle.keeps(mhz)) {
-                if self.calibration_arm.is_some() {
-                    self.rungs.push(rung_of(taken.first + j));
-                }
-                for (arm, ((&time, &mhz), &tag)) in times.iter().zip(mhz).zip(tags).enumerate() {
-                    self.samples[arm].push(time);
-                    self.clocks[arm].push(mhz);
-                    self.tags[arm].push(tag);
-                }
-            } else {
-                let lowest = mhz.iter().flatten().copied().fold(f64::INFINITY, f64::min);
-                discarded.push(lowest);
-            }
-        }
-        self.throttle.after_batch(&discarded)
-    }
-
     /// The error once the timeout has passed (`wall_time`) with fewer than two samples kept, the
     /// other repetitions throttled: nothing to stop on.
     fn throttled_throughout(&self, wall_time: Duration) -> Option<Error> {
         let timeout = wall_time >= self.options.timeout;
-        if !(timeout && self.samples[0].len() < 2 && self.throttle.discarded() > 0) {
+        let throttle = &self.kept.throttle;
+        if !(timeout && self.kept.samples[0].len() < 2 && throttle.discarded() > 0) {
             return None;
         }
         Some(Error::ClockThrottled {
-            sm_clock_mhz: median(&self.throttle.discarded_mhz).unwrap_or(0.0),
+            sm_clock_mhz: median(&throttle.discarded_mhz).unwrap_or(0.0),
             max_sm_clock_mhz: self.clock.as_ref().map_or(0.0, ClockStamps::max_mhz),
             threshold: self.options.throttle_threshold,
-            discarded: self.throttle.discarded(),
+            discarded: throttle.discarded(),
         })
-    }
-
-    /// The arms of repetition `i` in the order they run, over a cycle of four: the caller's
-    /// forward, backward, backward, forward (0, 1, ... then ..., 1, 0), so that none of them always
-    /// runs first or always right after another given one, and any two repetitions in a row
-    /// balance; the calibration's (if any) before them in even repetitions and after them in odd
-    /// ones, so that with two of the caller's arms each follows the calibration equally often.
-    /// `i` counts across batches (a batch may hold an odd number of repetitions, or one).
-    fn order(&self, i: usize) -> impl Iterator<Item = usize> + use<E> {
-        arm_order(i, self.user_arms(), self.calibration_arm)
-    }
-
-    /// The caller's arms (the calibration's is after them).
-    fn user_arms(&self) -> usize {
-        self.calibration_arm.unwrap_or(self.arms)
     }
 
     /// Queues one interval, the `at`-th of its batch: a stamp of the clock into slot `at`, the flush
@@ -503,11 +386,11 @@ where
         our_step(capturing, self.flush(), "the L2 flush")?;
         record(self.stream, false)?;
         match (&self.cupti, capturing) {
-            (Some(_), false) => {
-                let tag = self.batch_tag + at as u64;
+            (Some(cupti), false) => {
+                let tag = cupti.tag(at);
                 self.run_tagged_arm(arm, repetition, tag)?;
             }
-            _ => self.run_arm(arm, repetition, capturing)?,
+            _ => self.arms.run(self.d, self.stream, arm, repetition, capturing)?,
         }
         if capturing {
             // Outside a capture the end event's record through the crate checks the stream.
@@ -516,12 +399,10 @@ where
         Ok(record(self.stream, true)?)
     }
 
-    /// [`run_arm`](Self::run_arm), not capturing, with the work's launches tagged `tag` for CUPTI.
+    /// [`Arms::run`], not capturing, with the work's launches tagged `tag` for CUPTI.
     fn run_tagged_arm(&mut self, arm: usize, repetition: usize, tag: u64) -> Result<(), E> {
-        let session = self.cupti.take().expect("a CUPTI session");
-        let ran = session.tagged(tag, || self.run_arm(arm, repetition, false));
-        self.cupti = Some(session);
-        ran?
+        let cupti = self.cupti.as_ref().expect("a CUPTI session");
+        cupti.tagged(tag, || self.arms.run(self.d, self.stream, arm, repetition, false))?
     }
 
     /// The stamp after a batch's `intervals` intervals.
@@ -541,22 +422,16 @@ where
     /// without the clock.
     fn clocks(&self, first: usize, n: usize) -> Vec<Option<f64>> {
         let Some(clock) = &self.clock else {
-            return vec![None; n * self.arms];
+            return vec![None; n * self.arms.count];
         };
-        let by_queue = clock.intervals_mhz(n * self.arms);
-        let mut clocks = vec![None; n * self.arms];
-        for i in 0..n {
-            for (k, arm) in self.order(first + i).enumerate() {
-                clocks[i * self.arms + arm] = by_queue[i * self.arms + k];
-            }
-        }
-        clocks
+        self.arms
+            .by_arm(&clock.intervals_mhz(n * self.arms.count), first, n)
     }
 
     /// One replay of `n` repetitions captured into a graph (captured, and replayed once untimed,
     /// on first use).
     fn graph_batch(&mut self, n: usize) -> Result<Intervals, E> {
-        let intervals = n * self.arms;
+        let intervals = n * self.arms.count;
         let Mode::Graph(graph) = &mut self.mode else {
             unreachable!("graph batches are graph mode's");
         };
@@ -565,10 +440,10 @@ where
             *graph = None;
         }
         if graph.is_none() {
-            let (d, stream, arms) = (self.d, self.stream, self.arms);
+            let (d, stream, arms) = (self.d, self.stream, self.arms.count);
             let batch = GraphBatch::capture(d, stream, intervals, |recorded| {
                 for i in 0..n {
-                    for (k, arm) in self.order(i).enumerate() {
+                    for (k, arm) in self.arms.order(i).enumerate() {
                         let interval = &recorded[i * arms + arm];
                         self.queue_interval(arm, i, i * arms + k, true, |stream, end| {
                             GraphBatch::record(d, interval, end, stream)
@@ -603,15 +478,13 @@ where
 
     /// The CUPTI tag of each of the last queued batch's intervals (repetition `i`'s arm `a` at
     /// `i * arms + a`), its repetitions numbered from `first` for their order: the tag of the
-    /// place it was queued in.
+    /// place it was queued in; all 0 without CUPTI.
     fn tags_of(&self, first: usize, n: usize) -> Vec<u64> {
-        let mut tags = vec![0; n * self.arms];
-        for i in 0..n {
-            for (k, arm) in self.order(first + i).enumerate() {
-                tags[i * self.arms + arm] = self.batch_tag + (i * self.arms + k) as u64;
-            }
-        }
-        tags
+        let Some(cupti) = &self.cupti else {
+            return vec![0; n * self.arms.count];
+        };
+        let by_queue: Vec<u64> = (0..n * self.arms.count).map(|at| cupti.tag(at)).collect();
+        self.arms.by_arm(&by_queue, first, n)
     }
 
     /// Empties the stamp slots of a batch of `intervals` intervals.
@@ -657,32 +530,13 @@ where
 
     fn queue_untimed(&mut self, n: usize) -> Result<(), E> {
         for i in 0..n {
-            for arm in self.order(i) {
+            for arm in self.arms.order(i) {
                 self.flush()?;
-                self.run_arm(arm, i, false)?;
+                self.arms.run(self.d, self.stream, arm, i, false)?;
                 self.ensure_alive_after(arm)?;
             }
         }
         Ok(())
-    }
-
-    /// Queues arm `arm`'s work in repetition `repetition`: the caller's, or the calibration's
-    /// kernel of that repetition's rung (`capturing`: into a graph's capture).
-    fn run_arm(&mut self, arm: usize, repetition: usize, capturing: bool) -> Result<(), E> {
-        // The calibration's kernel too, so that its interval holds the same mode changes as the
-        // work's (a launch is a call that no capture forbids).
-        let relaxed = self.relaxed;
-        let calibration = self.kernels.filter(|_| self.calibration_arm == Some(arm));
-        relaxed.in_callers_mode(|| match calibration {
-            Some(kernels) => {
-                let launched = match RUNGS[rung_of(repetition)] {
-                    Duration::ZERO => kernels.launch_empty(self.d, self.stream),
-                    length => kernels.launch_spin(self.d, self.stream, length),
-                };
-                Ok(our_step(capturing, launched, "the calibration's kernel")?)
-            }
-            None => (self.work)(self.stream, arm),
-        })
     }
 
     /// After the caller's work of `arm` where no record through the crate follows it (which checks
@@ -690,7 +544,7 @@ where
     /// and the sampler's own calls on it (a flush, a stamp, a launch) would reach freed driver
     /// state, which CUDA does not refuse but crashes on. One `cuCtxGetId`.
     fn ensure_alive_after(&self, arm: usize) -> Result<()> {
-        match self.calibration_arm == Some(arm) {
+        match self.arms.is_calibration(arm) {
             true => Ok(()),
             false => self.stream.made_in().ensure_alive(self.d, None).map(drop),
         }
@@ -706,8 +560,8 @@ where
     /// One batch of timed repetitions, queued behind the gate (while gated) and waited for: the
     /// interval of repetition `i`'s arm `a` is between the events `events[i * arms + a]`.
     fn timed_batch(&mut self, events: &[(Event, Event)]) -> Result<Batch, E> {
-        let n = events.len() / self.arms;
-        self.clear_stamps(n * self.arms);
+        let n = events.len() / self.arms.count;
+        self.clear_stamps(n * self.arms.count);
         let (held, watchdog) = match self.mode {
             Mode::Gated { gate, watchdog } => {
                 let held = gate.hold(self.d, self.stream)?;
@@ -719,13 +573,14 @@ where
         let mut first_blocked = false;
         let first = self.reps;
         // Tags by the interval's place in the queue (as its clock slot): `intervals` reads them.
-        self.batch_tag = self.next_tag;
-        self.next_tag += (n * self.arms) as u64;
+        if let Some(cupti) = &mut self.cupti {
+            cupti.next_batch(n * self.arms.count);
+        }
         let queued = (0..n)
             .try_for_each(|i| {
-                for (k, arm) in self.order(first + i).enumerate() {
-                    let (start, end) = &events[i * self.arms + arm];
-                    let at = i * self.arms + k;
+                for (k, arm) in self.arms.order(first + i).enumerate() {
+                    let (start, end) = &events[i * self.arms.count + arm];
+                    let at = i * self.arms.count + k;
                     self.queue_interval(arm, first + i, at, false, |stream, end_of_it| match end_of_it {
                         false => start.record(stream),
                         true => end.record(stream),
@@ -736,7 +591,7 @@ where
                 }
                 Ok::<(), E>(())
             })
-            .and_then(|()| Ok(self.end_stamp(n * self.arms, false)?));
+            .and_then(|()| Ok(self.end_stamp(n * self.arms.count, false)?));
         let opened = watchdog.is_some_and(Watchdog::disarm);
         drop(held);
         queued?;
@@ -750,7 +605,7 @@ where
     /// The intervals of a timed batch between `events` (complete), with their clocks; the next
     /// batch's repetitions are numbered after them.
     fn intervals(&mut self, events: &[(Event, Event)]) -> Result<Intervals> {
-        let n = events.len() / self.arms;
+        let n = events.len() / self.arms.count;
         let times = events
             .iter()
             .map(|(start, end)| Ok(from_ms(start.elapsed_time(end)?)))
@@ -765,105 +620,5 @@ where
             clocks,
             tags,
         })
-    }
-}
-
-/// [`Sampler::order`]: the arms of repetition `i`, of `users` of the caller's and the calibration's
-/// (numbered `users`, if any).
-fn arm_order(i: usize, users: usize, calibration: Option<usize>) -> impl Iterator<Item = usize> {
-    let forward = matches!(i % 4, 0 | 3);
-    let alternating = (0..users).map(move |k| if forward { k } else { users - 1 - k });
-    // The calibration's kernel runs first, then last: an interval's fixed cost can depend on
-    // where it runs in the repetition (measured: the first place read more), and so the
-    // calibration and the caller's arms each follow one another equally often; with an odd
-    // number of rungs, each rung runs first and last equally often too.
-    let even = i.is_multiple_of(2);
-    let first = calibration.filter(|_| even);
-    let last = calibration.filter(|_| !even);
-    first.into_iter().chain(alternating).chain(last)
-}
-
-/// The result of one of the sampler's own steps (`step`): in a capture, an error that the capture
-/// caused is [`Error::NotCapturable`].
-fn our_step(capturing: bool, result: Result<()>, step: &str) -> Result<()> {
-    match capturing {
-        true => graph::in_capture(result, step),
-        false => result,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::collections::HashMap;
-
-    /// Counts by a pair of arms, or by an arm and its place.
-    type Tally = HashMap<(usize, usize), usize>;
-
-    /// How often each arm runs right after each other one, and in each place, over `reps`
-    /// repetitions in a row from repetition 0.
-    fn tally(reps: usize, users: usize, calibration: bool) -> (Tally, Tally) {
-        let calibration = calibration.then_some(users);
-        let (mut after, mut place) = (HashMap::new(), HashMap::new());
-        let mut previous = None;
-        for i in 0..reps {
-            for (k, arm) in arm_order(i, users, calibration).enumerate() {
-                *place.entry((arm, k)).or_insert(0) += 1;
-                if let Some(p) = previous {
-                    *after.entry((p, arm)).or_insert(0) += 1;
-                }
-                previous = Some(arm);
-            }
-        }
-        (after, place)
-    }
-
-    #[test]
-    fn every_arm_runs_once_a_repetition() {
-        for users in 1..=3 {
-            for calibration in [None, Some(users)] {
-                for i in 0..8 {
-                    let mut arms: Vec<usize> = arm_order(i, users, calibration).collect();
-                    arms.sort_unstable();
-                    let all = users + usize::from(calibration.is_some());
-                    assert_eq!(arms, (0..all).collect::<Vec<_>>());
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn the_calibration_runs_first_and_last_in_turn_and_each_side_of_a_comparison_follows_it_equally() {
-        // measure: the calibration (1) first, then last.
-        let order = |i| arm_order(i, 1, Some(1)).collect::<Vec<_>>();
-        assert_eq!((order(0), order(1)), (vec![1, 0], vec![0, 1]));
-        // compare, calibrated: over whole cycles of four, each side follows the calibration, and
-        // each takes each place, equally often.
-        let (after, place) = tally(400, 2, true);
-        assert_eq!(after.get(&(2, 0)), after.get(&(2, 1)), "{after:?}");
-        assert!(after.get(&(2, 0)).is_some_and(|&n| n > 0));
-        for k in 0..3 {
-            assert_eq!(place.get(&(0, k)), place.get(&(1, k)), "{place:?}");
-        }
-        assert_eq!(place[&(2, 0)], place[&(2, 2)]);
-        // compare without calibration: in any two repetitions in a row from an even one, each
-        // side runs first once.
-        for start in (0..16).step_by(2) {
-            let firsts: Vec<usize> = (start..start + 2)
-                .map(|i| arm_order(i, 2, None).next().unwrap())
-                .collect();
-            assert!(firsts.contains(&0) && firsts.contains(&1), "{start}: {firsts:?}");
-        }
-    }
-
-    #[test]
-    fn each_rung_runs_first_and_last_equally_often() {
-        use crate::timing::fixed_cost::{RUNGS, rung_of};
-        let n = 2 * RUNGS.len() * 4;
-        for rung in 0..RUNGS.len() {
-            let firsts = (0..n).filter(|&i| rung_of(i) == rung && arm_order(i, 1, Some(1)).next() == Some(1));
-            let lasts = (0..n).filter(|&i| rung_of(i) == rung && arm_order(i, 1, Some(1)).last() == Some(1));
-            assert_eq!(firsts.count(), lasts.count(), "rung {rung}");
-        }
     }
 }

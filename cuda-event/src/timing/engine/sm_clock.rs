@@ -5,14 +5,14 @@
 //! GPU that has not ramped up, or that throttles (power, heat), runs slower than its maximum, and
 //! so does the work timed then.
 //!
-//! The stamp kernel is one of the timing kernels (`timing/kernels.rs`); where the
+//! The stamp kernel is one of the timing kernels (`engine/kernels.rs`); where the
 //! driver cannot compile them, measurements go on without clocks.
 
 use crate::driver::Driver;
 use crate::error::Result;
 use crate::stream::Stream;
 use crate::sync::atomic::{AtomicU64, Ordering};
-use crate::timing::kernels::TimingKernels;
+use crate::timing::engine::kernels::TimingKernels;
 use cuda_event_sys as sys;
 use std::time::Duration;
 

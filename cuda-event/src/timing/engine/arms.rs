@@ -1,0 +1,199 @@
+//! The arms of a measurement's repetitions: how many, the order in which each repetition runs
+//! them, and what each runs (the caller's work, or the calibration's kernel) in the caller's
+//! capture mode.
+
+use crate::capture_mode::RelaxedCapture;
+use crate::driver::Driver;
+use crate::error::{Error, Result};
+use crate::stream::Stream;
+use crate::timing::engine::calibration_arm::CalibrationArm;
+use crate::timing::engine::graph::our_step;
+
+/// The work of one arm (`0..arms`) of a repetition, submitted to the stream.
+pub(crate) type ArmWork<'w, E> = dyn FnMut(&Stream, usize) -> Result<(), E> + 'w;
+
+/// A measurement's arms: the caller's, and the calibration's after them when calibrating.
+pub(crate) struct Arms<'r, 'w, E> {
+    /// Arms, the calibration's included.
+    pub(crate) count: usize,
+    work: &'r mut ArmWork<'w, E>,
+    /// This thread's relaxed capture mode for the measurement; the arms run in the caller's.
+    relaxed: &'r RelaxedCapture<'static>,
+    /// The calibration's arm, when calibrating.
+    pub(crate) calibration: Option<CalibrationArm<'r>>,
+}
+
+impl<'r, 'w, E> Arms<'r, 'w, E>
+where
+    E: From<Error>,
+{
+    /// The caller's `work` for `users` arms, with the `calibration`'s after them if any.
+    pub(crate) fn new(
+        users: usize,
+        work: &'r mut ArmWork<'w, E>,
+        relaxed: &'r RelaxedCapture<'static>,
+        calibration: Option<CalibrationArm<'r>>,
+    ) -> Arms<'r, 'w, E> {
+        Arms {
+            count: users + usize::from(calibration.is_some()),
+            work,
+            relaxed,
+            calibration,
+        }
+    }
+
+    /// The caller's arms (the calibration's is after them).
+    pub(crate) fn users(&self) -> usize {
+        self.calibration
+            .as_ref()
+            .map_or(self.count, |calibration| calibration.arm)
+    }
+
+    /// Whether `arm` is the calibration's.
+    pub(crate) fn is_calibration(&self, arm: usize) -> bool {
+        self.calibration
+            .as_ref()
+            .is_some_and(|calibration| calibration.arm == arm)
+    }
+
+    /// The arms of repetition `i` in the order they run ([`arm_order`]).
+    pub(crate) fn order(&self, i: usize) -> impl Iterator<Item = usize> + use<E> {
+        let calibration = self.calibration.as_ref().map(|calibration| calibration.arm);
+        arm_order(i, self.users(), calibration)
+    }
+
+    /// A batch's readings in the order they were queued (repetition `i`'s `k`-th interval at
+    /// `i * arms + k`) in the place of their arm (`i * arms + a`), its `n` repetitions numbered
+    /// from `first` for their order.
+    pub(crate) fn by_arm<T: Copy + Default>(&self, by_queue: &[T], first: usize, n: usize) -> Vec<T> {
+        let mut by_arm = vec![T::default(); n * self.count];
+        for i in 0..n {
+            for (k, arm) in self.order(first + i).enumerate() {
+                by_arm[i * self.count + arm] = by_queue[i * self.count + k];
+            }
+        }
+        by_arm
+    }
+
+    /// Queues arm `arm`'s work in repetition `repetition` on `stream`: the caller's, or the
+    /// calibration's kernel of that repetition's rung (`capturing`: into a graph's capture).
+    pub(crate) fn run(
+        &mut self,
+        d: &Driver,
+        stream: &Stream,
+        arm: usize,
+        repetition: usize,
+        capturing: bool,
+    ) -> Result<(), E> {
+        // The calibration's kernel too, so that its interval holds the same mode changes as the
+        // work's (a launch is a call that no capture forbids).
+        let relaxed = self.relaxed;
+        let calibration = self
+            .calibration
+            .as_ref()
+            .filter(|calibration| calibration.arm == arm);
+        relaxed.in_callers_mode(|| match calibration {
+            Some(calibration) => {
+                let launched = calibration.launch(d, stream, repetition);
+                Ok(our_step(capturing, launched, "the calibration's kernel")?)
+            }
+            None => (self.work)(stream, arm),
+        })
+    }
+}
+
+/// The arms of repetition `i` in the order they run, of `users` of the caller's and the
+/// calibration's (numbered `users`, if any), over a cycle of four: the caller's forward, backward,
+/// backward, forward (0, 1, ... then ..., 1, 0), so that none of them always runs first or always
+/// right after another given one, and any two repetitions in a row balance; the calibration's
+/// before them in even repetitions and after them in odd ones, so that with two of the caller's
+/// arms each follows the calibration equally often. `i` counts across batches (a batch may hold an
+/// odd number of repetitions, or one).
+fn arm_order(i: usize, users: usize, calibration: Option<usize>) -> impl Iterator<Item = usize> {
+    let forward = matches!(i % 4, 0 | 3);
+    let alternating = (0..users).map(move |k| if forward { k } else { users - 1 - k });
+    // The calibration's kernel runs first, then last: an interval's fixed cost can depend on
+    // where it runs in the repetition (measured: the first place read more), and so the
+    // calibration and the caller's arms each follow one another equally often; with an odd
+    // number of rungs, each rung runs first and last equally often too.
+    let even = i.is_multiple_of(2);
+    let first = calibration.filter(|_| even);
+    let last = calibration.filter(|_| !even);
+    first.into_iter().chain(alternating).chain(last)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    /// Counts by a pair of arms, or by an arm and its place.
+    type Tally = HashMap<(usize, usize), usize>;
+
+    /// How often each arm runs right after each other one, and in each place, over `reps`
+    /// repetitions in a row from repetition 0.
+    fn tally(reps: usize, users: usize, calibration: bool) -> (Tally, Tally) {
+        let calibration = calibration.then_some(users);
+        let (mut after, mut place) = (HashMap::new(), HashMap::new());
+        let mut previous = None;
+        for i in 0..reps {
+            for (k, arm) in arm_order(i, users, calibration).enumerate() {
+                *place.entry((arm, k)).or_insert(0) += 1;
+                if let Some(p) = previous {
+                    *after.entry((p, arm)).or_insert(0) += 1;
+                }
+                previous = Some(arm);
+            }
+        }
+        (after, place)
+    }
+
+    #[test]
+    fn every_arm_runs_once_a_repetition() {
+        for users in 1..=3 {
+            for calibration in [None, Some(users)] {
+                for i in 0..8 {
+                    let mut arms: Vec<usize> = arm_order(i, users, calibration).collect();
+                    arms.sort_unstable();
+                    let all = users + usize::from(calibration.is_some());
+                    assert_eq!(arms, (0..all).collect::<Vec<_>>());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_calibration_runs_first_and_last_in_turn_and_each_side_of_a_comparison_follows_it_equally() {
+        // measure: the calibration (1) first, then last.
+        let order = |i| arm_order(i, 1, Some(1)).collect::<Vec<_>>();
+        assert_eq!((order(0), order(1)), (vec![1, 0], vec![0, 1]));
+        // compare, calibrated: over whole cycles of four, each side follows the calibration, and
+        // each takes each place, equally often.
+        let (after, place) = tally(400, 2, true);
+        assert_eq!(after.get(&(2, 0)), after.get(&(2, 1)), "{after:?}");
+        assert!(after.get(&(2, 0)).is_some_and(|&n| n > 0));
+        for k in 0..3 {
+            assert_eq!(place.get(&(0, k)), place.get(&(1, k)), "{place:?}");
+        }
+        assert_eq!(place[&(2, 0)], place[&(2, 2)]);
+        // compare without calibration: in any two repetitions in a row from an even one, each
+        // side runs first once.
+        for start in (0..16).step_by(2) {
+            let firsts: Vec<usize> = (start..start + 2)
+                .map(|i| arm_order(i, 2, None).next().unwrap())
+                .collect();
+            assert!(firsts.contains(&0) && firsts.contains(&1), "{start}: {firsts:?}");
+        }
+    }
+
+    #[test]
+    fn each_rung_runs_first_and_last_equally_often() {
+        use crate::timing::calibration::fixed_cost::{RUNGS, rung_of};
+        let n = 2 * RUNGS.len() * 4;
+        for rung in 0..RUNGS.len() {
+            let firsts = (0..n).filter(|&i| rung_of(i) == rung && arm_order(i, 1, Some(1)).next() == Some(1));
+            let lasts = (0..n).filter(|&i| rung_of(i) == rung && arm_order(i, 1, Some(1)).last() == Some(1));
+            assert_eq!(firsts.count(), lasts.count(), "rung {rung}");
+        }
+    }
+}

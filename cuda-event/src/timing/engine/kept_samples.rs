@@ -1,0 +1,80 @@
+//! A batch's intervals as read, and the samples the sampler keeps of them: whole repetitions, each
+//! one's intervals all taken at an SM clock the throttle rule keeps.
+
+use crate::timing::engine::calibration_arm::CalibrationArm;
+use crate::timing::engine::throttle::Throttle;
+use std::time::Duration;
+
+/// A batch's intervals, repetition `i`'s arm `a` at `i * arms + a`: each one's GPU time and the SM
+/// clock during it.
+pub(crate) struct Intervals {
+    /// The number of the batch's first repetition, whose arms' order and calibration kernel
+    /// follow from it (`Arms::order`, `rung_of`).
+    pub(crate) first: usize,
+    pub(crate) times: Vec<Duration>,
+    pub(crate) clocks: Vec<Option<f64>>,
+    /// Each interval's CUPTI tag (0 without CUPTI, and in graph mode, which CUPTI does not time).
+    pub(crate) tags: Vec<u64>,
+}
+
+/// Each arm's samples kept so far, with the SM clock during each and its CUPTI tag, and the throttle
+/// rule that discards repetitions at a low clock.
+pub(crate) struct KeptSamples {
+    pub(crate) samples: Vec<Vec<Duration>>,
+    pub(crate) clocks: Vec<Vec<Option<f64>>>,
+    pub(crate) tags: Vec<Vec<u64>>,
+    pub(crate) throttle: Throttle,
+}
+
+impl KeptSamples {
+    /// None yet, of `arms` arms.
+    pub(crate) fn new(arms: usize, throttle: Throttle) -> KeptSamples {
+        KeptSamples {
+            samples: vec![Vec::new(); arms],
+            clocks: vec![Vec::new(); arms],
+            tags: vec![Vec::new(); arms],
+            throttle,
+        }
+    }
+
+    /// Keeps the repetitions of `taken` whose clock was not throttled (telling `calibration`, if
+    /// any, which were kept); returns the pause before the next batch, if some were throttled.
+    pub(crate) fn keep_unthrottled(
+        &mut self,
+        taken: Intervals,
+        mut calibration: Option<&mut CalibrationArm<'_>>,
+    ) -> Option<Duration> {
+        let arms = self.samples.len();
+        let mut discarded = Vec::new();
+        let repetitions = taken
+            .times
+            .chunks(arms)
+            .zip(taken.clocks.chunks(arms))
+            .zip(taken.tags.chunks(arms));
+        for (j, ((times, mhz), tags)) in repetitions.enumerate() {
+            if mhz.iter().all(|&mhz| self.throttle.keeps(mhz)) {
+                if let Some(calibration) = calibration.as_deref_mut() {
+                    calibration.keep(taken.first + j);
+                }
+                for (arm, ((&time, &mhz), &tag)) in times.iter().zip(mhz).zip(tags).enumerate() {
+                    self.samples[arm].push(time);
+                    self.clocks[arm].push(mhz);
+                    self.tags[arm].push(tag);
+                }
+            } else {
+                let lowest = mhz.iter().flatten().copied().fold(f64::INFINITY, f64::min);
+                discarded.push(lowest);
+            }
+        }
+        self.throttle.after_batch(&discarded)
+    }
+
+    /// Forgets every sample kept so far, and the count of those discarded: a measurement that
+    /// starts over ungated takes every sample one way.
+    pub(crate) fn forget(&mut self) {
+        self.samples.iter_mut().for_each(Vec::clear);
+        self.clocks.iter_mut().for_each(Vec::clear);
+        self.tags.iter_mut().for_each(Vec::clear);
+        self.throttle.forget_discarded();
+    }
+}
