@@ -25,6 +25,10 @@ pub(crate) const RUNGS: [Duration; 7] = [
     Duration::from_micros(3),
 ];
 
+/// The repetitions in which every rung runs once first and once last (the calibration's kernel
+/// runs first in even repetitions): two rotations of an odd number of rungs.
+pub(crate) const CALIBRATION_CYCLE: usize = 2 * RUNGS.len();
+
 /// The rung of the empty kernel.
 pub(crate) const EMPTY: usize = 2;
 

@@ -25,31 +25,33 @@ pub(crate) enum AfterOpened {
 }
 
 /// The most repetitions of `arms` arms a batch can stamp with `slots` stamp slots (one more stamp
-/// than intervals), an even number if `even` (a graph of two arms): at least one (two if even).
-pub(crate) fn most_clocked(slots: usize, arms: usize, even: bool) -> usize {
-    let most = (slots.saturating_sub(1) / arms).max(1);
-    match even {
-        true => (most - most % 2).max(2),
-        false => most,
-    }
+/// than intervals), in whole cycles of `cycle` repetitions (see [`batch_repetitions`]): at least
+/// one cycle.
+pub(crate) fn most_clocked(slots: usize, arms: usize, cycle: usize) -> usize {
+    whole_cycles((slots.saturating_sub(1) / arms).max(1), cycle)
 }
 
 /// Of `wanted` repetitions of `arms` arms, as many as fit in `max_intervals` intervals and in the
-/// clock's stamp slots (if stamped): at least one, and an even number if `even` (at least two).
+/// clock's stamp slots (if stamped), in whole cycles of `cycle` repetitions: at least one cycle.
+/// A graph replays the same repetitions, so what the arm order balances over a cycle (which arm
+/// runs first; each calibration rung in both places) holds in every replay only if the graph
+/// holds whole cycles.
 pub(crate) fn batch_repetitions(
     wanted: usize,
     max_intervals: usize,
     arms: usize,
-    even: bool,
+    cycle: usize,
     stamp_slots: Option<usize>,
 ) -> usize {
     let most = (max_intervals / arms).max(1);
-    let most = stamp_slots.map_or(most, |slots| most.min(most_clocked(slots, arms, even)));
-    let n = wanted.clamp(1, most);
-    match even {
-        true => (n - n % 2).max(2),
-        false => n,
-    }
+    let most = stamp_slots.map_or(most, |slots| most.min(most_clocked(slots, arms, cycle)));
+    whole_cycles(wanted.clamp(1, most), cycle)
+}
+
+/// `n` rounded down to whole cycles, at least one.
+fn whole_cycles(n: usize, cycle: usize) -> usize {
+    let cycle = cycle.max(1);
+    (n - n % cycle).max(cycle)
 }
 
 /// The bound on a sampler's batches, and the batches whose gate the watchdog opened.
@@ -100,27 +102,30 @@ mod tests {
     #[test]
     fn a_batch_with_stamps_fits_its_slots() {
         // 256 slots: 255 intervals.
-        assert_eq!(most_clocked(256, 1, false), 255);
-        assert_eq!(most_clocked(256, 2, false), 127);
-        assert_eq!(most_clocked(256, 2, true), 126);
+        assert_eq!(most_clocked(256, 1, 1), 255);
+        assert_eq!(most_clocked(256, 2, 1), 127);
+        assert_eq!(most_clocked(256, 2, 2), 126);
+        assert_eq!(most_clocked(256, 2, 14), 126);
+        assert_eq!(most_clocked(256, 3, 14), 84);
         let slots = MOST_CLOCKED_INTERVALS + 1;
-        assert!(most_clocked(slots, 2, true) * 2 < slots);
+        assert!(most_clocked(slots, 2, 2) * 2 < slots);
+        assert!(most_clocked(slots, 3, 14) * 3 < slots);
         // Never none.
-        assert_eq!(most_clocked(1, 1, false), 1);
-        assert_eq!(most_clocked(2, 2, true), 2);
+        assert_eq!(most_clocked(1, 1, 1), 1);
+        assert_eq!(most_clocked(2, 2, 2), 2);
     }
 
     #[test]
     fn a_batch_stays_within_max_batch_intervals_but_holds_at_least_one_repetition() {
         // measure, compare, each calibrated: 1, 2, 2 and 3 arms.
         for arms in 1..=3 {
-            for even in [false, true] {
+            for cycle in [1, 2, 14] {
                 for max in [1, 2, 3, 5, 63, 64, 1000] {
                     for wanted in [1, 2, 7, 100, 10_000] {
                         for slots in [None, Some(256), Some(MOST_CLOCKED_INTERVALS + 1)] {
-                            let n = batch_repetitions(wanted, max, arms, even, slots);
-                            let least = if even { 2 } else { 1 };
-                            assert!(n >= least && (!even || n.is_multiple_of(2)), "{n}");
+                            let n = batch_repetitions(wanted, max, arms, cycle, slots);
+                            let least = cycle;
+                            assert!(n >= least && n.is_multiple_of(cycle), "{n}");
                             assert!(n == least || n * arms <= max, "{n} x {arms} > {max}");
                             assert!(n == least || n <= wanted, "{n} > {wanted}");
                             if let Some(slots) = slots {
@@ -131,10 +136,13 @@ mod tests {
                 }
             }
         }
-        // The default 64 for a calibrated compare in graph mode: 20 repetitions, 60 intervals.
-        assert_eq!(batch_repetitions(10_000, 64, 3, true, None), 20);
-        assert_eq!(batch_repetitions(10_000, 64, 1, false, None), 64);
-        assert_eq!(batch_repetitions(5, 64, 2, true, None), 4);
+        // The default 64 for a calibrated compare in graph mode: one cycle of the rungs in both
+        // places, 14 repetitions, 42 intervals; a calibrated measure: two cycles, 56 intervals.
+        assert_eq!(batch_repetitions(10_000, 64, 3, 14, None), 14);
+        assert_eq!(batch_repetitions(10_000, 64, 2, 14, None), 28);
+        assert_eq!(batch_repetitions(10_000, 64, 3, 2, None), 20);
+        assert_eq!(batch_repetitions(10_000, 64, 1, 1, None), 64);
+        assert_eq!(batch_repetitions(5, 64, 2, 2, None), 4);
     }
 
     #[test]

@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::stream::Stream;
 use crate::timing::calibration::Calibrated;
+use crate::timing::calibration::fixed_cost::CALIBRATION_CYCLE;
 use crate::timing::cupti::Session;
 use crate::timing::engine::arms::{ArmWork, Arms};
 use crate::timing::engine::batches::{
@@ -263,15 +264,20 @@ where
 
     /// The repetitions of the next batch, of the `wanted` that fill [`BATCH_TIME`]: at most
     /// `max_batch` intervals behind one hold (each repetition has every arm's), and as many as the
-    /// clock's stamp slots hold. A graph of two of the caller's arms holds an even number of
-    /// repetitions, so that each runs first equally often in every replay.
+    /// clock's stamp slots hold. A graph replays the same repetitions, so it holds whole cycles of
+    /// the arm order: with the calibration's arm, every rung first and last once
+    /// ([`CALIBRATION_CYCLE`]); else, with two of the caller's arms, each first once.
     fn batch_size(&self, wanted: usize) -> usize {
-        let even = matches!(self.mode, Mode::Graph(_)) && self.arms.users() > 1;
+        let cycle = match self.mode {
+            Mode::Graph(_) if self.arms.calibration.is_some() => CALIBRATION_CYCLE,
+            Mode::Graph(_) if self.arms.users() > 1 => 2,
+            _ => 1,
+        };
         let slots = self
             .clock
             .as_ref()
             .map(|clock| clock.slots().min(MOST_CLOCKED_INTERVALS + 1));
-        batch_repetitions(wanted, self.bound.max_batch, self.arms.count, even, slots)
+        batch_repetitions(wanted, self.bound.max_batch, self.arms.count, cycle, slots)
     }
 
     /// Takes a batch of `n` repetitions, timed between `events` (grown to fit) or replayed from a
