@@ -1,12 +1,125 @@
-//! Pooled CUDA events: a dropped event's CUDA event is reused by a new event only when nothing else
-//! can still use it. Each test failed before its fix: a first record that failed, handles that
-//! escaped the event (`as_raw`, a captured graph's record or wait node).
+//! Pooled CUDA events: a dropped event's CUDA event is reused by a new event of the same flags, a
+//! thread's pool is bounded and can be switched off or emptied, and a CUDA event is reused only
+//! when nothing else can still use it. Each test of the last kind failed before its fix: a first
+//! record that failed, handles that escaped the event (`as_raw`, a captured graph's record or
+//! wait node).
 
 use cuda_event_testkit as common;
 
 use common::{capture_graph, gpu, hold};
 use cuda_event::{Error, Event, Stream, StreamOptions, sys};
 use std::time::{Duration, Instant};
+
+// ---- reuse, the bound, the switch
+
+/// Records `n` new events on `stream` and drops them, on this thread; returns how many CUDA events
+/// that created.
+fn record_and_drop(stream: &Stream, n: usize, options: cuda_event::EventBuilder) -> u64 {
+    let before = cuda_event::pool::cuda_events_created();
+    let events: Vec<Event> = (0..n).map(|_| options.build().unwrap()).collect();
+    events.iter().for_each(|e| e.record(stream).unwrap());
+    stream.synchronize().unwrap();
+    drop(events);
+    cuda_event::pool::cuda_events_created() - before
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_pool_reuses_dropped_events_per_flags_and_is_bounded() {
+    let _gpu = gpu();
+    let stream = Stream::new(0).unwrap();
+    let timing = Event::builder().enable_timing(true);
+    record_and_drop(&stream, 40, Event::builder());
+    assert_eq!(
+        record_and_drop(&stream, 10, Event::builder()),
+        0,
+        "10 events come from the pool"
+    );
+    let pooled = cuda_event::pool::POOL_PER_THREAD as u64;
+    assert_eq!(
+        record_and_drop(&stream, 40, Event::builder()),
+        40 - pooled,
+        "the pool keeps {pooled}"
+    );
+    assert_eq!(
+        record_and_drop(&stream, 1, timing),
+        1,
+        "timing events have a pool of their own"
+    );
+    assert_eq!(record_and_drop(&stream, 1, timing), 0);
+    // A reused event starts afresh: its first record replaces what its last owner captured.
+    let gate = hold(&stream);
+    let pending = Event::new();
+    pending.record(&stream).unwrap();
+    drop(pending);
+    let free = Stream::new(0).unwrap();
+    let reused = Event::new();
+    let before = cuda_event::pool::cuda_events_created();
+    reused.record(&free).unwrap();
+    assert_eq!(
+        cuda_event::pool::cuda_events_created(),
+        before,
+        "the pending event was reused"
+    );
+    free.synchronize().unwrap();
+    assert_eq!(reused.query(), Ok(true));
+    gate.open();
+    stream.synchronize().unwrap();
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn events_whose_handle_escaped_are_never_pooled_and_the_pool_can_be_off() {
+    let _gpu = gpu();
+    let stream = Stream::new(0).unwrap();
+    let shared = || Event::builder().interprocess(true);
+    record_and_drop(&stream, 4, shared()); // fill the interprocess pool
+    let exported = shared().build().unwrap();
+    exported.record(&stream).unwrap();
+    let raw = exported.as_raw();
+    exported.ipc_handle().unwrap();
+    drop(exported);
+    for _ in 0..8 {
+        let event = shared().build().unwrap();
+        event.record(&stream).unwrap();
+        assert_ne!(event.as_raw(), raw, "an exported event came back from the pool");
+    }
+    let given_up = stream.record_event().unwrap().into_raw().unwrap();
+    assert!((0..8).all(|_| stream.record_event().unwrap().as_raw() != Some(given_up)));
+    // SAFETY: into_raw gave the event up; destroyed once here.
+    common::ok(unsafe { sys::cudaEventDestroy(given_up) });
+    cuda_event::pool::set_event_pool(false);
+    let without_pool = record_and_drop(&stream, 4, Event::builder());
+    cuda_event::pool::set_event_pool(true);
+    assert_eq!(without_pool, 4, "with the pool off every first record creates");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn empty_event_pool_destroys_what_this_thread_keeps() {
+    let _gpu = gpu();
+    let stream = Stream::new(0).unwrap();
+    cuda_event::pool::empty_event_pool();
+    let alive = cuda_event::pool::cuda_events_alive();
+    record_and_drop(&stream, 5, Event::builder());
+    record_and_drop(&stream, 3, Event::builder().blocking(true));
+    assert_eq!(
+        cuda_event::pool::cuda_events_alive(),
+        alive + 8,
+        "8 kept for reuse"
+    );
+    assert_eq!(cuda_event::pool::empty_event_pool(), 8);
+    assert_eq!(cuda_event::pool::cuda_events_alive(), alive);
+    assert_eq!(cuda_event::pool::empty_event_pool(), 0);
+    assert_eq!(
+        record_and_drop(&stream, 2, Event::builder()),
+        2,
+        "nothing left to reuse"
+    );
+    assert!(cuda_event::drop_errors::take_drop_errors().errors.is_empty());
+}
+
+// ---- reused only when nothing else can use it
 
 /// the pool's CUDA event must not become the new `Event`'s before its first record has
 /// succeeded, or the `Event` would report the old owner's pending work.

@@ -937,10 +937,7 @@ fn measurements_beside_another_threads_global_mode_capture_leave_it_valid() {
         })
         .collect::<Vec<_>>()
     });
-    assert!(
-        capture.is_intact(),
-        "a measurement broke the other thread's capture: {capture:?}"
-    );
+    assert_eq!(capture, Ok(()), "a measurement broke the other thread's capture");
     for (what, m) in results {
         let m = m.unwrap_or_else(|e| panic!("{what}: {e}"));
         print(what, &m);
@@ -964,9 +961,10 @@ fn a_timings_read_beside_another_threads_global_mode_capture_leaves_it_valid() {
         held.open(); // before the capture's end, whose thread then synchronizes the device
         pending
     });
-    assert!(
-        capture.is_intact(),
-        "a timing's read broke the other thread's capture: {capture:?}"
+    assert_eq!(
+        capture,
+        Ok(()),
+        "a timing's read broke the other thread's capture"
     );
     assert_eq!(pending.unwrap(), None);
 }

@@ -4,13 +4,10 @@
 
 use cuda_event_testkit as common;
 
-use common::{gpu, gpu_spin};
+use common::{THREAD_LOCAL, gpu, gpu_spin};
 use cuda_event::trace::{Trace, TracedRange, Track};
 use cuda_event::{Error, Stream};
 use std::time::{Duration, Instant};
-
-const LOCAL: cuda_event::sys::cudaStreamCaptureMode =
-    cuda_event::sys::cudaStreamCaptureMode::cudaStreamCaptureModeThreadLocal;
 
 fn close(a: Duration, b: Duration, within: Duration) -> bool {
     a.max(b) - a.min(b) <= within
@@ -205,10 +202,7 @@ fn reading_beside_another_threads_global_mode_capture_leaves_it_valid() {
         }
         reads
     });
-    assert!(
-        capture.is_intact(),
-        "a trace's read broke the other thread's capture: {capture:?}"
-    );
+    assert_eq!(capture, Ok(()), "a trace's read broke the other thread's capture");
     let (ranges, lost) = reads
         .iter()
         .fold((0, 0), |(n, l), r| (n + r.ranges.len(), l + r.lost));
@@ -232,14 +226,14 @@ fn pending_ranges_stay_for_a_later_read_and_a_capturing_stream_is_refused() {
     assert_eq!(trace.held(), 0);
 
     let capturing = Stream::new(0).unwrap();
-    common::begin_capture(&capturing, LOCAL);
+    common::begin_capture(&capturing, THREAD_LOCAL);
     let refused = trace.range(&capturing, "in a capture");
     assert!(matches!(refused, Err(Error::StreamCapturing)), "{refused:?}");
     // Opened before a capture began, closed inside it: refused at the close, read as lost.
     let other = Stream::new(0).unwrap();
     let open = trace.range(&other, "before the capture").unwrap();
     drop(common::end_capture(&capturing));
-    common::begin_capture(&other, LOCAL);
+    common::begin_capture(&other, THREAD_LOCAL);
     assert!(matches!(open.end(), Err(Error::StreamCapturing)));
     drop(common::end_capture(&other));
     let read = trace.take_complete();

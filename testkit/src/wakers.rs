@@ -8,7 +8,9 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
 /// Runs `future` to completion on this thread (a waker that unparks it): for tests that need no
-/// runtime.
+/// runtime. Parked between polls, it also checks that the future is woken. The driver model's
+/// tests (cuda-event/src/model/tests/) cannot park, so theirs is another word, `poll_until_ready`,
+/// which yields instead and checks only that the future becomes ready.
 pub fn block_on<F: Future>(future: F) -> F::Output {
     block_until(future, None).expect("no deadline")
 }
@@ -46,7 +48,8 @@ fn block_until<F: Future>(future: F, deadline: Option<Instant>) -> Option<F::Out
     }
 }
 
-/// Polls `future` once with a waker that does nothing: whether it is ready now.
+/// Polls `future` once with a waker that does nothing: whether it is ready now. The driver
+/// model's tests use this one too.
 pub fn poll_once<F: Future + Unpin>(future: &mut F) -> Poll<F::Output> {
     poll_with(future, Waker::noop())
 }

@@ -3,17 +3,10 @@
 
 use cuda_event_testkit as common;
 
-use common::{block_on, gpu, gpu_sleep, poll_once};
-use cuda_event::{Completion, Error, Stream, sys};
+use common::{GLOBAL, block_on, gpu, gpu_sleep, poll_once};
+use cuda_event::{Completion, Error, Stream};
 use std::future::IntoFuture;
 use std::time::{Duration, Instant};
-
-/// A capture that only this thread's unsafe calls invalidate.
-pub(crate) const THREAD_LOCAL: sys::cudaStreamCaptureMode =
-    sys::cudaStreamCaptureMode::cudaStreamCaptureModeThreadLocal;
-/// A capture that any thread's unsafe call invalidates: the default of `torch.cuda.graph` and of
-/// most C++ code.
-pub(crate) const GLOBAL: sys::cudaStreamCaptureMode = sys::cudaStreamCaptureMode::cudaStreamCaptureModeGlobal;
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -84,13 +77,9 @@ fn an_event_future_makes_no_cuda_call_until_it_is_polled() {
     let made: Completion<'_> = event.completion();
     drop(made);
     drop((&event).into_future());
-    let (code, graph) = common::end_capture(&capture);
-    assert_eq!(
-        code,
-        sys::cudaError::cudaSuccess,
-        "making an event's future called CUDA (its query ended this thread's global-mode capture)"
-    );
-    assert_eq!(graph.unwrap().node_count(), 0);
+    let graph = common::end_capture(&capture)
+        .expect("making an event's future called CUDA (its query ended this thread's global-mode capture)");
+    assert_eq!(graph.node_count(), 0);
     let mut future = event.completion();
     assert!(poll_once(&mut future).is_pending());
     block_on(future).unwrap();
@@ -149,18 +138,14 @@ fn a_global_mode_capture_on_another_thread_succeeds_while_futures_wait_and_they_
     std::thread::sleep(Duration::from_millis(400).saturating_sub(start.elapsed()));
     let short_done = short_tasks.iter().map(|t| t.is_finished()).collect::<Vec<_>>();
     let long_pending = long_tasks.iter().chain(&late_tasks).all(|t| !t.is_finished());
-    let (code, graph) = common::end_capture(&capture);
+    let ended = common::end_capture(&capture);
     println!(
-        "capture ended after {:?}: code {}, short work's futures done during it: {short_done:?}",
+        "capture ended after {:?}: {:?}, short work's futures done during it: {short_done:?}",
         start.elapsed(),
-        code.0
+        ended.as_ref().map(|graph| graph.node_count())
     );
-    assert_eq!(
-        code,
-        sys::cudaError::cudaSuccess,
-        "the global-mode capture was broken by the futures' CUDA calls"
-    );
-    assert_eq!(graph.unwrap().node_count(), 1, "the graph is the memset");
+    let graph = ended.expect("the global-mode capture was broken by the futures' CUDA calls");
+    assert_eq!(graph.node_count(), 1, "the graph is the memset");
     let results = |tasks: [tokio::task::JoinHandle<cuda_event::Result<()>>; 2]| {
         tasks.map(|t| runtime.block_on(t).unwrap())
     };

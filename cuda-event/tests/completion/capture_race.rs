@@ -1,17 +1,18 @@
 //! Races of futures against captures of the stream they wait on, thousands of rounds each: every
 //! capture ends with success and the graph it should have, and every future resolves `Ok`.
 
-use super::capture::{GLOBAL, THREAD_LOCAL};
 use cuda_event_testkit as common;
 
-use common::{RawGraph, SetOnDrop, block_on_timeout, gpu_for, gpu_sleep, poll_once};
+use common::{
+    CaptureFailed, GLOBAL, RawGraph, SetOnDrop, THREAD_LOCAL, block_on_timeout, gpu_for, gpu_sleep, poll_once,
+};
 use cuda_event::{Completion, Event, Stream, sys};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// The capture mode of a race's round: thread-local and global in turn.
-fn capture_mode(round: usize) -> sys::cudaStreamCaptureMode {
+fn capture_mode(round: usize) -> sys::CUstreamCaptureMode {
     if round.is_multiple_of(2) {
         THREAD_LOCAL
     } else {
@@ -37,12 +38,12 @@ fn keep_busy(stream: &Stream, busy_until: &mut Instant) {
 
 /// Captures `stream` on this thread in round `round`'s mode: `during` runs in the capture, which
 /// then stays open for the round's time (spinning, with no CUDA call). Returns the mode, for the
-/// failure messages, and what `cudaStreamEndCapture` said.
+/// failure messages, and how the capture ended ([`common::end_capture`]).
 fn capture_round(
     stream: &Stream,
     round: usize,
     during: impl FnOnce(),
-) -> (sys::cudaStreamCaptureMode, sys::cudaError_t, Option<RawGraph>) {
+) -> (sys::CUstreamCaptureMode, Result<RawGraph, CaptureFailed>) {
     let mode = capture_mode(round);
     common::begin_capture(stream, mode);
     during();
@@ -50,8 +51,7 @@ fn capture_round(
     while start.elapsed() < capture_time(round) {
         std::hint::spin_loop();
     }
-    let (code, graph) = common::end_capture(stream);
-    (mode, code, graph)
+    (mode, common::end_capture(stream))
 }
 
 /// What the two threads of a [`race_captures`] share: whether the capturing thread is done, and
@@ -101,12 +101,13 @@ fn race_captures<T: Send>(
         for round in 0..rounds {
             keep_busy(stream, &mut busy_until);
             publish(round);
-            let (mode, code, graph) = capture_round(stream, round, || {});
-            let wrong = if code != sys::cudaError::cudaSuccess {
-                Some(format!("cudaStreamEndCapture returned {}", code.0))
-            } else {
-                let nodes = graph.map_or(0, |g| g.node_count());
-                (nodes != 0).then(|| format!("the graph got {nodes} node(s)"))
+            let (mode, ended) = capture_round(stream, round, || {});
+            let wrong = match ended {
+                Err(failed) => Some(failed.to_string()),
+                Ok(graph) => {
+                    let nodes = graph.node_count();
+                    (nodes != 0).then(|| format!("the graph got {nodes} node(s)"))
+                }
             };
             if let Some(e) = wrong {
                 failures.push(format!("round {round} (capture mode {}): {e}", mode.0));
@@ -242,11 +243,12 @@ fn an_awaited_event_rerecorded_into_a_capture_leaves_the_capture_valid() {
         let _ = poll_once(&mut future);
         futures.push(future);
         let mut recorded = Ok(());
-        let (mode, code, graph) = capture_round(&captured, round, || recorded = event.record(&captured));
-        if recorded.is_err() || code != sys::cudaError::cudaSuccess || graph.is_none() {
+        let (mode, ended) = capture_round(&captured, round, || recorded = event.record(&captured));
+        if recorded.is_err() || ended.is_err() {
+            let ended = ended.map(drop);
             failures.push(format!(
-                "round {round} (mode {}): record {recorded:?}, end capture {}",
-                mode.0, code.0
+                "round {round} (mode {}): record {recorded:?}, end capture {ended:?}",
+                mode.0
             ));
         }
     }

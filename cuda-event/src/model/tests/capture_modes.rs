@@ -1,9 +1,11 @@
 //! Capture modes: the crate's own calls run in relaxed mode, so that another thread's global
 //! capture stays valid, and the caller's work runs in the caller's mode.
 
-use super::scenario::{beside_a_global_capture, captured_round, hold, release, stream};
-use super::{block_on, check, check_once};
-use crate::model::world::CaptureMode;
+use super::scenario::{
+    GLOBAL, RELAXED, THREAD_LOCAL, beside_a_global_capture, capture_mode, captured_round,
+    exchange_capture_mode, hold, release, stream,
+};
+use super::{check, check_once, poll_until_ready};
 use crate::sync::thread;
 use crate::{Error, Event, Stream};
 use std::sync::Arc;
@@ -20,12 +22,12 @@ fn the_crates_own_queries_never_invalidate_a_global_capture() {
             let cap = cap.clone();
             thread::spawn(move || {
                 let inside = Event::new();
-                captured_round(&cap, &inside, CaptureMode::Global);
+                captured_round(&cap, &inside, GLOBAL);
             })
         };
         let waiting = {
             let event = event.clone();
-            thread::spawn(move || block_on(event.completion()))
+            thread::spawn(move || poll_until_ready(event.completion()))
         };
         capturer.join().unwrap();
         release(&held);
@@ -40,33 +42,21 @@ fn the_crates_own_queries_never_invalidate_a_global_capture() {
 #[test]
 fn relaxed_mode_is_back_after_the_callers_span_even_when_it_panics() {
     use crate::capture_mode::RelaxedCapture;
-    use cuda_event_sys::CUstreamCaptureMode as Mode;
     check_once(|| {
         let d = crate::driver::driver("a model test").unwrap();
-        let mode_now = || {
-            let mut mode = Mode::CU_STREAM_CAPTURE_MODE_RELAXED;
-            let exchange = |mode: &mut Mode| {
-                // SAFETY: exchanges this thread's mode through a live local.
-                d.thread_exchange_capture_mode.code(|f| unsafe { f(mode) })
-            };
-            assert_eq!(exchange(&mut mode), crate::driver::CUresult::CUDA_SUCCESS);
-            let now = mode;
-            assert_eq!(exchange(&mut mode), crate::driver::CUresult::CUDA_SUCCESS);
-            now
-        };
-        assert_eq!(mode_now(), Mode::CU_STREAM_CAPTURE_MODE_GLOBAL);
+        assert_eq!(capture_mode(), GLOBAL);
         {
             let relaxed = RelaxedCapture::enter(d);
-            assert_eq!(mode_now(), Mode::CU_STREAM_CAPTURE_MODE_RELAXED);
-            relaxed.in_callers_mode(|| assert_eq!(mode_now(), Mode::CU_STREAM_CAPTURE_MODE_GLOBAL));
-            assert_eq!(mode_now(), Mode::CU_STREAM_CAPTURE_MODE_RELAXED);
+            assert_eq!(capture_mode(), RELAXED);
+            relaxed.in_callers_mode(|| assert_eq!(capture_mode(), GLOBAL));
+            assert_eq!(capture_mode(), RELAXED);
             let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 relaxed.in_callers_mode(|| panic!("the caller's work panics"))
             }));
             assert!(unwound.is_err());
-            assert_eq!(mode_now(), Mode::CU_STREAM_CAPTURE_MODE_RELAXED);
+            assert_eq!(capture_mode(), RELAXED);
         }
-        assert_eq!(mode_now(), Mode::CU_STREAM_CAPTURE_MODE_GLOBAL);
+        assert_eq!(capture_mode(), GLOBAL);
     });
 }
 
@@ -75,29 +65,17 @@ fn relaxed_mode_is_back_after_the_callers_span_even_when_it_panics() {
 #[test]
 fn a_mode_the_callers_span_sets_is_the_callers_after_it() {
     use crate::capture_mode::RelaxedCapture;
-    use cuda_event_sys::CUstreamCaptureMode as Mode;
     check_once(|| {
         let d = crate::driver::driver("a model test").unwrap();
-        let exchange = |mut mode: Mode| {
-            // SAFETY: exchanges this thread's mode through a live local.
-            let code = d.thread_exchange_capture_mode.code(|f| unsafe { f(&mut mode) });
-            assert_eq!(code, crate::driver::CUresult::CUDA_SUCCESS);
-            mode
-        };
-        let mode_now = || {
-            let now = exchange(Mode::CU_STREAM_CAPTURE_MODE_RELAXED);
-            exchange(now);
-            now
-        };
         {
             let relaxed = RelaxedCapture::enter(d);
-            relaxed.in_callers_mode(|| exchange(Mode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
-            assert_eq!(mode_now(), Mode::CU_STREAM_CAPTURE_MODE_RELAXED);
-            let seen = relaxed.in_callers_mode(mode_now);
-            assert_eq!(seen, Mode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+            relaxed.in_callers_mode(|| exchange_capture_mode(THREAD_LOCAL));
+            assert_eq!(capture_mode(), RELAXED);
+            let seen = relaxed.in_callers_mode(capture_mode);
+            assert_eq!(seen, THREAD_LOCAL);
         }
-        assert_eq!(mode_now(), Mode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
-        exchange(Mode::CU_STREAM_CAPTURE_MODE_GLOBAL);
+        assert_eq!(capture_mode(), THREAD_LOCAL);
+        exchange_capture_mode(GLOBAL);
     });
 }
 

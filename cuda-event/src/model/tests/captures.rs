@@ -1,9 +1,10 @@
 //! Captures: forks and joins through events inside captures (across threads and devices), and
 //! the end of a capture the crate makes (`Stream::capture`) beside records into it.
 
-use super::scenario::{begin_capture, end_capture, ok_or_captured, relaxed_here, stream};
+use super::scenario::{
+    GLOBAL, THREAD_LOCAL, begin_capture, end_capture, ok_or_captured, relaxed_here, stream,
+};
 use super::{check, check_once};
-use crate::model::world::CaptureMode;
 use crate::sync::thread;
 use crate::{Event, Stream};
 use std::sync::Arc;
@@ -19,7 +20,7 @@ fn two_threads_capture_one_event_and_fork_through_it() {
         let event = Arc::new(Event::new());
         let plain = stream();
         event.record(&plain).unwrap();
-        let workers: Vec<_> = [CaptureMode::ThreadLocal, CaptureMode::Global]
+        let workers: Vec<_> = [THREAD_LOCAL, GLOBAL]
             .into_iter()
             .map(|mode| {
                 let event = event.clone();
@@ -53,7 +54,7 @@ fn a_fork_into_a_stream_of_another_device() {
         let cap = stream();
         let side = Stream::new(1).expect("a model stream on device 1");
         let event = Event::new();
-        begin_capture(&cap, CaptureMode::ThreadLocal);
+        begin_capture(&cap, THREAD_LOCAL);
         event.record(&cap).unwrap();
         let forked = event.wait(&side);
         let _ = end_capture(&cap);

@@ -2,7 +2,7 @@
 //! with the error and makes no call CUDA forbids.
 
 use super::scenario::{fault, fork_here, hold, release, reset, stream};
-use super::{block_on, check, poll_once};
+use super::{check, poll_once, poll_until_ready};
 use crate::sync::thread;
 use crate::{Error, Event, Stream};
 use std::sync::Arc;
@@ -45,7 +45,7 @@ fn a_sticky_error_ends_waiting_futures_with_it() {
                 let mut future = event.completion();
                 assert!(poll_once(&mut future).is_pending());
                 pending.send(()).unwrap();
-                block_on(future)
+                poll_until_ready(future)
             })
         };
         is_pending.recv().unwrap();
@@ -71,8 +71,8 @@ fn a_forked_child_makes_no_driver_call() {
         fork_here();
         assert_eq!(event.query(), Err(Error::ForkedChild));
         assert_eq!(event.record(&held), Err(Error::ForkedChild));
-        assert_eq!(block_on(waiting), Err(Error::ForkedChild));
-        assert_eq!(block_on(fresh), Err(Error::ForkedChild));
+        assert_eq!(poll_until_ready(waiting), Err(Error::ForkedChild));
+        assert_eq!(poll_until_ready(fresh), Err(Error::ForkedChild));
         release(&held); // the parent's reactor then finds its wait complete and goes idle
         drop(event);
         drop(held);

@@ -1,10 +1,9 @@
 //! Futures: a first poll and a waiting future beside records into captures, a future dropped
 //! under the reactor, and the lane a first poll files its wait in.
 
-use super::scenario::{captured_round, hold, ok_or_captured, release, stream};
-use super::{block_on, check, poll_once};
+use super::scenario::{GLOBAL, THREAD_LOCAL, captured_round, hold, ok_or_captured, release, stream};
+use super::{check, poll_once, poll_until_ready};
 use crate::Event;
-use crate::model::world::CaptureMode;
 use crate::sync::thread;
 use std::sync::Arc;
 
@@ -19,14 +18,14 @@ fn futures_beside_a_captured_record() {
         event.record(&held).unwrap();
         let capturer = {
             let (event, cap) = (event.clone(), cap.clone());
-            thread::spawn(move || captured_round(&cap, &event, CaptureMode::ThreadLocal))
+            thread::spawn(move || captured_round(&cap, &event, THREAD_LOCAL))
         };
         let waiting = {
             let event = event.clone();
             thread::spawn(move || {
                 let mut future = event.completion();
                 let _ = poll_once(&mut future); // the first poll, beside the capture
-                block_on(future)
+                poll_until_ready(future)
             })
         };
         capturer.join().unwrap();
@@ -48,11 +47,11 @@ fn an_external_record_into_a_capture_leaves_waiting_futures_alone() {
         assert!(poll_once(&mut future).is_pending());
         let capturer = {
             let (event, cap) = (event.clone(), cap.clone());
-            thread::spawn(move || captured_round(&cap, &event, CaptureMode::Global))
+            thread::spawn(move || captured_round(&cap, &event, GLOBAL))
         };
         capturer.join().unwrap();
         release(&held);
-        assert_eq!(block_on(future), Ok(()));
+        assert_eq!(poll_until_ready(future), Ok(()));
         assert_eq!(event.query(), Ok(true));
     });
 }

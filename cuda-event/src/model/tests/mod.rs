@@ -3,8 +3,9 @@
 //! capture it did not make invalid itself. Run by `ci/test model`, which picks them by the
 //! `model::` in their paths.
 //!
-//! Here the harness: how a test's body runs under the model checker. [`scenario`] is what a test
-//! does to the model's world beside the crate; the tests stand in files by subject.
+//! Here the harness: how a test's body runs under the model checker, and how it drives a future.
+//! [`scenario`] is what a test does to the model's world beside the crate, in the test kit's
+//! words where the two worlds share one; the tests stand in files by subject.
 
 mod calls;
 mod capture_modes;
@@ -24,6 +25,10 @@ use crate::sync::thread;
 use std::future::Future;
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
+
+// Polls a future once with a waker that does nothing: the test kit's own, the same word in both
+// worlds (generic over the future, it needs nothing of the kit's build of the crate).
+use cuda_event_testkit::poll_once;
 
 /// Runs `body` in `iterations` random schedules and as many PCT schedules (depth 3), each a fresh
 /// model world. `CUDA_EVENT_MODEL_SCALE` multiplies the count.
@@ -68,8 +73,16 @@ fn execution(body: impl Fn() + Send + Sync + 'static) -> impl Fn() + Clone + Sen
     }
 }
 
-/// Polls `future` until it is ready, letting other threads run between polls.
-fn block_on<F: Future>(future: F) -> F::Output {
+/// Polls `future` until it is ready, with a waker that does nothing, letting the other model
+/// threads run between polls.
+///
+/// Not named `block_on` as the test kit's is, because it does not do what that one does: the
+/// kit's parks the thread until the future's waker unparks it, so it also checks that the crate
+/// wakes the future (a lost wake-up hangs it, and the test's deadline fails it). A model test
+/// cannot park: the model checker runs every model thread on one thread of the process, which a
+/// park would stop, and no model thread would then wake it. So this one yields to the model
+/// checker instead, and checks only that the future becomes ready, not that it is woken.
+fn poll_until_ready<F: Future>(future: F) -> F::Output {
     let mut future = pin!(future);
     let mut cx = Context::from_waker(Waker::noop());
     loop {
@@ -78,9 +91,4 @@ fn block_on<F: Future>(future: F) -> F::Output {
         }
         thread::yield_now();
     }
-}
-
-/// Polls `future` once.
-fn poll_once<F: Future + Unpin>(future: &mut F) -> Poll<F::Output> {
-    std::pin::Pin::new(future).poll(&mut Context::from_waker(Waker::noop()))
 }

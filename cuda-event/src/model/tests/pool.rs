@@ -1,9 +1,10 @@
 //! The pool of CUDA events: a CUDA event a capture may still hold is handed to no other `Event`
 //! nor capture, and captures over and over keep a bounded number of CUDA events alive.
 
-use super::scenario::{begin_capture, end_capture, hold, ok_or_captured, relaxed_here, release, stream};
-use super::{block_on, check, check_once};
-use crate::model::world::CaptureMode;
+use super::scenario::{
+    RELAXED, THREAD_LOCAL, begin_capture, end_capture, hold, ok_or_captured, relaxed_here, release, stream,
+};
+use super::{check, check_once, poll_until_ready};
 use crate::sync::thread;
 use crate::{Error, Event};
 use std::sync::Arc;
@@ -21,7 +22,7 @@ fn a_captured_cuda_event_is_never_pooled_under_an_open_capture() {
             ok_or_captured("query", event.query());
             ok_or_captured("synchronize", event.synchronize());
         });
-        begin_capture(&cap, CaptureMode::ThreadLocal);
+        begin_capture(&cap, THREAD_LOCAL);
         let first = Event::new();
         first.record(&cap).unwrap(); // a first record into the capture
         drop(first);
@@ -43,7 +44,7 @@ fn forks_and_joins_in_repeated_captures_keep_a_bounded_number_of_cuda_events() {
         let (cap, side) = (stream(), stream());
         let mut alive = Vec::new();
         for _ in 0..4 {
-            begin_capture(&cap, CaptureMode::ThreadLocal);
+            begin_capture(&cap, THREAD_LOCAL);
             for _ in 0..10 {
                 side.wait_stream(&cap).unwrap(); // fork
                 cap.wait_stream(&side).unwrap(); // join
@@ -70,7 +71,7 @@ fn an_external_events_first_record_into_a_capture_is_not_a_pooled_events_old_rec
         hold(&held);
         drop(held.record_event().unwrap()); // pooled, its record pending behind the hold
         let external = Event::builder().external(true).build().unwrap();
-        begin_capture(&cap, CaptureMode::ThreadLocal);
+        begin_capture(&cap, THREAD_LOCAL);
         external.record(&cap).unwrap();
         end_capture(&cap).expect("the capture ends valid");
         assert_eq!(external.query(), Ok(true));
@@ -86,10 +87,10 @@ fn refused_records_into_a_capture_keep_no_cuda_event() {
     check_once(|| {
         let cap = stream();
         drop(cap.record_event().unwrap());
-        begin_capture(&cap, CaptureMode::ThreadLocal);
+        begin_capture(&cap, THREAD_LOCAL);
         let before = crate::pool::cuda_events_alive();
         for _ in 0..5 {
-            assert_eq!(block_on(cap.completion()), Err(Error::StreamCapturing));
+            assert_eq!(poll_until_ready(cap.completion()), Err(Error::StreamCapturing));
             let interprocess = Event::builder().interprocess(true).build().unwrap();
             assert_eq!(interprocess.record(&cap), Err(Error::CapturedInterprocessEvent));
         }
@@ -108,7 +109,7 @@ fn captures_of_many_events_and_emptied_pools_keep_a_bounded_number_of_cuda_event
         let (cap, side) = (stream(), stream());
         let mut alive = Vec::new();
         for _ in 0..4 {
-            begin_capture(&cap, CaptureMode::ThreadLocal);
+            begin_capture(&cap, THREAD_LOCAL);
             let events: Vec<Event> = (0..40).map(|_| Event::new()).collect();
             for event in &events {
                 event.record(&cap).unwrap();
@@ -136,7 +137,7 @@ fn a_captured_cuda_event_goes_into_no_other_capture_beside_another_threads_end_o
     check(300, || {
         relaxed_here();
         let (c1, c2, side) = (stream(), stream(), stream());
-        begin_capture(&c1, CaptureMode::Relaxed); // another thread will end it
+        begin_capture(&c1, RELAXED); // another thread will end it
         let e1 = Event::new();
         e1.record(&c1).unwrap(); // C1 holds its captured CUDA event's record
         drop(e1);
@@ -147,7 +148,7 @@ fn a_captured_cuda_event_goes_into_no_other_capture_beside_another_threads_end_o
                 let _ = end_capture(&c1);
             })
         };
-        begin_capture(&c2, CaptureMode::ThreadLocal);
+        begin_capture(&c2, THREAD_LOCAL);
         side.wait_stream(&c2).unwrap(); // a fork: its temporary event's captured record
         c2.wait_stream(&side).unwrap(); // join
         let again = Event::new();
@@ -167,7 +168,7 @@ fn captured_events_dropped_on_other_threads_or_by_exiting_threads_keep_a_bounded
         for round in 0..6 {
             if round % 2 == 0 {
                 let event = Event::new();
-                begin_capture(&cap, CaptureMode::ThreadLocal);
+                begin_capture(&cap, THREAD_LOCAL);
                 event.record(&cap).unwrap();
                 end_capture(&cap).unwrap();
                 thread::spawn(move || drop(event)).join().unwrap(); // dropped on another thread
@@ -175,7 +176,7 @@ fn captured_events_dropped_on_other_threads_or_by_exiting_threads_keep_a_bounded
                 let cap = cap.clone();
                 thread::spawn(move || {
                     let event = Event::new();
-                    begin_capture(&cap, CaptureMode::ThreadLocal);
+                    begin_capture(&cap, THREAD_LOCAL);
                     event.record(&cap).unwrap();
                     end_capture(&cap).unwrap();
                     drop(event); // then the thread exits
@@ -203,7 +204,7 @@ fn one_event_recorded_into_captures_by_many_threads_keeps_a_bounded_number() {
         for _ in 0..6 {
             let (cap, event) = (cap.clone(), event.clone());
             thread::spawn(move || {
-                begin_capture(&cap, CaptureMode::ThreadLocal);
+                begin_capture(&cap, THREAD_LOCAL);
                 event.record(&cap).unwrap();
                 end_capture(&cap).unwrap();
             })

@@ -2,11 +2,11 @@
 //! ends, and every way of waiting for completion.
 
 use super::scenario::{
-    begin_capture, captured_round, end_capture, fill, hold, ok_or_captured, relaxed_here, release, stream,
+    GLOBAL, THREAD_LOCAL, begin_capture, captured_round, end_capture, fill, hold, ok_or_captured,
+    relaxed_here, release, stream,
 };
-use super::{block_on, check};
+use super::{check, poll_until_ready};
 use crate::Event;
-use crate::model::world::CaptureMode;
 use crate::sync::thread;
 use std::sync::Arc;
 
@@ -19,7 +19,7 @@ fn a_read_never_waits_for_a_record_blocked_on_a_full_queue() {
     check(300, || {
         let event = Arc::new(Event::new());
         let (cap, full, free) = (stream(), stream(), stream());
-        captured_round(&cap, &event, CaptureMode::Global);
+        captured_round(&cap, &event, GLOBAL);
         fill(&full);
         let recorders: Vec<_> = [full.clone(), free.clone()]
             .into_iter()
@@ -58,7 +58,7 @@ fn reads_beside_captured_records_forks_and_capture_ends() {
         let capturer = {
             let (event, cap, side) = (event.clone(), cap.clone(), side.clone());
             thread::spawn(move || {
-                for mode in [CaptureMode::Global, CaptureMode::ThreadLocal] {
+                for mode in [GLOBAL, THREAD_LOCAL] {
                     begin_capture(&cap, mode);
                     event.record(&cap).unwrap();
                     event.wait(&side).unwrap(); // fork: side joins the capture
@@ -77,7 +77,7 @@ fn reads_beside_captured_records_forks_and_capture_ends() {
                     if i == 0 {
                         ok_or_captured("query", event.query());
                         ok_or_captured("wait", event.wait(&other));
-                        ok_or_captured("completion", block_on(event.completion()));
+                        ok_or_captured("completion", poll_until_ready(event.completion()));
                     } else {
                         ok_or_captured("synchronize", event.synchronize());
                         ok_or_captured("elapsed_time", start.elapsed_time(&event));

@@ -2,9 +2,11 @@
 //! racing, the done event each worker records), and the records the crate refuses into a capture
 //! (an interprocess event's, a stream future's).
 
-use super::scenario::{begin_capture, captured_round, end_capture, ok_or_captured, stream};
-use super::{block_on, check, check_once};
-use crate::model::world::{CaptureMode, with};
+use super::scenario::{
+    GLOBAL, THREAD_LOCAL, begin_capture, captured_round, end_capture, ok_or_captured, stream,
+};
+use super::{check, check_once, poll_until_ready};
+use crate::model::world::with;
 use crate::sync::thread;
 use crate::{Error, Event};
 use std::sync::Arc;
@@ -22,7 +24,7 @@ fn first_records_racing_one_into_a_capture_never_let_a_read_reach_the_capture() 
             let (event, cap) = (event.clone(), cap.clone());
             thread::spawn(move || {
                 drop(cap.record_event().unwrap()); // this thread's pool has a CUDA event
-                captured_round(&cap, &event, CaptureMode::ThreadLocal);
+                captured_round(&cap, &event, THREAD_LOCAL);
             })
         };
         let b = {
@@ -50,8 +52,8 @@ fn records_on_a_stream_beside_captured_records_and_capture_ends() {
         let capturer = {
             let (event, cap) = (event.clone(), cap.clone());
             thread::spawn(move || {
-                captured_round(&cap, &event, CaptureMode::Global);
-                captured_round(&cap, &event, CaptureMode::ThreadLocal);
+                captured_round(&cap, &event, GLOBAL);
+                captured_round(&cap, &event, THREAD_LOCAL);
             })
         };
         for _ in 0..2 {
@@ -72,7 +74,7 @@ fn an_interprocess_event_is_refused_a_capture_and_exports_beside_one() {
         let capturer = {
             let (event, cap) = (event.clone(), cap.clone());
             thread::spawn(move || {
-                begin_capture(&cap, CaptureMode::Global);
+                begin_capture(&cap, GLOBAL);
                 assert_eq!(event.record(&cap), Err(Error::CapturedInterprocessEvent));
                 end_capture(&cap).expect("the capture ends valid");
             })
@@ -91,8 +93,8 @@ fn a_stream_completion_on_a_capturing_stream_records_nothing() {
         let cap = stream();
         drop(cap.record_event().unwrap());
         let alive = crate::pool::cuda_events_alive();
-        begin_capture(&cap, CaptureMode::ThreadLocal);
-        assert_eq!(block_on(cap.completion()), Err(Error::StreamCapturing));
+        begin_capture(&cap, THREAD_LOCAL);
+        assert_eq!(poll_until_ready(cap.completion()), Err(Error::StreamCapturing));
         let held = with(|w| w.captures.values().map(|c| c.holds.len()).sum::<usize>());
         assert_eq!(held, 0, "the completion's event went into the capture");
         end_capture(&cap).expect("the capture ends valid");

@@ -1,9 +1,8 @@
 //! The model itself, tested: the rules fail what they should.
 
 use super::check;
-use super::scenario::{begin_capture, end_capture, stream};
+use super::scenario::{RELAXED, begin_capture, end_capture, stream};
 use crate::Event;
-use crate::model::world::CaptureMode;
 use crate::sync::thread;
 use std::sync::Arc;
 
@@ -21,7 +20,7 @@ fn the_model_fails_a_read_beside_a_captured_record() {
             thread::spawn(move || {
                 let raw = raw as crate::sys::cudaEvent_t;
                 let d = crate::driver::driver("model").unwrap();
-                begin_capture(&cap, CaptureMode::Relaxed);
+                begin_capture(&cap, RELAXED);
                 // SAFETY: a live event and stream: a raw record into the capture, as C code might.
                 let _ = d.event_record.call(|f| unsafe { f(raw, cap.as_raw()) });
                 let _ = end_capture(&cap);

@@ -6,7 +6,6 @@ use super::scenario::{beside_a_global_capture, reset};
 use crate::stream::Stream;
 use crate::sync::thread;
 use crate::trace::Trace;
-use std::sync::Arc;
 
 /// A collector thread reads the trace (the ranges' events, the anchors' queries) while another
 /// thread holds a global-mode capture, as `torch.cuda.graph` makes: the reads are the trace's
@@ -15,7 +14,7 @@ use std::sync::Arc;
 fn reading_beside_another_threads_global_capture_leaves_it_valid() {
     check_once(|| {
         let trace = Trace::new();
-        let (s, cap) = (Stream::new(0).unwrap(), Arc::new(Stream::new(0).unwrap()));
+        let (s, cap) = (Stream::new(0).unwrap(), Stream::new(0).unwrap());
         for _ in 0..2 {
             trace.range(&s, "before the capture").unwrap().end().unwrap();
         }
