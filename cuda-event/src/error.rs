@@ -9,6 +9,10 @@ use std::fmt;
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// What went wrong. New kinds may be added, so a `match` needs a wildcard arm.
+///
+/// Two areas have errors of their own, each wrapped by one variant (and `From` it):
+/// [`MeasureError`] (`cuda_event::timing::MeasureError`) in [`Error::Measure`], and
+/// [`IpcHandleParseError`] in [`Error::IpcHandleParse`].
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum Error {
@@ -36,19 +40,10 @@ pub enum Error {
     },
     /// An event cannot be both interprocess and timing (CUDA requires `cudaEventDisableTiming`).
     InterprocessWithTiming,
-    /// An IPC handle of the wrong length, in bytes (or hex characters, for text: ASCII whitespace
-    /// around them is ignored and not counted).
-    IpcHandleLength {
-        /// The length a handle has.
-        expected: usize,
-        /// The length given.
-        found: usize,
-    },
-    /// IPC handle text that is not hexadecimal.
-    IpcHandleText {
-        /// The byte offset of the first character that is not a hex digit.
-        position: usize,
-    },
+    /// Bytes or text that are not an IPC event handle
+    /// ([`IpcEventHandle::from_bytes`](crate::IpcEventHandle::from_bytes), or `FromStr`): which way,
+    /// in the [`IpcHandleParseError`].
+    IpcHandleParse(IpcHandleParseError),
     /// `from_ipc_handle` with a handle this same process exported (CUDA refuses it, obscurely).
     IpcHandleFromThisProcess,
     /// `ipc_handle` on an event built without `interprocess`.
@@ -78,8 +73,54 @@ pub enum Error {
     /// captured into a CUDA graph: it would become a graph node run at every launch instead of once
     /// now.
     StreamCapturing,
-    /// [`measure`](crate::timing::measure) with options it cannot honour.
-    InvalidMeasureOptions {
+    /// [`measure`](crate::timing::measure) or [`compare`](crate::timing::compare) could not
+    /// measure: which way, in the [`MeasureError`].
+    Measure(MeasureError),
+    /// A future could not wait: the thread that watches pending GPU work could not be started
+    /// (the process's thread limit, say), or it ended. Nothing was queued; a new future tries
+    /// again.
+    ReactorUnavailable {
+        /// Why the thread did not start (as the operating system said it) or ended.
+        reason: String,
+    },
+    /// This process is a child forked from one that had used CUDA through this crate. CUDA does
+    /// not support a child using its parent's CUDA state, so the crate makes no CUDA call in it:
+    /// every call returns this, futures resolve to it, and dropping an event or stream releases
+    /// nothing (the parent still owns them). Start helpers with `std::process::Command` (which
+    /// execs), or fork before the first CUDA call.
+    ForkedChild,
+}
+
+/// Bytes or text that are not an IPC event handle: [`Error::IpcHandleParse`], from
+/// [`IpcEventHandle::from_bytes`](crate::IpcEventHandle::from_bytes) and
+/// [`IpcEventHandle`](crate::IpcEventHandle)'s `FromStr`. New kinds may be added, so a `match`
+/// needs a wildcard arm.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum IpcHandleParseError {
+    /// An IPC handle of the wrong length, in bytes (or hex characters, for text: ASCII whitespace
+    /// around them is ignored and not counted).
+    Length {
+        /// The length a handle has.
+        expected: usize,
+        /// The length given.
+        found: usize,
+    },
+    /// IPC handle text that is not hexadecimal.
+    Text {
+        /// The byte offset of the first character that is not a hex digit.
+        position: usize,
+    },
+}
+
+/// Why [`measure`](crate::timing::measure) or [`compare`](crate::timing::compare) could not
+/// measure: [`Error::Measure`]. New kinds may be added, so a `match` needs a wildcard arm.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum MeasureError {
+    /// [`measure`](crate::timing::measure) (or [`compare`](crate::timing::compare)) with options
+    /// it cannot honour.
+    InvalidOptions {
         /// Which option, and what it must be.
         reason: &'static str,
     },
@@ -105,19 +146,6 @@ pub enum Error {
         /// Repetitions discarded.
         discarded: usize,
     },
-    /// A future could not wait: the thread that watches pending GPU work could not be started
-    /// (the process's thread limit, say), or it ended. Nothing was queued; a new future tries
-    /// again.
-    ReactorUnavailable {
-        /// Why the thread did not start (as the operating system said it) or ended.
-        reason: String,
-    },
-    /// This process is a child forked from one that had used CUDA through this crate. CUDA does
-    /// not support a child using its parent's CUDA state, so the crate makes no CUDA call in it:
-    /// every call returns this, futures resolve to it, and dropping an event or stream releases
-    /// nothing (the parent still owns them). Start helpers with `std::process::Command` (which
-    /// execs), or fork before the first CUDA call.
-    ForkedChild,
     /// [`MeasureOptions::cupti`](crate::timing::MeasureOptions::cupti) was asked for and CUPTI cannot be
     /// used: libcupti was not found, or CUPTI refused (another tool, such as a profiler, holds
     /// it), or a CUPTI call failed during the measurement. `reason` says which, with CUPTI's
@@ -305,19 +333,7 @@ impl fmt::Display for Error {
             Error::InterprocessWithTiming => {
                 f.write_str("an interprocess event cannot have enable_timing (CUDA requires timing off)")
             }
-            Error::IpcHandleLength { expected, found } => {
-                write!(
-                    f,
-                    "an IPC event handle has length {expected} (bytes, or hex digits as text, \
-                     whitespace around them ignored), got {found}"
-                )
-            }
-            Error::IpcHandleText { position } => {
-                write!(
-                    f,
-                    "an IPC event handle's text is hexadecimal; character {position} is not"
-                )
-            }
+            Error::IpcHandleParse(e) => e.fmt(f),
             Error::IpcHandleFromThisProcess => f.write_str(
                 "this IPC event handle was exported by this same process: use the event itself, \
                  CUDA opens handles of other processes only",
@@ -342,14 +358,55 @@ impl fmt::Display for Error {
                 "the stream is being captured into a CUDA graph: a host function, a completion \
                  future or a measurement on it would be captured too, not run now",
             ),
-            Error::InvalidMeasureOptions { reason } => write!(f, "invalid measure options: {reason}"),
-            Error::NotCapturable { reason } => {
+            Error::Measure(e) => e.fmt(f),
+            Error::ReactorUnavailable { reason } => write!(
+                f,
+                "cuda-event's reactor thread, which watches pending GPU work for futures, could \
+                 not be started: {reason}"
+            ),
+            Error::ForkedChild => f.write_str(
+                "this process was forked from one that used CUDA: CUDA cannot be used in a forked \
+                 child (exec a new program, or fork before the first CUDA call)",
+            ),
+            Error::PerThreadStreamOfAnotherThread => f.write_str(
+                "a per-thread default stream was used on another thread than the one that made it \
+                 (on each thread, cudaStreamPerThread names that thread's own stream)",
+            ),
+        }
+    }
+}
+
+impl fmt::Display for IpcHandleParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            IpcHandleParseError::Length { expected, found } => {
+                write!(
+                    f,
+                    "an IPC event handle has length {expected} (bytes, or hex digits as text, \
+                     whitespace around them ignored), got {found}"
+                )
+            }
+            IpcHandleParseError::Text { position } => {
+                write!(
+                    f,
+                    "an IPC event handle's text is hexadecimal; character {position} is not"
+                )
+            }
+        }
+    }
+}
+
+impl fmt::Display for MeasureError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MeasureError::InvalidOptions { reason } => write!(f, "invalid measure options: {reason}"),
+            MeasureError::NotCapturable { reason } => {
                 write!(
                     f,
                     "the measured work could not be captured into a CUDA graph: {reason}"
                 )
             }
-            Error::ClockThrottled {
+            MeasureError::ClockThrottled {
                 sm_clock_mhz,
                 max_sm_clock_mhz,
                 threshold,
@@ -362,32 +419,23 @@ impl fmt::Display for Error {
                  are locked low; MeasureOptions::throttle_threshold(0.0) keeps such repetitions",
                 100.0 * threshold
             ),
-            Error::ReactorUnavailable { reason } => write!(
-                f,
-                "cuda-event's reactor thread, which watches pending GPU work for futures, could \
-                 not be started: {reason}"
-            ),
-            Error::ForkedChild => f.write_str(
-                "this process was forked from one that used CUDA: CUDA cannot be used in a forked \
-                 child (exec a new program, or fork before the first CUDA call)",
-            ),
-            Error::CuptiUnavailable { reason } => write!(
+            MeasureError::CuptiUnavailable { reason } => write!(
                 f,
                 "CUPTI cannot time the measurement (MeasureOptions::cupti): {reason}"
-            ),
-            Error::PerThreadStreamOfAnotherThread => f.write_str(
-                "a per-thread default stream was used on another thread than the one that made it \
-                 (on each thread, cudaStreamPerThread names that thread's own stream)",
             ),
         }
     }
 }
 
 impl std::error::Error for CudaError {}
+impl std::error::Error for IpcHandleParseError {}
+impl std::error::Error for MeasureError {}
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Cuda(e) => Some(e),
+            Error::IpcHandleParse(e) => Some(e),
+            Error::Measure(e) => Some(e),
             _ => None,
         }
     }
@@ -396,5 +444,17 @@ impl std::error::Error for Error {
 impl From<CudaError> for Error {
     fn from(e: CudaError) -> Error {
         Error::Cuda(e)
+    }
+}
+
+impl From<IpcHandleParseError> for Error {
+    fn from(e: IpcHandleParseError) -> Error {
+        Error::IpcHandleParse(e)
+    }
+}
+
+impl From<MeasureError> for Error {
+    fn from(e: MeasureError) -> Error {
+        Error::Measure(e)
     }
 }

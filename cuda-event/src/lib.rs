@@ -322,7 +322,7 @@ pub use context::set_device_reset_checks;
 pub use cuda_event_sys as sys;
 pub use device::{DeviceGuard, current_device, device_count, set_device};
 pub use driver::driver_entry_point;
-pub use error::{CudaError, Error, Result, check_runtime};
+pub use error::{CudaError, Error, IpcHandleParseError, Result, check_runtime};
 pub use event::ipc::IpcEventHandle;
 pub use event::{Event, EventBuilder};
 pub use stream::{Stream, StreamOptions};

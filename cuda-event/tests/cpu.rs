@@ -3,7 +3,8 @@
 
 use cuda_event_testkit as common;
 
-use cuda_event::{Error, Event, EventBuilder, IpcEventHandle, Stream, StreamOptions};
+use cuda_event::timing::MeasureError;
+use cuda_event::{Error, Event, EventBuilder, IpcEventHandle, IpcHandleParseError, Stream, StreamOptions};
 
 #[test]
 fn builder_defaults_are_torchs_all_off() {
@@ -97,10 +98,10 @@ fn ipc_handle_bytes_of_wrong_length_are_rejected() {
     for len in [0, 1, 63, 65, 128] {
         assert_eq!(
             IpcEventHandle::from_bytes(&vec![0; len]),
-            Err(Error::IpcHandleLength {
+            Err(Error::IpcHandleParse(IpcHandleParseError::Length {
                 expected: 64,
                 found: len
-            }),
+            })),
             "length {len}"
         );
     }
@@ -127,10 +128,10 @@ fn ipc_handle_text_of_wrong_length_is_rejected() {
     for len in [0, 2, 126, 127, 129, 130] {
         assert_eq!(
             "a".repeat(len).parse::<IpcEventHandle>(),
-            Err(Error::IpcHandleLength {
+            Err(Error::IpcHandleParse(IpcHandleParseError::Length {
                 expected: 128,
                 found: len
-            }),
+            })),
             "length {len}"
         );
     }
@@ -142,17 +143,17 @@ fn ipc_handle_text_that_is_not_hex_names_the_position() {
     text.replace_range(77..78, "g");
     assert_eq!(
         text.parse::<IpcEventHandle>(),
-        Err(Error::IpcHandleText { position: 77 })
+        Err(Error::IpcHandleParse(IpcHandleParseError::Text { position: 77 }))
     );
     // Positions count in the text as given, whitespace around the digits included.
     assert_eq!(
         format!("\t {text}\n").parse::<IpcEventHandle>(),
-        Err(Error::IpcHandleText { position: 79 })
+        Err(Error::IpcHandleParse(IpcHandleParseError::Text { position: 79 }))
     );
     let spaced = format!("{} {}", "0".repeat(64), "0".repeat(63));
     assert_eq!(
         spaced.parse::<IpcEventHandle>(),
-        Err(Error::IpcHandleText { position: 64 })
+        Err(Error::IpcHandleParse(IpcHandleParseError::Text { position: 64 }))
     );
 }
 
@@ -168,10 +169,10 @@ fn ipc_handle_text_ignores_ascii_whitespace_around_it() {
     }
     assert_eq!(
         "\n".parse::<IpcEventHandle>(),
-        Err(Error::IpcHandleLength {
+        Err(Error::IpcHandleParse(IpcHandleParseError::Length {
             expected: 128,
             found: 0
-        })
+        }))
     );
 }
 
@@ -188,20 +189,68 @@ fn errors_display_for_a_reader() {
         Error::NotComplete,
         Error::ElapsedAcrossDevices { start: 0, end: 1 },
         Error::InterprocessWithTiming,
-        Error::IpcHandleLength {
+        Error::IpcHandleParse(IpcHandleParseError::Length {
             expected: 64,
             found: 3,
-        },
-        Error::IpcHandleText { position: 5 },
+        }),
+        Error::IpcHandleParse(IpcHandleParseError::Text { position: 5 }),
         Error::IpcHandleFromThisProcess,
         Error::NotInterprocess,
         Error::PerThreadStreamOfAnotherThread,
         Error::StreamCapturing,
+        MeasureError::InvalidOptions {
+            reason: "max_batch must be at least 1",
+        }
+        .into(),
+        MeasureError::NotCapturable {
+            reason: "cuStreamBeginCapture: refused".into(),
+        }
+        .into(),
+        MeasureError::ClockThrottled {
+            sm_clock_mhz: 900.0,
+            max_sm_clock_mhz: 1980.0,
+            threshold: 0.9,
+            discarded: 12,
+        }
+        .into(),
+        MeasureError::CuptiUnavailable {
+            reason: "libcupti.so not found".into(),
+        }
+        .into(),
     ] {
         let text = error.to_string();
         assert!(text.len() > 20 && !text.contains("Error::"), "{text}");
         let _: &dyn std::error::Error = &error;
     }
+}
+
+/// The areas' errors read as they did when they were `Error`'s own variants, and an `Error` that
+/// wraps one gives it as its source.
+#[test]
+fn the_areas_errors_display_as_before_and_are_the_source() {
+    let parse = IpcHandleParseError::Text { position: 5 };
+    let measure = MeasureError::InvalidOptions {
+        reason: "max_batch must be at least 1",
+    };
+    assert_eq!(
+        parse.to_string(),
+        "an IPC event handle's text is hexadecimal; character 5 is not"
+    );
+    assert_eq!(
+        measure.to_string(),
+        "invalid measure options: max_batch must be at least 1"
+    );
+    let (parsing, measuring) = (Error::from(parse.clone()), Error::from(measure.clone()));
+    assert_eq!(parsing, Error::IpcHandleParse(parse.clone()));
+    assert_eq!(measuring, Error::Measure(measure.clone()));
+    assert_eq!(parsing.to_string(), parse.to_string());
+    assert_eq!(measuring.to_string(), measure.to_string());
+    fn source(e: &Error) -> &(dyn std::error::Error + 'static) {
+        std::error::Error::source(e).expect("the area's error")
+    }
+    assert_eq!(source(&parsing).downcast_ref(), Some(&parse));
+    assert_eq!(source(&measuring).downcast_ref(), Some(&measure));
+    assert!(std::error::Error::source(&Error::NotRecorded).is_none());
 }
 
 #[test]
@@ -210,6 +259,8 @@ fn event_stream_and_errors_are_send_and_sync() {
     send_sync::<Event>();
     send_sync::<Stream>();
     send_sync::<Error>();
+    send_sync::<IpcHandleParseError>();
+    send_sync::<MeasureError>();
     send_sync::<IpcEventHandle>();
     send_sync::<EventBuilder>();
     send_sync::<cuda_event::StreamOptions>();

@@ -6,7 +6,7 @@
 use cuda_event_testkit as common;
 
 use common::gpu_spin;
-use cuda_event::timing::{Doubt, MeasureOptions, Measurement, measure};
+use cuda_event::timing::{Doubt, MeasureError, MeasureOptions, Measurement, measure};
 use cuda_event::{Error, Stream};
 use std::time::Duration;
 
@@ -127,7 +127,7 @@ fn without_libcupti_the_measurement_says_so() {
     let refused = measure(&stream, &options(), |_| Ok::<(), Error>(()));
     println!("{refused:?}");
     match refused {
-        Err(Error::CuptiUnavailable { reason }) => {
+        Err(Error::Measure(MeasureError::CuptiUnavailable { reason })) => {
             assert!(reason.contains("/nonexistent/libcupti.so"), "{reason}")
         }
         other => panic!("{other:?}"),

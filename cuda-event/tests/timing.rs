@@ -7,7 +7,7 @@ use cuda_event_testkit as common;
 
 use common::{MeasuringGpuTest, TestBuffer, driver_fn, gpu_sleep, hold, ok};
 use cuda_event::timing::{
-    CompareOptions, MeasureOptions, Measurement, StopReason, Timer, Verdict, compare, measure,
+    CompareOptions, MeasureError, MeasureOptions, Measurement, StopReason, Timer, Verdict, compare, measure,
 };
 use cuda_event::{DeviceGuard, Error, Stream, sys};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -455,7 +455,12 @@ fn measure_returns_the_callers_own_error_type() {
     // This crate's own errors arrive as the caller's type too.
     let result = measure(&stream, &quick().max_batch(0), |_| Ok::<(), WorkError>(()));
     assert!(
-        matches!(result, Err(WorkError::Cuda(Error::InvalidMeasureOptions { .. }))),
+        matches!(
+            result,
+            Err(WorkError::Cuda(Error::Measure(
+                MeasureError::InvalidOptions { .. }
+            )))
+        ),
         "{result:?}"
     );
     stream.record_event().unwrap().synchronize().unwrap();
@@ -482,7 +487,7 @@ fn measure_rejects_options_it_cannot_honour() {
             Ok(())
         });
         assert!(
-            matches!(result, Err(Error::InvalidMeasureOptions { .. })),
+            matches!(result, Err(Error::Measure(MeasureError::InvalidOptions { .. }))),
             "{options:?}: {result:?}"
         );
         assert!(!called);
@@ -625,7 +630,7 @@ fn compare_stops_when_decided_and_says_ambiguous_when_it_cannot_tell() {
             |_| Ok(()),
         );
         assert!(
-            matches!(result, Err(Error::InvalidMeasureOptions { .. })),
+            matches!(result, Err(Error::Measure(MeasureError::InvalidOptions { .. }))),
             "{margin}: {result:?}"
         );
         assert!(!called);
@@ -707,7 +712,9 @@ fn measure_in_graph_mode_of_work_that_cannot_be_captured_is_an_error_that_says_w
     });
     println!("a query inside the work: {unjoined:?} after {calls} calls");
     match &unjoined {
-        Err(Error::NotCapturable { reason }) => assert!(reason.contains("broke the capture"), "{reason}"),
+        Err(Error::Measure(MeasureError::NotCapturable { reason })) => {
+            assert!(reason.contains("broke the capture"), "{reason}")
+        }
         other => panic!("expected NotCapturable, got {other:?}"),
     }
     let legacy = measure(
@@ -720,7 +727,9 @@ fn measure_in_graph_mode_of_work_that_cannot_be_captured_is_an_error_that_says_w
     );
     println!("legacy default stream: {legacy:?}");
     match &legacy {
-        Err(Error::NotCapturable { reason }) => assert!(reason.contains("legacy default stream"), "{reason}"),
+        Err(Error::Measure(MeasureError::NotCapturable { reason })) => {
+            assert!(reason.contains("legacy default stream"), "{reason}")
+        }
         other => panic!("expected NotCapturable, got {other:?}"),
     }
     let waits = measure(&stream, &options, |s| {
@@ -870,12 +879,12 @@ fn measure_discards_samples_below_the_throttle_threshold_and_says_so_when_every_
     println!("threshold 1.0: {result:?} after {:?}", started.elapsed());
     match result {
         Err(
-            e @ Error::ClockThrottled {
+            e @ Error::Measure(MeasureError::ClockThrottled {
                 sm_clock_mhz,
                 max_sm_clock_mhz,
                 discarded,
                 ..
-            },
+            }),
         ) => {
             assert_eq!(max_sm_clock_mhz, max);
             assert!(sm_clock_mhz > 0.0 && sm_clock_mhz < max && discarded > 0);

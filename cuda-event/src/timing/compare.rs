@@ -1,7 +1,7 @@
 //! A/B comparison: two pieces of GPU work timed in alternation on one stream, and a conservative
 //! verdict on their ratio.
 
-use crate::error::{Error, Result};
+use crate::error::{Error, MeasureError, Result};
 use crate::stream::Stream;
 use crate::timing::engine::sampler::Sampler;
 use crate::timing::measurement::{Measurement, StopReason};
@@ -186,8 +186,8 @@ pub const CONFIDENCE: f64 = 0.999;
 /// ```
 ///
 /// # Errors
-/// As [`measure`](crate::timing::measure)'s; [`Error::InvalidMeasureOptions`] for a margin that is not a
-/// finite number at least 0.
+/// As [`measure`](crate::timing::measure)'s; [`MeasureError::InvalidOptions`] for a margin that is
+/// not a finite number at least 0.
 pub fn compare<A, B, E>(
     stream: &Stream,
     options: &CompareOptions,
@@ -202,7 +202,7 @@ where
     let margin = options.margin;
     if !(margin >= 0.0 && margin.is_finite()) {
         let reason = "margin must be a finite number at least 0";
-        return Err(Error::InvalidMeasureOptions { reason }.into());
+        return Err(Error::from(MeasureError::InvalidOptions { reason }).into());
     }
     let measure = &options.measure;
     let alpha = |look: u32| (1.0 - CONFIDENCE) / 2f64.powi(look as i32);

@@ -93,10 +93,17 @@ use std::time::Duration;
 ///   placed in creation order).
 ///
 /// # Errors
-/// [`Error::InvalidMeasureOptions`], [`Error::StreamCapturing`], the error `work` returns (after
-/// the work queued so far completes), [`Error::NotCapturable`] in graph mode,
-/// [`Error::ClockThrottled`] with [`MeasureOptions::sm_clock`], CUDA's errors; this crate's errors
-/// as `E::from`.
+/// [`MeasureError::InvalidOptions`], [`Error::StreamCapturing`], the error `work` returns (after
+/// the work queued so far completes), [`MeasureError::NotCapturable`] in graph mode,
+/// [`MeasureError::ClockThrottled`] with [`MeasureOptions::sm_clock`],
+/// [`MeasureError::CuptiUnavailable`] with [`MeasureOptions::cupti`], CUDA's errors; this crate's
+/// errors as `E::from` (a [`MeasureError`] in [`Error::Measure`]).
+///
+/// [`MeasureError`]: crate::timing::MeasureError
+/// [`MeasureError::InvalidOptions`]: crate::timing::MeasureError::InvalidOptions
+/// [`MeasureError::NotCapturable`]: crate::timing::MeasureError::NotCapturable
+/// [`MeasureError::ClockThrottled`]: crate::timing::MeasureError::ClockThrottled
+/// [`MeasureError::CuptiUnavailable`]: crate::timing::MeasureError::CuptiUnavailable
 pub fn measure<F, E>(stream: &Stream, options: &MeasureOptions, mut work: F) -> Result<Measurement, E>
 where
     F: FnMut(&Stream) -> Result<(), E>,

@@ -38,3 +38,4 @@ pub use self::measurement::{Measurement, StopReason};
 pub use self::options::MeasureOptions;
 pub use self::statistics::clusters::{Clusters, Drift};
 pub use self::timer::{Timer, Timing};
+pub use crate::error::MeasureError;

@@ -2,7 +2,7 @@
 //! [`compare`](crate::timing::compare) repeat and when they stop, and the check that refuses
 //! options they cannot honour.
 
-use crate::error::{Error, Result};
+use crate::error::{MeasureError, Result};
 use std::time::Duration;
 
 /// How [`measure`](crate::timing::measure) repeats and when it stops. The defaults are nvbench's (noise
@@ -78,7 +78,7 @@ pub struct MeasureOptions {
     /// joined back to it). A call inside the work that the capture refuses returns CUDA's error
     /// to the work, which `measure` returns if the work does; if the work goes on, or CUDA
     /// refuses the capture itself (the legacy default stream cannot be captured), the result is
-    /// [`Error::NotCapturable`], which names the step and CUDA's answer. Replays of a graph cost
+    /// [`MeasureError::NotCapturable`], which names the step and CUDA's answer. Replays of a graph cost
     /// the GPU less than the same launches from the host, so very short work reads shorter than
     /// it does in a program that launches it one call at a time; and CUDA may run a captured
     /// operation differently from the same call on a stream (a device-to-device copy captured as
@@ -152,7 +152,7 @@ pub struct MeasureOptions {
     /// names, else `libcupti.so` (and `.13`, `.12`) on the loader's path, else the CUDA toolkit's
     /// `extras/CUPTI/lib64` and `lib64` under `/usr/local/cuda`. PyPI's `nvidia-cuda-cupti` wheel
     /// ships one. Where it is missing, or CUPTI is held by another tool (a profiler), `measure`
-    /// returns [`Error::CuptiUnavailable`].
+    /// returns [`MeasureError::CuptiUnavailable`].
     ///
     /// CUPTI's records lengthen launches a little, the events' intervals with them, and those of
     /// any other thread's work while it runs: compare event times taken with and without it with
@@ -236,7 +236,7 @@ impl MeasureOptions {
     /// Refuses options that `measure` cannot honour.
     pub(crate) fn check(&self) -> Result<()> {
         const LONGEST: Duration = Duration::from_secs(24 * 60 * 60);
-        let invalid = |reason| Err(Error::InvalidMeasureOptions { reason });
+        let invalid = |reason| Err(MeasureError::InvalidOptions { reason }.into());
         if self.min_samples < 2 {
             return invalid("min_samples must be at least 2 (the noise needs two samples)");
         }
@@ -273,10 +273,11 @@ impl MeasureOptions {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Error;
 
     fn refused(options: MeasureOptions) -> &'static str {
         match options.check() {
-            Err(Error::InvalidMeasureOptions { reason }) => reason,
+            Err(Error::Measure(MeasureError::InvalidOptions { reason })) => reason,
             other => panic!("{other:?}"),
         }
     }

@@ -8,7 +8,7 @@
 mod library;
 pub(crate) mod times;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, MeasureError, Result};
 #[cfg(feature = "cupti")]
 use library::{CONCURRENT_KERNEL, Cupti, DRIVER, EXTERNAL_CORRELATION, MEMCPY, MEMSET, RUNTIME};
 use std::collections::HashMap;
@@ -83,7 +83,7 @@ const KINDS: [u32; 6] = [
 ];
 
 fn unavailable(reason: String) -> Error {
-    Error::CuptiUnavailable { reason }
+    MeasureError::CuptiUnavailable { reason }.into()
 }
 
 #[cfg(feature = "cupti")]
@@ -92,7 +92,7 @@ impl Session {
     /// waits for another thread's measurement with CUPTI to end first (for at most a minute).
     ///
     /// # Errors
-    /// [`Error::CuptiUnavailable`]: the library is missing, CUPTI refused (another tool, a
+    /// [`MeasureError::CuptiUnavailable`]: the library is missing, CUPTI refused (another tool, a
     /// profiler, holds it), this thread is inside a measurement with CUPTI already, or another
     /// thread's held CUPTI for a minute.
     pub(crate) fn begin() -> Result<Session> {

@@ -2,7 +2,7 @@
 //! ([`MeasureOptions::cupti`](crate::timing::MeasureOptions::cupti)), and the tags that mark each
 //! timed interval's work for it: by the interval's place in the queue, as its clock's stamp slot.
 
-use crate::error::{Error, Result};
+use crate::error::{MeasureError, Result};
 use crate::timing::cupti::Session;
 use crate::timing::cupti::times::CuptiTimes;
 use crate::timing::engine::calibration_arm::CalibrationArm;
@@ -63,9 +63,10 @@ impl CuptiTags {
         if !empty.is_empty() && empty.iter().all(Option::is_none) && spans.dropped == 0 {
             let reason = "CUPTI delivered no record of the calibration's kernels: another \
                           CUPTI client of this process (a profiler) may be taking its records";
-            return Err(Error::CuptiUnavailable {
+            return Err(MeasureError::CuptiUnavailable {
                 reason: reason.into(),
-            });
+            }
+            .into());
         }
         let of_arm = |arm| CuptiTimes::new(arm, &empty, spans.dropped);
         Ok(by_arm.into_iter().map(of_arm).collect())

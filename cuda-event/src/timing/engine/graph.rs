@@ -5,7 +5,7 @@
 use crate::capture_mode::is_capture_interference;
 use crate::context::ContextInstance;
 use crate::driver::{Driver, Entry};
-use crate::error::{Error, Result};
+use crate::error::{Error, MeasureError, Result};
 use crate::stream::Stream;
 use crate::stream::capture_gate;
 use crate::timing::timer::from_ms;
@@ -40,7 +40,7 @@ impl GraphBatch {
     /// Captures on `stream` (thread-local mode: other threads' CUDA calls cannot invalidate it)
     /// what `queue` submits, given `intervals` pairs of events to record, and instantiates it.
     /// The caller's context is current. Returns `queue`'s error as is (after ending the capture),
-    /// or [`Error::NotCapturable`] when CUDA refused the capture.
+    /// or [`MeasureError::NotCapturable`] when CUDA refused the capture.
     pub(crate) fn capture<E: From<Error>>(
         d: &'static Driver,
         stream: &Stream,
@@ -236,7 +236,7 @@ impl GraphEvent {
 }
 
 /// The result of one of the sampler's own steps (`step`): in a capture (`capturing`), an error
-/// that the capture caused is [`Error::NotCapturable`] ([`in_capture`]).
+/// that the capture caused is [`MeasureError::NotCapturable`] ([`in_capture`]).
 pub(crate) fn our_step(capturing: bool, result: Result<()>, step: &str) -> Result<()> {
     match capturing {
         true => in_capture(result, step),
@@ -246,31 +246,34 @@ pub(crate) fn our_step(capturing: bool, result: Result<()>, step: &str) -> Resul
 
 /// `result` of the crate's own call inside the capture (a timing event's record, the flush): an
 /// error that the capture caused (an earlier call in the work broke it) as
-/// [`Error::NotCapturable`].
+/// [`MeasureError::NotCapturable`].
 fn in_capture(result: Result<()>, step: &str) -> Result<()> {
     match result {
         Err(Error::Cuda(e)) if is_capture_interference(&Error::Cuda(e.clone())) => {
-            Err(Error::NotCapturable {
+            Err(MeasureError::NotCapturable {
                 reason: format!(
                     "{step}: {e} (a call earlier in the work broke the capture: one that a capture \
                  refuses, such as a query or a synchronize, whose error the work did not return)"
                 ),
-            })
+            }
+            .into())
         }
         other => other,
     }
 }
 
-/// `code` of a capture step (a call of `entry`) as [`Error::NotCapturable`], naming the step,
+/// `code` of a capture step (a call of `entry`) as [`MeasureError::NotCapturable`], naming the step,
 /// CUDA's answer and what usually causes it.
 fn check_step<F: Copy>(entry: &Entry<F>, step: &str, code: sys::CUresult, hint: &str) -> Result<()> {
     match entry.check(code) {
-        Err(Error::Cuda(e)) if hint.is_empty() => Err(Error::NotCapturable {
+        Err(Error::Cuda(e)) if hint.is_empty() => Err(MeasureError::NotCapturable {
             reason: format!("{step}: {e}"),
-        }),
-        Err(Error::Cuda(e)) => Err(Error::NotCapturable {
+        }
+        .into()),
+        Err(Error::Cuda(e)) => Err(MeasureError::NotCapturable {
             reason: format!("{step}: {e} ({hint})"),
-        }),
+        }
+        .into()),
         other => other,
     }
 }

@@ -7,7 +7,7 @@
 use crate::capture_mode::RelaxedCapture;
 use crate::context::ContextInstance;
 use crate::driver::{Driver, driver};
-use crate::error::{Error, Result};
+use crate::error::{Error, MeasureError, Result};
 use crate::event::Event;
 use crate::stream::Stream;
 use crate::timing::calibration::Calibrated;
@@ -366,12 +366,12 @@ where
         if !(timeout && self.kept.samples[0].len() < 2 && throttle.discarded() > 0) {
             return None;
         }
-        Some(Error::ClockThrottled {
+        Some(Error::Measure(MeasureError::ClockThrottled {
             sm_clock_mhz: median(&throttle.discarded_mhz).unwrap_or(0.0),
             max_sm_clock_mhz: self.clock.as_ref().map_or(0.0, ClockStamps::max_mhz),
             threshold: self.options.throttle_threshold,
             discarded: throttle.discarded(),
-        })
+        }))
     }
 
     /// Queues one interval, the `at`-th of its batch: a stamp of the clock into slot `at`, the flush
@@ -379,7 +379,7 @@ where
     /// batch's last, [`end_stamp`](Self::end_stamp)) ends this one's clock; the stamp comes
     /// before the flush, so that what precedes the start event is what precedes it without stamps.
     /// `record(stream, end)` records an event. In a capture, an error of the crate's own steps
-    /// that the capture caused is [`Error::NotCapturable`].
+    /// that the capture caused is [`MeasureError::NotCapturable`].
     fn queue_interval(
         &mut self,
         arm: usize,
