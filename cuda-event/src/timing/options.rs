@@ -63,11 +63,11 @@ pub struct MeasureOptions {
     /// the gate's watchdog opens the gate (the batch is dropped, and the next is 16 times smaller).
     /// The default leaves room for a few stream operations per interval, the flush and the two
     /// timing events included. In graph mode, the most intervals captured into one graph. A batch
-    /// holds at least one repetition whatever this says. A graph replays the same repetitions,
-    /// so in graph mode a calibrated one holds a multiple of 14 (at least 14), so that each of
-    /// the calibration's seven kernel lengths runs first and last equally often, and an
-    /// uncalibrated comparison's an even number (at least two), so that each arm runs first
-    /// equally often.
+    /// holds at least one repetition whatever this says. A graph replays the same repetitions, so
+    /// in graph mode a batch holds whole cycles of the order the arms run in: a calibrated
+    /// comparison's a multiple of four (at least four), a comparison's or a calibrated
+    /// measurement's an even number (at least two), so that each arm runs first, and each of the
+    /// calibration's kernel lengths first and last, equally often.
     pub max_batch: usize,
     /// Graph mode: capture a batch of repetitions (each its flush, a timing event, the work, a
     /// timing event) into a CUDA graph once and replay it, so that they run back to back whatever

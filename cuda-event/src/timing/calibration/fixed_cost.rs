@@ -13,8 +13,7 @@ use std::time::Duration;
 
 /// The calibration kernel's lengths, in the order the repetitions rotate through them
 /// ([`rung_of`]); zero is the empty kernel. The line's two ends come first, so that a measurement
-/// of two repetitions already has a slope. Their number is odd: the calibration's kernel runs
-/// first in even repetitions and last in odd ones, and each rung so takes both places.
+/// of four repetitions already has a slope.
 pub(crate) const RUNGS: [Duration; 7] = [
     Duration::from_micros(1),
     Duration::from_micros(20),
@@ -25,16 +24,16 @@ pub(crate) const RUNGS: [Duration; 7] = [
     Duration::from_micros(3),
 ];
 
-/// The repetitions in which every rung runs once first and once last (the calibration's kernel
-/// runs first in even repetitions): two rotations of an odd number of rungs.
-pub(crate) const CALIBRATION_CYCLE: usize = 2 * RUNGS.len();
-
 /// The rung of the empty kernel.
 pub(crate) const EMPTY: usize = 2;
 
-/// The rung of repetition `repetition` (counted from the measurement's first).
+/// The rung of repetition `repetition` (counted from the measurement's first, or from a graph's
+/// first): each rung for two repetitions in a row, an even one and the next, so that it runs
+/// once in each of the calibration's places (first in even repetitions, last in odd ones). Any
+/// even number of repetitions so holds every rung it holds in both places equally often, as a
+/// graph, which replays the same repetitions, needs.
 pub(crate) fn rung_of(repetition: usize) -> usize {
-    repetition % RUNGS.len()
+    (repetition / 2) % RUNGS.len()
 }
 
 /// The mean length of the rungs that run (seconds).
@@ -138,14 +137,18 @@ mod tests {
     #[test]
     fn the_rotation_starts_with_the_lines_two_ends_and_visits_every_rung() {
         assert_eq!(
-            (RUNGS[rung_of(0)], RUNGS[rung_of(1)]),
+            (RUNGS[rung_of(0)], RUNGS[rung_of(2)]),
             (Duration::from_micros(1), Duration::from_micros(20))
         );
         assert_eq!(RUNGS.iter().position(Duration::is_zero), Some(EMPTY));
-        let mut seen: Vec<usize> = (0..RUNGS.len()).map(rung_of).collect();
+        let mut seen: Vec<usize> = (0..RUNGS.len()).map(|k| rung_of(2 * k)).collect();
         seen.sort_unstable();
         assert_eq!(seen, (0..RUNGS.len()).collect::<Vec<_>>());
-        assert_eq!(rung_of(RUNGS.len()), 0);
+        assert!(
+            (0..4 * RUNGS.len()).all(|i| rung_of(i) == rung_of(i ^ 1)),
+            "pairs"
+        );
+        assert_eq!(rung_of(2 * RUNGS.len()), 0);
     }
 
     #[test]

@@ -102,6 +102,20 @@ where
     }
 }
 
+/// The fewest repetitions in a row over which [`arm_order`] balances the places, of `users` of
+/// the caller's arms and the calibration's (if `calibrated`): each of the caller's arms first
+/// overall and right beside the calibration equally often, and each calibration rung first and
+/// last equally often. A graph replays the same repetitions, so it holds a multiple of this.
+pub(crate) fn graph_cycle(users: usize, calibrated: bool) -> usize {
+    match (users > 1, calibrated) {
+        // The caller's order turns every other repetition; the calibration's place too.
+        (true, true) => 4,
+        // The caller's order, or a rung's two places (`rung_of`).
+        (true, false) | (false, true) => 2,
+        (false, false) => 1,
+    }
+}
+
 /// The arms of repetition `i` in the order they run, of `users` of the caller's and the
 /// calibration's (numbered `users`, if any), over a cycle of four: the caller's forward, backward,
 /// backward, forward (0, 1, ... then ..., 1, 0), so that none of them always runs first or always
@@ -114,8 +128,8 @@ fn arm_order(i: usize, users: usize, calibration: Option<usize>) -> impl Iterato
     let alternating = (0..users).map(move |k| if forward { k } else { users - 1 - k });
     // The calibration's kernel runs first, then last: an interval's fixed cost can depend on
     // where it runs in the repetition (measured: the first place read more), and so the
-    // calibration and the caller's arms each follow one another equally often; with an odd
-    // number of rungs, each rung runs first and last equally often too.
+    // calibration and the caller's arms each follow one another equally often; each rung runs
+    // in an even repetition and the next (`rung_of`), so first and last equally often too.
     let even = i.is_multiple_of(2);
     let first = calibration.filter(|_| even);
     let last = calibration.filter(|_| !even);
@@ -187,34 +201,37 @@ mod tests {
     }
 
     #[test]
-    fn each_rung_runs_first_and_last_equally_often_over_whole_cycles_only() {
-        use crate::timing::calibration::fixed_cost::{CALIBRATION_CYCLE, RUNGS, rung_of};
-        // Repetitions 0..n, as a graph of n repetitions replays them: per rung, how often the
-        // calibration runs first, less how often it runs last.
-        let imbalance = |n: usize, users: usize| -> Vec<i64> {
-            (0..RUNGS.len())
-                .map(|rung| {
-                    (0..n)
-                        .filter(|&i| rung_of(i) == rung)
-                        .map(|i| match arm_order(i, users, Some(users)).next() == Some(users) {
-                            true => 1,
-                            false => -1,
-                        })
-                        .sum()
-                })
-                .collect()
-        };
+    fn every_graph_of_whole_cycles_balances_the_places() {
+        use crate::timing::calibration::fixed_cost::{RUNGS, rung_of};
         for users in [1, 2] {
-            for cycles in 1..=4 {
-                let n = cycles * CALIBRATION_CYCLE;
-                assert!(
-                    imbalance(n, users).iter().all(|&d| d == 0),
-                    "{n} repetitions, {users} arms"
-                );
+            let cycle = graph_cycle(users, true);
+            // A graph of n repetitions replays repetitions 0..n: in every one of whole cycles,
+            // each rung runs first as often as last, and each of the caller's arms runs first
+            // overall, and right beside the calibration, equally often.
+            for n in (cycle..=20 * cycle).step_by(cycle) {
+                for rung in 0..RUNGS.len() {
+                    let place = |i: usize| arm_order(i, users, Some(users)).next() == Some(users);
+                    let firsts = (0..n).filter(|&i| rung_of(i) == rung && place(i)).count();
+                    let lasts = (0..n).filter(|&i| rung_of(i) == rung && !place(i)).count();
+                    assert_eq!(firsts, lasts, "{n} repetitions, {users} arms, rung {rung}");
+                }
+                let (after, place) = tally(n, users, true);
+                for arm in 0..users {
+                    assert_eq!(place[&(arm, 0)], place[&(0, 0)], "{n} repetitions: first place");
+                    let beside =
+                        after.get(&(users, arm)).unwrap_or(&0) + after.get(&(arm, users)).unwrap_or(&0);
+                    let beside_0 =
+                        after.get(&(users, 0)).unwrap_or(&0) + after.get(&(0, users)).unwrap_or(&0);
+                    assert_eq!(beside, beside_0, "{n} repetitions: beside the calibration");
+                }
             }
-            // Why a graph holds whole cycles: 32 repetitions (64 intervals of two arms) leave
-            // rungs that run in one place more often than in the other in every replay.
-            assert!(imbalance(32, users).iter().any(|&d| d != 0));
         }
+        // Without the calibration, two of the caller's arms take turns first every two.
+        let (_, place) = tally(2, 2, false);
+        assert_eq!(place[&(0, 0)], place[&(1, 0)]);
+        // Why a calibrated comparison's graph holds a multiple of four, not of two: in 14
+        // repetitions, one of the caller's arms runs first overall more often than the other.
+        let (_, place) = tally(14, 2, true);
+        assert_ne!(place.get(&(0, 0)), place.get(&(1, 0)));
     }
 }

@@ -11,9 +11,8 @@ use crate::error::{Error, MeasureError, Result};
 use crate::event::Event;
 use crate::stream::Stream;
 use crate::timing::calibration::Calibrated;
-use crate::timing::calibration::fixed_cost::CALIBRATION_CYCLE;
 use crate::timing::cupti::Session;
-use crate::timing::engine::arms::{ArmWork, Arms};
+use crate::timing::engine::arms::{ArmWork, Arms, graph_cycle};
 use crate::timing::engine::batches::{
     AfterOpened, Batch, BatchBound, MOST_CLOCKED_INTERVALS, batch_repetitions,
 };
@@ -108,14 +107,17 @@ where
             false => None,
         };
         let gated = options.gate && !options.graph;
-        // A stamp before each interval of the largest batch (a two-arm graph may add a repetition)
-        // and one after the last; larger batches are cut to fit (see `Sampler::batch_size`).
+        // A stamp before each interval of the largest batch (a graph rounds up to whole cycles of
+        // the arm order) and one after the last; larger batches are cut to fit (see
+        // `Sampler::batch_size`).
         let asked_arms = arms + usize::from(options.calibrate);
         let stamp_slots = match options.sm_clock {
             true => {
-                ((options.max_batch / asked_arms).max(1).saturating_add(1))
-                    .saturating_mul(asked_arms)
-                    .min(MOST_CLOCKED_INTERVALS)
+                ((options.max_batch / asked_arms)
+                    .max(1)
+                    .saturating_add(graph_cycle(arms, options.calibrate)))
+                .saturating_mul(asked_arms)
+                .min(MOST_CLOCKED_INTERVALS)
                     + 1
             }
             false => 0,
@@ -265,12 +267,10 @@ where
     /// The repetitions of the next batch, of the `wanted` that fill [`BATCH_TIME`]: at most
     /// `max_batch` intervals behind one hold (each repetition has every arm's), and as many as the
     /// clock's stamp slots hold. A graph replays the same repetitions, so it holds whole cycles of
-    /// the arm order: with the calibration's arm, every rung first and last once
-    /// ([`CALIBRATION_CYCLE`]); else, with two of the caller's arms, each first once.
+    /// the arm order ([`graph_cycle`]).
     fn batch_size(&self, wanted: usize) -> usize {
         let cycle = match self.mode {
-            Mode::Graph(_) if self.arms.calibration.is_some() => CALIBRATION_CYCLE,
-            Mode::Graph(_) if self.arms.users() > 1 => 2,
+            Mode::Graph(_) => graph_cycle(self.arms.users(), self.arms.calibration.is_some()),
             _ => 1,
         };
         let slots = self
