@@ -262,6 +262,14 @@
 //! The modules' floors, how the crate calls CUDA and why, and the driver model that its
 //! concurrency tests run on: `ARCHITECTURE.md` beside this crate's manifest in the
 //! [repository](https://github.com/cuda-event/cuda-event/blob/main/cuda-event/ARCHITECTURE.md).
+//! Where a change goes, in that repository:
+//! - a new option of [`measure`] and [`compare`]: a field of [`MeasureOptions`] in
+//!   `src/timing/options.rs` (checked there, in `check`), read by the engine
+//!   (`src/timing/engine/`), and reported in [`Measurement`] where it changes what a sample means;
+//! - a new test of a capture race: against the driver model, in `src/model/tests/captures.rs`
+//!   (or the file of its subject there), where the model checker walks every interleaving; on a
+//!   GPU, in `tests/capture/races.rs`. The test kit's crate docs (`testkit/src/lib.rs`) have the
+//!   table of where each kind of test goes.
 //!
 //! # Performance
 //! Every hot call (record, wait, query, a pooled first record) is benchmarked against the raw
@@ -277,6 +285,7 @@
 //! [`empty_event_pool`]: pool::empty_event_pool
 //! [`set_event_pool`]: pool::set_event_pool
 //! [`CONFIDENCE`]: timing::CONFIDENCE
+//! [`MeasureOptions`]: timing::MeasureOptions
 //! [`MeasureOptions::cupti`]: timing::MeasureOptions::cupti
 //! [`MeasureOptions::graph`]: timing::MeasureOptions::graph
 //! [`Measurement`]: timing::Measurement
