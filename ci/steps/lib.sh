@@ -21,6 +21,13 @@ find_cudas() {
 }
 find_cudas
 
+# A command's environment with CUDA hidden from the build's search, for the steps that need it
+# (hidden-cuda, docs-rs): no variable that names a CUDA or a Python environment, and a PATH of the
+# system's folders and cargo's only.
+# shellcheck disable=SC2034 # read by the steps that source this
+without_cuda=(env -u CUDA_PATH -u CUDA_HOME -u CUDA_ROOT -u CUDA_TOOLKIT_ROOT_DIR -u CUDA_EVENT_SYS_CUDA_DIR
+  -u VIRTUAL_ENV -u CONDA_PREFIX "PATH=/usr/bin:/bin:$(dirname "$(command -v cargo)")")
+
 # A copy of the tracked files, for the steps that hide CUDA from a build (hidden-cuda, docs-rs);
 # it goes when the step exits, whatever it says.
 hidden=""
