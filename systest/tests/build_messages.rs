@@ -23,6 +23,7 @@ const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// A crate in a fresh temporary folder that depends on cuda-event-sys (with `features`).
 struct Consumer {
     dir: Scratch,
+    target_dir: PathBuf,
 }
 
 impl Consumer {
@@ -39,7 +40,15 @@ impl Consumer {
         std::fs::write(dir.join("src/lib.rs"), "pub use cuda_event_sys as sys;\n").unwrap();
         // The workspace's versions, all already downloaded: the builds run offline.
         std::fs::copy(LOCKFILE, dir.join("Cargo.lock")).unwrap();
-        Consumer { dir }
+        Consumer {
+            dir,
+            target_dir: shared_target_dir(),
+        }
+    }
+
+    /// Builds in `target_dir` instead of the shared one.
+    fn in_target_dir(self, target_dir: PathBuf) -> Consumer {
+        Consumer { target_dir, ..self }
     }
 
     /// `cargo build -v` with only `envs` (and what cargo itself needs) in the environment.
@@ -52,7 +61,7 @@ impl Consumer {
             .current_dir(&self.dir)
             .env_clear()
             .env("PATH", search_path(&[toolchain]))
-            .env("CARGO_TARGET_DIR", shared_target_dir());
+            .env("CARGO_TARGET_DIR", &self.target_dir);
         for var in ["HOME", "CARGO_HOME", "RUSTUP_HOME", "RUSTUP_TOOLCHAIN"] {
             if let Some(value) = std::env::var_os(var) {
                 command.env(var, value);
@@ -134,6 +143,16 @@ impl Drop for Scratch {
 
 fn shared_target_dir() -> PathBuf {
     Path::new(env!("CARGO_TARGET_TMPDIR")).join("build-messages")
+}
+
+/// An empty folder for LIBCLANG_PATH, where no libclang loads: the same path in every build and
+/// every run, since bindgen's build script reruns, and bindgen and cuda-event-sys's build script
+/// then compile again, whenever LIBCLANG_PATH changes. Beside the shared target dir (not in the
+/// system's temporary folder, where it would be left behind).
+fn no_libclang_dir() -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("build-messages-no-libclang");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
 }
 
 /// `dirs`, then the system's own program folders.
@@ -232,7 +251,7 @@ fn no_cuda_outside_the_workspace_names_fixes_a_user_can_act_on() {
 #[test]
 fn the_default_build_uses_the_committed_bindings_and_compiles_no_bindgen() {
     let Some(_one) = under_cargo() else { return };
-    let nowhere = scratch("no-libclang-by-default");
+    let nowhere = no_libclang_dir();
     let build = Consumer::new("default", &[]).build(&[
         ("CUDA_EVENT_SYS_CUDA_DIR", real_cuda()),
         ("LIBCLANG_PATH", nowhere.as_os_str().into()),
@@ -257,7 +276,7 @@ fn the_default_build_uses_the_committed_bindings_and_compiles_no_bindgen() {
 #[test]
 fn no_libclang_with_the_bindgen_feature_builds_with_the_bindings_committed_for_the_cuda_found() {
     let Some(_one) = under_cargo() else { return };
-    let nowhere = scratch("no-libclang-here");
+    let nowhere = no_libclang_dir();
     let version = format!("{}.{}", real_version() / 1000, real_version() % 1000 / 10);
     let build = Consumer::new("no-libclang", &["bindgen"]).build(&[
         ("CUDA_EVENT_SYS_CUDA_DIR", real_cuda()),
@@ -271,7 +290,7 @@ fn no_libclang_with_the_bindgen_feature_builds_with_the_bindings_committed_for_t
 #[test]
 fn no_libclang_and_a_cuda_without_committed_bindings_is_one_message_naming_the_fix() {
     let Some(_one) = under_cargo() else { return };
-    let nowhere = scratch("no-libclang-anywhere");
+    let nowhere = no_libclang_dir();
     let newer = scratch("cuda-99.1");
     cuda_copy(&newer, 99010, true);
     let build = Consumer::new("no-libclang-newer", &["bindgen"]).build(&[
@@ -304,7 +323,7 @@ fn a_cuda_of_a_major_without_committed_bindings_names_the_bindgen_feature() {
 #[test]
 fn a_later_minor_release_uses_the_newest_committed_bindings_of_its_major_with_a_warning() {
     let Some(_one) = under_cargo() else { return };
-    let nowhere = scratch("no-libclang-for-a-later-minor");
+    let nowhere = no_libclang_dir();
     // After a major's newest set, and between two sets of a major. Without bindgen only the
     // headers' version matters, so the real CUDA's headers serve for either major.
     for (version, text, set) in [(13990, "13.99", "13.5"), (13020, "13.2", "13.0")] {
@@ -343,7 +362,7 @@ fn bindgen_asked_for_without_the_feature_names_the_feature() {
 #[test]
 fn bindgen_asked_for_without_libclang_is_one_message_naming_the_fix() {
     let Some(_one) = under_cargo() else { return };
-    let nowhere = scratch("no-libclang-for-bindgen");
+    let nowhere = no_libclang_dir();
     let build = Consumer::new("bindgen-no-libclang", &["bindgen"]).build(&[
         ("CUDA_EVENT_SYS_CUDA_DIR", real_cuda()),
         ("CUDA_EVENT_SYS_BINDINGS", "bindgen".into()),
@@ -485,14 +504,17 @@ fn a_pip_libclang_wheel_without_resource_headers_builds_with_the_c_compilers() {
         println!("skipped: no libclang wheel in .cuda/libclang (ci/provision unpacks it)");
         return;
     }
-    let consumer = Consumer::new("pip-libclang", &["bindgen"]);
+    // A target dir of its own: the other builds' LIBCLANG_PATH (`no_libclang_dir`) stays the
+    // shared dir's, so that neither recompiles bindgen for the other.
+    let target_dir = shared_target_dir().with_extension("pip-libclang");
+    let consumer = Consumer::new("pip-libclang", &["bindgen"]).in_target_dir(target_dir.clone());
     let build = consumer.build(&[
         ("CUDA_EVENT_SYS_CUDA_DIR", real_cuda()),
         ("LIBCLANG_PATH", wheel.into()),
     ]);
     build.succeeded_saying(&[]);
-    // The build script's output of this build: the newest of its runs in the shared target dir.
-    let output = std::fs::read_dir(shared_target_dir().join("debug/build"))
+    // The build script's output of this build: the newest of its runs in its target dir.
+    let output = std::fs::read_dir(target_dir.join("debug/build"))
         .unwrap()
         .flatten()
         .filter(|e| e.file_name().to_string_lossy().starts_with("cuda-event-sys-"))
