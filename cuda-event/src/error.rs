@@ -12,7 +12,9 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 ///
 /// Two areas have errors of their own, each wrapped by one variant (and `From` it):
 /// [`MeasureError`] (`cuda_event::timing::MeasureError`) in [`Error::Measure`], and
-/// [`IpcHandleParseError`] in [`Error::IpcHandleParse`].
+/// [`IpcHandleParseError`] in [`Error::IpcHandleParse`]. Those variants and [`Error::Cuda`] show
+/// the wrapped error's message as their own, and so do not also give it as their
+/// [`source`](std::error::Error::source).
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum Error {
@@ -430,12 +432,16 @@ impl fmt::Display for MeasureError {
 impl std::error::Error for CudaError {}
 impl std::error::Error for IpcHandleParseError {}
 impl std::error::Error for MeasureError {}
+/// The wrapping variants are transparent, as thiserror's `#[error(transparent)]`: they show the
+/// wrapped error's message and pass on its source, not the wrapped error itself, so that a report
+/// walking the chain (anyhow's `{:#}`) prints each message once. The wrapped error is the
+/// variant's field.
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::Cuda(e) => Some(e),
-            Error::IpcHandleParse(e) => Some(e),
-            Error::Measure(e) => Some(e),
+            Error::Cuda(e) => e.source(),
+            Error::IpcHandleParse(e) => e.source(),
+            Error::Measure(e) => e.source(),
             _ => None,
         }
     }

@@ -224,10 +224,11 @@ fn errors_display_for_a_reader() {
     }
 }
 
-/// The areas' errors read as they did when they were `Error`'s own variants, and an `Error` that
-/// wraps one gives it as its source.
+/// The areas' errors read as they did when they were `Error`'s own variants. A wrapping variant
+/// is transparent: its message is the wrapped error's, so a report that walks the source chain
+/// prints it once, not twice.
 #[test]
-fn the_areas_errors_display_as_before_and_are_the_source() {
+fn the_areas_errors_display_as_before_and_print_once_in_a_chain() {
     let parse = IpcHandleParseError::Text { position: 5 };
     let measure = MeasureError::InvalidOptions {
         reason: "max_batch must be at least 1",
@@ -245,11 +246,22 @@ fn the_areas_errors_display_as_before_and_are_the_source() {
     assert_eq!(measuring, Error::Measure(measure.clone()));
     assert_eq!(parsing.to_string(), parse.to_string());
     assert_eq!(measuring.to_string(), measure.to_string());
-    fn source(e: &Error) -> &(dyn std::error::Error + 'static) {
-        std::error::Error::source(e).expect("the area's error")
+    // What anyhow's `{:#}` prints: each message of the chain, joined by ": ".
+    fn chain(e: &dyn std::error::Error) -> String {
+        let mut text = e.to_string();
+        let mut next = e.source();
+        while let Some(e) = next {
+            text = format!("{text}: {e}");
+            next = e.source();
+        }
+        text
     }
-    assert_eq!(source(&parsing).downcast_ref(), Some(&parse));
-    assert_eq!(source(&measuring).downcast_ref(), Some(&measure));
+    assert_eq!(chain(&parsing), parse.to_string());
+    assert_eq!(chain(&measuring), measure.to_string());
+    let cuda = cuda_event::check_runtime("cudaMalloc", cuda_event::sys::cudaError(2))
+        .expect_err("code 2 is an error");
+    assert!(matches!(cuda, Error::Cuda(_)), "{cuda:?}");
+    assert_eq!(chain(&cuda), cuda.to_string());
     assert!(std::error::Error::source(&Error::NotRecorded).is_none());
 }
 
