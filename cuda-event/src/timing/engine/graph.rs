@@ -39,8 +39,8 @@ pub(crate) struct Interval {
 impl GraphBatch {
     /// Captures on `stream` (thread-local mode: other threads' CUDA calls cannot invalidate it)
     /// what `queue` submits, given `intervals` pairs of events to record, and instantiates it.
-    /// The caller's context is current. Returns `queue`'s error as is (after ending the capture),
-    /// or [`MeasureError::NotCapturable`] when CUDA refused the capture.
+    /// The caller's context is current. Returns `queue`'s error as is (after ending the capture,
+    /// unless a device reset destroyed the stream), or [`MeasureError::NotCapturable`] when CUDA refused the capture.
     pub(crate) fn capture<E: From<Error>>(
         d: &'static Driver,
         stream: &Stream,
@@ -90,9 +90,14 @@ impl GraphBatch {
             made_in,
             stream: raw,
         };
-        let queued = queue(&recorded);
+        if let Err(e) = queue(&recorded) {
+            // The drop ends the capture and destroys its graph, unless a device reset in the
+            // caller's work (the error the check after that work returns) destroyed the stream:
+            // ending it then would be a call on a freed stream.
+            drop(capturing);
+            return Err(e);
+        }
         let code = capturing.end(&mut batch.graph);
-        queued?;
         check_step(
             &d.stream_end_capture,
             "ending the capture",
