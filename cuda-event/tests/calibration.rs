@@ -73,9 +73,11 @@ fn goal(length: Duration) -> f64 {
 /// Kernels that spin on the GPU's timer for 1, 2, 10 and 100 us: each one's net time is its length
 /// (it runs its length and ends within one read of the timer after it; an empty kernel's own run,
 /// which it also holds, is in the fixed cost), within the goal and the calibration's uncertainty,
-/// gated and in graph mode, and the two modes agree within the same; the same kernel ending at
-/// once has a net time of a fraction of a microsecond or none. The referee is the kernel's own
-/// length, which no card moves; CUPTI's in the same run is `cupti.rs`'s.
+/// gated and in graph mode, and the two modes agree within the same, wherever the measurement is
+/// trusted: a measurement that misses its goal says so (its verdict, or no net time), and is
+/// printed, not failed. The same kernel ending at once has a net time of a fraction of a
+/// microsecond or none. The referee is the kernel's own length, which no card moves; CUPTI's in
+/// the same run is `cupti.rs`'s.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn the_net_time_of_a_kernel_is_its_length_and_both_modes_agree() {
@@ -92,32 +94,44 @@ fn the_net_time_of_a_kernel_is_its_length_and_both_modes_agree() {
             let m = spin(&stream, &calibrated().graph(graph), length);
             assert_eq!(m.graph(), graph);
             let c = *m.calibration().expect("calibrated");
-            let net = m.net().expect("a net time");
+            let trusted = m.trust().is_trusted();
+            let net = match m.net() {
+                Ok(net) => net,
+                Err(why) => {
+                    assert!(!trusted, "no net time ({why:?}), yet trusted");
+                    println!(
+                        "{length:?}, graph {graph}: no net time, not trusted: {}",
+                        m.trust()
+                    );
+                    continue;
+                }
+            };
             // The raw median holds the launch's fixed cost, which the net time leaves out.
             assert!(m.median() > net, "{m:?}");
             let allowed = goal(length) * length.as_secs_f64() + c.uncertainty.as_secs_f64();
             let off = net.as_secs_f64() - length.as_secs_f64();
             println!(
-                "{length:?}, graph {graph}: net {net:?}, {:+.2}% (allowed {:.2}%), fixed cost {:?} +- {:?}, slope {:?}",
+                "{length:?}, graph {graph}: net {net:?}, {:+.2}% (allowed {:.2}%), fixed cost {:?} +- {:?}, slope {:?}, trusted {trusted}",
                 100.0 * off / length.as_secs_f64(),
                 100.0 * allowed / length.as_secs_f64(),
                 c.fixed_cost,
                 c.uncertainty,
                 c.slope
             );
-            if off.abs() > allowed {
-                failures.push(format!("{length:?} graph {graph}: net {net:?}"));
+            if off.abs() > allowed && trusted {
+                failures.push(format!("{length:?} graph {graph}: net {net:?}, trusted"));
             }
-            nets.push((net, c.uncertainty));
+            if trusted {
+                nets.push((net, c.uncertainty));
+            }
         }
-        let [(gated, u_gated), (graph, u_graph)] = nets[..] else {
-            unreachable!("two modes")
-        };
-        let allowed = goal(length) * length.as_secs_f64() + (u_gated + u_graph).as_secs_f64();
-        if gated.abs_diff(graph).as_secs_f64() > allowed {
-            failures.push(format!(
-                "{length:?}: gated {gated:?} and graph {graph:?} disagree"
-            ));
+        if let [(gated, u_gated), (graph, u_graph)] = nets[..] {
+            let allowed = goal(length) * length.as_secs_f64() + (u_gated + u_graph).as_secs_f64();
+            if gated.abs_diff(graph).as_secs_f64() > allowed {
+                failures.push(format!(
+                    "{length:?}: gated {gated:?} and graph {graph:?} disagree"
+                ));
+            }
         }
     }
     assert!(failures.is_empty(), "{failures:#?}");

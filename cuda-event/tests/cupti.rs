@@ -73,8 +73,9 @@ fn cupti_times_every_repetition_of_the_work_and_of_the_calibration() {
 
 /// The referee in the same run: the calibration's net time against CUPTI's (its median less its
 /// empty kernel) for kernels of 1, 2, 10 and 100 us, within the goal (5% at 1-2 us, 1% at 10 us,
-/// 0.5% at 100 us) and the calibration's uncertainty; and the measurement's verdict does not
-/// doubt an agreement that CUPTI's check allows.
+/// 0.5% at 100 us) and the calibration's uncertainty wherever the measurement is trusted (one that
+/// misses its goal must say so, and is printed, not failed); and the measurement's verdict does
+/// not doubt an agreement that CUPTI's check allows.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn the_net_time_agrees_with_cuptis_in_the_same_run() {
@@ -86,7 +87,16 @@ fn the_net_time_agrees_with_cuptis_in_the_same_run() {
     let mut failures = Vec::new();
     for (us, goal) in [(1, 0.05), (2, 0.05), (10, 0.01), (100, 0.005)] {
         let m = spin(&stream, &options(), Duration::from_micros(us));
-        let (net, cupti_net) = (m.net().unwrap(), m.cupti().unwrap().net().unwrap());
+        let trusted = m.trust().is_trusted();
+        let cupti_net = m.cupti().unwrap().net().unwrap();
+        let net = match m.net() {
+            Ok(net) => net,
+            Err(why) => {
+                assert!(!trusted, "no net time ({why:?}), yet trusted");
+                println!("{us} us: no net time, not trusted: {}", m.trust());
+                continue;
+            }
+        };
         let uncertainty = m.calibration().unwrap().uncertainty;
         let off = net.as_secs_f64() / cupti_net.as_secs_f64() - 1.0;
         let allowed = goal + uncertainty.as_secs_f64() / cupti_net.as_secs_f64();
@@ -95,8 +105,9 @@ fn the_net_time_agrees_with_cuptis_in_the_same_run() {
             100.0 * off,
             100.0 * allowed
         );
-        if off.abs() > allowed {
-            failures.push(format!("{us} us: {:+.2}%", 100.0 * off));
+        // A measurement that misses its goal must say that it is not to be trusted.
+        if off.abs() > allowed && trusted {
+            failures.push(format!("{us} us: {:+.2}%, trusted", 100.0 * off));
         }
         let disagrees = m
             .trust()

@@ -75,6 +75,14 @@ where
         by_arm
     }
 
+    /// The place in its repetition (0: first) of each interval of a batch of `n` repetitions
+    /// numbered from `first`, in the place of its arm (`i * arms + a`), as [`by_arm`](Self::by_arm)
+    /// lays out readings.
+    pub(crate) fn places(&self, first: usize, n: usize) -> Vec<usize> {
+        let by_queue: Vec<usize> = (0..n * self.count).map(|k| k % self.count).collect();
+        self.by_arm(&by_queue, first, n)
+    }
+
     /// Queues arm `arm`'s work in repetition `repetition` on `stream`: the caller's, or the
     /// calibration's kernel of that repetition's rung (`capturing`: into a graph's capture).
     pub(crate) fn run(

@@ -59,10 +59,16 @@ impl<'k> CalibrationArm<'k> {
             .collect()
     }
 
-    /// The calibration of this arm's samples `in_order` (as they were taken), with `work_step` the
-    /// smallest step of the work's samples ([`Calibration::of_samples`]).
-    pub(crate) fn calibrated(&self, in_order: &[Duration], work_step: Option<Duration>) -> Calibrated {
-        Calibration::of_samples(in_order, &self.rungs, work_step)
+    /// The calibration of this arm's samples `in_order` (as they were taken), each taken in its
+    /// repetition's place of `places`, with `work_step` the smallest step of the work's samples
+    /// ([`Calibration::of_samples`]).
+    pub(crate) fn calibrated(
+        &self,
+        in_order: &[Duration],
+        places: &[usize],
+        work_step: Option<Duration>,
+    ) -> Calibrated {
+        Calibration::of_samples(in_order, &self.rungs, places, work_step)
             .map_or(Calibrated::NotAsked, Calibrated::Done)
     }
 }

@@ -15,14 +15,17 @@ pub(crate) struct Intervals {
     pub(crate) clocks: Vec<Option<f64>>,
     /// Each interval's CUPTI tag (0 without CUPTI, and in graph mode, which CUPTI does not time).
     pub(crate) tags: Vec<u64>,
+    /// Each interval's place in its repetition (`Arms::places`).
+    pub(crate) places: Vec<usize>,
 }
 
-/// Each arm's samples kept so far, with the SM clock during each and its CUPTI tag, and the throttle
-/// rule that discards repetitions at a low clock.
+/// Each arm's samples kept so far, with the SM clock during each, its CUPTI tag and its place in
+/// its repetition, and the throttle rule that discards repetitions at a low clock.
 pub(crate) struct KeptSamples {
     pub(crate) samples: Vec<Vec<Duration>>,
     pub(crate) clocks: Vec<Vec<Option<f64>>>,
     pub(crate) tags: Vec<Vec<u64>>,
+    pub(crate) places: Vec<Vec<usize>>,
     pub(crate) throttle: Throttle,
 }
 
@@ -33,6 +36,7 @@ impl KeptSamples {
             samples: vec![Vec::new(); arms],
             clocks: vec![Vec::new(); arms],
             tags: vec![Vec::new(); arms],
+            places: vec![Vec::new(); arms],
             throttle,
         }
     }
@@ -50,16 +54,19 @@ impl KeptSamples {
             .times
             .chunks(arms)
             .zip(taken.clocks.chunks(arms))
-            .zip(taken.tags.chunks(arms));
-        for (j, ((times, mhz), tags)) in repetitions.enumerate() {
+            .zip(taken.tags.chunks(arms))
+            .zip(taken.places.chunks(arms));
+        for (j, (((times, mhz), tags), places)) in repetitions.enumerate() {
             if mhz.iter().all(|&mhz| self.throttle.keeps(mhz)) {
                 if let Some(calibration) = calibration.as_deref_mut() {
                     calibration.keep(taken.first + j);
                 }
-                for (arm, ((&time, &mhz), &tag)) in times.iter().zip(mhz).zip(tags).enumerate() {
+                let taken = times.iter().zip(mhz).zip(tags).zip(places);
+                for (arm, (((&time, &mhz), &tag), &place)) in taken.enumerate() {
                     self.samples[arm].push(time);
                     self.clocks[arm].push(mhz);
                     self.tags[arm].push(tag);
+                    self.places[arm].push(place);
                 }
             } else {
                 let lowest = mhz.iter().flatten().copied().fold(f64::INFINITY, f64::min);
@@ -75,6 +82,7 @@ impl KeptSamples {
         self.samples.iter_mut().for_each(Vec::clear);
         self.clocks.iter_mut().for_each(Vec::clear);
         self.tags.iter_mut().for_each(Vec::clear);
+        self.places.iter_mut().for_each(Vec::clear);
         self.throttle.forget_discarded();
     }
 }

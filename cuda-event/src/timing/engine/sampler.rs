@@ -328,6 +328,7 @@ where
         };
         let mut samples = std::mem::take(&mut self.kept.samples);
         let mut clocks = std::mem::take(&mut self.kept.clocks);
+        let mut places = std::mem::take(&mut self.kept.places);
         let mut cupti_times = match self.cupti.take() {
             Some(cupti) => {
                 let times = cupti.finish(&self.kept.tags, self.arms.calibration.as_ref())?;
@@ -337,20 +338,24 @@ where
         };
         let calibration = self.arms.calibration.as_ref().map(|calibration| {
             clocks.remove(calibration.arm);
-            (calibration, samples.remove(calibration.arm))
+            let in_order = samples.remove(calibration.arm);
+            (calibration, in_order, places.remove(calibration.arm))
         });
         let measured: Vec<Measurement> = samples
             .into_iter()
             .zip(clocks)
+            .zip(places)
             .zip(cupti_times.drain(..))
-            .map(|((samples, clocks), cupti)| Measurement::new(samples, clocks, conditions).with_cupti(cupti))
+            .map(|(((samples, clocks), places), cupti)| {
+                Measurement::new(samples, clocks, places, conditions).with_cupti(cupti)
+            })
             .collect();
         let calibrated = match calibration {
-            Some((calibration, in_order)) => {
+            Some((calibration, in_order, places)) => {
                 // The stop rules take at least two samples of every arm.
                 debug_assert!(!in_order.is_empty(), "a calibration without samples");
                 let work_step = measured.iter().filter_map(Measurement::timer_step).min();
-                calibration.calibrated(&in_order, work_step)
+                calibration.calibrated(&in_order, &places, work_step)
             }
             None if self.options.calibrate => Calibrated::KernelUnavailable,
             None => Calibrated::NotAsked,
@@ -479,6 +484,7 @@ where
             times,
             clocks: self.clocks(0, n),
             tags: vec![0; intervals],
+            places: self.arms.places(0, n),
         })
     }
 
@@ -625,6 +631,7 @@ where
             times,
             clocks,
             tags,
+            places: self.arms.places(first, n),
         })
     }
 }

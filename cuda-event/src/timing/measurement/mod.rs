@@ -11,6 +11,7 @@ use crate::timing::cupti::times::CuptiTimes;
 use crate::timing::measurement::flush_check::{FlushCheck, FlushVerdict};
 use crate::timing::measurement::trust::{Doubt, Trust};
 use crate::timing::statistics::clusters::two_clusters;
+use crate::timing::statistics::places::{balanced_median, without_places};
 use crate::timing::statistics::{median, median_half_width, percentile_of_sorted, relative_deviation};
 use std::time::Duration;
 
@@ -48,6 +49,8 @@ pub struct Measurement {
     mean: Duration,
     noise: f64,
     sm_clocks_mhz: Vec<Option<f64>>,
+    /// Each sample's place in its repetition (0: first; all 0 where the work ran alone).
+    places: Vec<usize>,
     conditions: Conditions,
     calibrated: Calibrated,
     cupti: Option<CuptiTimes>,
@@ -187,10 +190,16 @@ impl Measurement {
             Calibrated::NotAsked | Calibrated::KernelUnavailable => None,
         }
     }
-    /// The work's time net of the launch's own cost: the [`median`](Self::median) less the
+    /// The work's time net of the launch's own cost: the samples' place-balanced median less the
     /// [`calibration`](Self::calibration)'s [`fixed_cost`](Calibration::fixed_cost), the time the
     /// work takes beyond an empty kernel (see
     /// [`MeasureOptions::calibrate`](crate::timing::MeasureOptions::calibrate)).
+    ///
+    /// A calibrated measurement runs the work first in some repetitions and after the calibration
+    /// kernel in others, and on some GPUs an interval timed first in its repetition reads more.
+    /// The place-balanced median is the mean of the two places' medians, as the fixed cost is of
+    /// its kernels': the [`median`](Self::median) of samples half in each place would jump by
+    /// that difference as a few samples move between the places' clusters.
     ///
     /// For work of one kernel, that is the kernel's run less an empty kernel's: CUPTI's duration
     /// of the kernel (its start to its end on the GPU) less CUPTI's duration of an empty kernel,
@@ -210,7 +219,7 @@ impl Measurement {
     /// the net time.
     pub fn net(&self) -> Result<Duration, NoNet> {
         net(
-            self.median(),
+            balanced_median(&self.samples, &self.places),
             self.calibrated,
             self.conditions.max_calibration_share,
         )
@@ -296,7 +305,10 @@ impl Measurement {
                 });
             }
         }
-        if let Some(clusters) = two_clusters(&self.sorted) {
+        // Clusters that the places in the repetitions make are not in the net time (see `net`).
+        let mut without_places = without_places(&self.samples, &self.places);
+        without_places.sort_unstable();
+        if let Some(clusters) = two_clusters(&without_places) {
             doubts.push(Doubt::TwoClusters(clusters));
         }
         let coarse = step.is_none_or(|step| step.as_secs_f64() * 50.0 > median.as_secs_f64());
@@ -363,11 +375,13 @@ impl Measurement {
         bytes as f64 / seconds / 1e9
     }
 
-    /// The statistics of `samples` (at least one), each taken at the SM clock of the same place
-    /// in `sm_clocks_mhz`, under `conditions`.
+    /// The statistics of `samples` (at least one), each taken at the SM clock of the same index
+    /// in `sm_clocks_mhz` and in the place of its repetition of the same index in `places`, under
+    /// `conditions`.
     pub(crate) fn new(
         samples: Vec<Duration>,
         sm_clocks_mhz: Vec<Option<f64>>,
+        places: Vec<usize>,
         conditions: Conditions,
     ) -> Measurement {
         let mut sorted = samples.clone();
@@ -381,6 +395,7 @@ impl Measurement {
             mean,
             noise,
             sm_clocks_mhz,
+            places,
             conditions,
             calibrated: Calibrated::NotAsked,
             cupti: None,
@@ -437,8 +452,18 @@ impl Conditions {
 impl Measurement {
     /// A measurement of `samples` (not empty) under `conditions`, without clocks.
     pub(crate) fn synthetic(samples: Vec<Duration>, conditions: Conditions) -> Measurement {
+        let places = vec![0; samples.len()];
+        Measurement::synthetic_in_places(samples, places, conditions)
+    }
+
+    /// [`synthetic`](Self::synthetic), each sample taken in its repetition's place of `places`.
+    pub(crate) fn synthetic_in_places(
+        samples: Vec<Duration>,
+        places: Vec<usize>,
+        conditions: Conditions,
+    ) -> Measurement {
         let clocks = vec![None; samples.len()];
-        Measurement::new(samples, clocks, conditions)
+        Measurement::new(samples, clocks, places, conditions)
     }
 }
 
@@ -588,7 +613,7 @@ mod tests {
     /// A calibration of empty kernels alone (`samples` in order).
     fn of_empty_kernels(samples: &[Duration]) -> Calibration {
         let rungs = vec![crate::timing::calibration::fixed_cost::EMPTY; samples.len()];
-        Calibration::of_samples(samples, &rungs, None).unwrap()
+        Calibration::of_samples(samples, &rungs, &vec![0; samples.len()], None).unwrap()
     }
 
     #[test]
@@ -723,5 +748,47 @@ mod tests {
         assert!(doubts(&settled).iter().any(|d| matches!(d, Doubt::Spread { .. })));
         let quiet = plain(samples, StopReason::NoiseBelowMax);
         assert!(!doubts(&quiet).iter().any(|d| matches!(d, Doubt::Spread { .. })));
+    }
+
+    /// The work of a calibrated measurement, first in its repetition in odd ones and second in
+    /// even ones, where an interval first in its repetition reads 736 ns more (as on the H100):
+    /// in `first` of the first place's samples and `second` of the second's.
+    fn in_two_places(first: f64, second: f64) -> Measurement {
+        let (low, high) = (around(4_672, 64, 1000), around(5_408, 64, 1000));
+        let (samples, places): (Vec<Duration>, Vec<usize>) = (0..1000)
+            .map(|i| {
+                let place = i % 2;
+                let share = if place == 0 { first } else { second };
+                let more = ((i / 2) as f64) < 500.0 * share;
+                (if more { high[i] } else { low[i] }, place)
+            })
+            .unzip();
+        let calibration = of_empty_kernels(&around(3_700, 64, 1000));
+        Measurement::synthetic_in_places(samples, places, Conditions::plain(StopReason::NoiseBelowMax))
+            .calibrated(Calibrated::Done(calibration))
+    }
+
+    #[test]
+    fn the_net_time_weighs_each_place_once_and_its_clusters_are_no_doubt() {
+        // 48% of the samples read more, then 52%: the median jumps from one cluster to the other ...
+        let (fewer, more) = (in_two_places(0.96, 0.0), in_two_places(1.0, 0.04));
+        assert!(fewer.median().abs_diff(more.median()) > Duration::from_nanos(600));
+        // ... and the net time moves by the few samples' share of the places' difference.
+        let (a, b) = (fewer.net().unwrap(), more.net().unwrap());
+        assert!(a.abs_diff(b) < Duration::from_nanos(60), "{a:?} {b:?}");
+        // Two clusters that the places explain are not a doubt; two within a place are.
+        assert!(
+            !doubts(&more).iter().any(|d| matches!(d, Doubt::TwoClusters(_))),
+            "{}",
+            more.trust()
+        );
+        let (low, high) = (around(4_672, 64, 1000), around(9_000, 64, 1000));
+        let mixed: Vec<Duration> = (0..1000)
+            .map(|i| if i % 3 == 0 { high[i] } else { low[i] })
+            .collect();
+        let places = (0..1000).map(|i| i % 2).collect();
+        let within =
+            Measurement::synthetic_in_places(mixed, places, Conditions::plain(StopReason::NoiseBelowMax));
+        assert!(doubts(&within).iter().any(|d| matches!(d, Doubt::TwoClusters(_))));
     }
 }

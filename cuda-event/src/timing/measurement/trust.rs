@@ -64,7 +64,9 @@ pub enum Doubt {
     },
     /// The samples fall in two separate clusters (see [`Clusters`]): the work ran two ways (two
     /// clock states, two placements, a cache that sometimes hits), and the median is one of
-    /// them or neither.
+    /// them or neither. Clusters that the work's place in its repetitions makes (calibrated, it
+    /// runs first in some and after the calibration kernel in others) are not counted: each
+    /// sample is read less what its place adds, as the net time weighs each place once.
     TwoClusters(Clusters),
     /// More than a twentieth of the repetitions ran at a throttled SM clock and were discarded
     /// ([`MeasureOptions::throttle_threshold`](crate::timing::MeasureOptions::throttle_threshold)): the

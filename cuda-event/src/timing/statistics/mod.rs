@@ -1,8 +1,10 @@
 //! Statistics of timing samples that measure, compare and the calibration share: medians, the
 //! sign test's bounds of a median, the timer's step as the samples show it, the relative deviation;
-//! and the tests for two clusters and a drift (`clusters`).
+//! the tests for two clusters and a drift (`clusters`); and the median that weighs each place of
+//! a repetition once (`places`).
 
 pub(crate) mod clusters;
+pub(crate) mod places;
 
 use std::time::Duration;
 
