@@ -42,6 +42,12 @@ fn events_alive_across_a_device_reset_drop_without_panic() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn a_device_reset_during_a_measurement_is_an_error_not_a_crash() {
+    if common::skip_under_sanitizer(
+        "its point is a device reset under the measurement: CUDA reports the crate's check that \
+         finds it (cuCtxGetId, 709) and the memory the reset took as leaked",
+    ) {
+        return;
+    }
     let test = common::this_test!();
     if common::in_a_child(test, "reset-measure").is_none() {
         return;
