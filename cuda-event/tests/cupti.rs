@@ -74,7 +74,7 @@ fn cupti_times_every_repetition_of_the_work_and_of_the_calibration() {
 /// The referee in the same run: the calibration's net time against CUPTI's (its median less its
 /// empty kernel) for kernels of 1, 2, 10 and 100 us, within the goal (5% at 1-2 us, 1% at 10 us,
 /// 0.5% at 100 us) and the calibration's uncertainty wherever the measurement is trusted (one that
-/// misses its goal must say so, and is printed, not failed); and the measurement's verdict does
+/// misses its goal must say so, and is printed, not failed; a 100 us kernel's must be trusted); and the measurement's verdict does
 /// not doubt an agreement that CUPTI's check allows.
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -88,6 +88,9 @@ fn the_net_time_agrees_with_cuptis_in_the_same_run() {
     for (us, goal) in [(1, 0.05), (2, 0.05), (10, 0.01), (100, 0.005)] {
         let m = spin(&stream, &options(), Duration::from_micros(us));
         let trusted = m.trust().is_trusted();
+        if us == 100 && !trusted {
+            failures.push(format!("{us} us: not trusted: {}", m.trust()));
+        }
         let cupti_net = m.cupti().unwrap().net().unwrap();
         let net = match m.net() {
             Ok(net) => net,

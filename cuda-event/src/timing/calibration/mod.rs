@@ -183,7 +183,8 @@ pub enum NoNet {
     /// negative (work that is not a kernel launch, a small memset, say, can cost the GPU less than
     /// a kernel's launch).
     NotAboveFixedCost {
-        /// The work's median.
+        /// The work's median, place-balanced as the net time takes it (see
+        /// [`Measurement::net`](crate::timing::Measurement::net)).
         median: Duration,
         /// The calibration's [`fixed_cost`](Calibration::fixed_cost).
         fixed_cost: Duration,

@@ -75,11 +75,16 @@ where
         by_arm
     }
 
-    /// The place in its repetition (0: first) of each interval of a batch of `n` repetitions
-    /// numbered from `first`, in the place of its arm (`i * arms + a`), as [`by_arm`](Self::by_arm)
-    /// lays out readings.
+    /// The place in its repetition of each interval of a batch of `n` repetitions numbered from
+    /// `first`: 0 if it ran first, 1 if after another arm; in the place of its arm
+    /// (`i * arms + a`), as [`by_arm`](Self::by_arm) lays out readings.
+    ///
+    /// First or not, not the rank: an interval timed first reads more on some GPUs, and the
+    /// calibration kernel is first in half the repetitions and last in the others, so a caller's
+    /// arm weighed by rank (first, middle, last of three in a comparison) would weigh the first
+    /// place's cost otherwise than the fixed cost does.
     pub(crate) fn places(&self, first: usize, n: usize) -> Vec<usize> {
-        let by_queue: Vec<usize> = (0..n * self.count).map(|k| k % self.count).collect();
+        let by_queue: Vec<usize> = (0..n * self.count).map(|k| place(k % self.count)).collect();
         self.by_arm(&by_queue, first, n)
     }
 
@@ -124,6 +129,12 @@ pub(crate) fn graph_cycle(users: usize, calibrated: bool) -> usize {
     }
 }
 
+/// The place of the arm that runs `position`-th in its repetition (`Arms::places`): 0 first, 1
+/// after another arm.
+fn place(position: usize) -> usize {
+    position.min(1)
+}
+
 /// The arms of repetition `i` in the order they run, of `users` of the caller's and the
 /// calibration's (numbered `users`, if any), over a cycle of four: the caller's forward, backward,
 /// backward, forward (0, 1, ... then ..., 1, 0), so that none of them always runs first or always
@@ -148,6 +159,7 @@ fn arm_order(i: usize, users: usize, calibration: Option<usize>) -> impl Iterato
 mod tests {
     use super::*;
     use std::collections::HashMap;
+    use std::time::Duration;
 
     /// Counts by a pair of arms, or by an arm and its place.
     type Tally = HashMap<(usize, usize), usize>;
@@ -205,6 +217,31 @@ mod tests {
                 .map(|i| arm_order(i, 2, None).next().unwrap())
                 .collect();
             assert!(firsts.contains(&0) && firsts.contains(&1), "{start}: {firsts:?}");
+        }
+    }
+
+    /// An interval timed first reads `d` more: weighed by place, every arm's balanced median
+    /// holds half of it, the calibration's as the caller's, in a measurement and in a comparison,
+    /// so that the net time holds none of it.
+    #[test]
+    fn by_place_every_arm_holds_half_the_first_places_cost() {
+        use crate::timing::statistics::places::balanced_median;
+        let d = Duration::from_nanos(700);
+        for users in [1, 2] {
+            let (mut samples, mut places) = (vec![Vec::new(); users + 1], vec![Vec::new(); users + 1]);
+            for i in 0..4 * graph_cycle(users, true) {
+                for (position, arm) in arm_order(i, users, Some(users)).enumerate() {
+                    samples[arm].push(if position == 0 { d } else { Duration::ZERO });
+                    places[arm].push(place(position));
+                }
+            }
+            for arm in 0..=users {
+                assert_eq!(
+                    balanced_median(&samples[arm], &places[arm]),
+                    d / 2,
+                    "{users} arms, arm {arm}"
+                );
+            }
         }
     }
 

@@ -178,7 +178,7 @@ impl Drop for GraphBatch {
 }
 
 /// A capture under way on a stream; ended by [`end`](Self::end), or by the drop if `queue`
-/// panicked (its graph then destroyed).
+/// failed or panicked (its graph then destroyed; no call after a device reset).
 struct Capturing {
     d: &'static Driver,
     made_in: Option<ContextInstance>,

@@ -213,7 +213,7 @@ impl Measurement {
     /// calibration's [`uncertainty`](Calibration::uncertainty).
     ///
     /// # Errors
-    /// [`NoNet`]: not calibrated, the work's median not above the fixed cost (never a negative
+    /// [`NoNet`]: not calibrated, the work's place-balanced median not above the fixed cost (never a negative
     /// or zero net time), or the calibration's uncertainty above
     /// [`MeasureOptions::max_calibration_share`](crate::timing::MeasureOptions::max_calibration_share) of
     /// the net time.

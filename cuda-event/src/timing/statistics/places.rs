@@ -51,7 +51,7 @@ pub(crate) fn balanced_half_width(
         .clone()
         .map(|sorted| median_half_width(sorted, resolution).as_secs_f64().powi(2))
         .sum();
-    Duration::from_secs_f64(squares.sqrt() / taken.count() as f64)
+    Duration::from_secs_f64(squares.sqrt() / taken.count().max(1) as f64)
 }
 
 /// `samples` each moved by what its place adds: less its place's median, plus the
