@@ -27,6 +27,7 @@ static const char PTX[] =
 static const char *const NAMES[] = {
     "cuEventQuery", "cuEventSynchronize", "cuEventElapsedTime", "cuEventRecord (other stream)",
     "cuEventCreate", "cuEventDestroy", "cuStreamCreateWithPriority", "cuStreamDestroy",
+    "new stream primed (timing cuEventCreate, cuEventRecord on it, cuEventDestroy)",
     "cuMemAlloc", "cuMemFree", "cuMemHostAlloc (mapped)", "cuMemFreeHost", "cuModuleLoadData",
     "cuModuleGetFunction", "cuModuleUnload", "cuLaunchKernel (other stream)",
     "cuMemsetD32Async (other stream)", "cuMemcpyDtoDAsync (other stream)",
@@ -97,6 +98,13 @@ static CUresult call(int which) {
   if (!strcmp(n, "cuEventDestroy")) return cuEventDestroy(made_event);
   if (!strcmp(n, "cuStreamCreateWithPriority")) return cuStreamCreateWithPriority(&s, CU_STREAM_NON_BLOCKING, -1);
   if (!strcmp(n, "cuStreamDestroy")) return cuStreamDestroy(made_stream);
+  if (!strncmp(n, "new stream primed", 17)) { /* what the crate's Stream::new does; the stream is kept */
+    CUevent timing;
+    if ((r = cuStreamCreateWithPriority(&s, CU_STREAM_NON_BLOCKING, 0))) return r;
+    if ((r = cuEventCreate(&timing, CU_EVENT_DEFAULT))) return r;
+    if ((r = cuEventRecord(timing, s))) return r;
+    return cuEventDestroy(timing);
+  }
   if (!strcmp(n, "cuMemAlloc")) return cuMemAlloc(&p, 1 << 20);
   if (!strcmp(n, "cuMemFree")) return cuMemFree(made_memory);
   if (!strcmp(n, "cuMemHostAlloc (mapped)")) return cuMemHostAlloc(&host, 4096, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE);

@@ -8,7 +8,8 @@
 //! Then thread scaling, and CPU time over a 200 ms wait.
 //!
 //! cargo bench -p cuda-event-systest --bench events   (writes events.md and events.json into
-//! $CUDA_EVENT_BENCH_OUT, or the current folder)
+//! $CUDA_EVENT_BENCH_OUT, or the current folder); `-- --scaling-only` runs the thread-scaling
+//! table alone, for runs that compare it across `CUDA_DEVICE_MAX_CONNECTIONS` values
 
 // The FFI calls under measurement sit inside the table's closures and macros, where a comment
 // cannot stand right above each block; every group has its SAFETY argument above it instead.
@@ -932,9 +933,16 @@ fn main() {
         ok(sys::cudaRuntimeGetVersion(&mut runtime));
         ok(sys::cudaDriverGetVersion(&mut driver));
     }
-    let mut ops = ops();
+    let scaling_only = std::env::args().any(|a| a == "--scaling-only");
+    let mut ops = if scaling_only { Vec::new() } else { ops() };
     measure(&mut ops);
     let scaling = scaling();
+    if scaling_only {
+        let connections = std::env::var("CUDA_DEVICE_MAX_CONNECTIONS").unwrap_or_else(|_| "unset".into());
+        println!("CUDA runtime {runtime}, driver {driver}; CUDA_DEVICE_MAX_CONNECTIONS={connections}");
+        print!("{}", scaling_table(&scaling).0);
+        return;
+    }
     let components = pool_path_components();
     let blocking = [
         common::cpu_and_wall_of_a_200ms_synchronize(true),
@@ -1009,6 +1017,51 @@ fn main() {
             num(vs_driver)
         );
     }
+    let (table, scaling_json) = scaling_table(&scaling);
+    md.push_str(&table);
+    let _ = write!(json, "],\"scaling\":[{scaling_json}");
+    let share = |runs: &[(Duration, Duration)]| {
+        median(
+            &runs
+                .iter()
+                .map(|(cpu, wall)| cpu.as_secs_f64() / wall.as_secs_f64())
+                .collect::<Vec<_>>(),
+        )
+    };
+    let (b, s) = (share(&blocking), share(&spinning));
+    let _ = writeln!(
+        md,
+        "\nCPU time / wall time over a 200 ms synchronize (median of 3): blocking {:.3}%, spinning {:.1}%",
+        b * 100.0,
+        s * 100.0
+    );
+    let parts: Vec<String> = components
+        .iter()
+        .map(|(name, ns)| format!("{name} {ns:.0} ns"))
+        .collect();
+    let _ = writeln!(
+        md,
+        "\nParts of cuda-event's first-record path, each alone: {}",
+        parts.join(", ")
+    );
+    let parts: Vec<String> = components
+        .iter()
+        .map(|(name, ns)| format!("\"{name}\":{ns:.1}"))
+        .collect();
+    let _ = writeln!(
+        json,
+        "],\"wait_cpu_share\":{{\"blocking\":{b:.5},\"spinning\":{s:.5}}},\"first_record_parts_ns\":{{{}}}}}",
+        parts.join(",")
+    );
+
+    print!("{md}");
+    std::fs::write(format!("{out_dir}/events.md"), &md).unwrap();
+    std::fs::write(format!("{out_dir}/events.json"), &json).unwrap();
+}
+
+/// The thread-scaling rows as a markdown table (after a blank line) and as JSON array items.
+fn scaling_table(scaling: &[Scaling]) -> (String, String) {
+    let (mut md, mut json) = (String::new(), String::new());
     let _ = writeln!(
         md,
         "\n| threads | operation | {} | {} |",
@@ -1020,7 +1073,6 @@ fn main() {
             .join(" | ")
     );
     let _ = writeln!(md, "|---|---|{}", "---|".repeat(2 * SCALING_IMPLS.len() - 1));
-    let _ = write!(json, "],\"scaling\":[");
     for (k, row) in scaling.iter().enumerate() {
         let calls: Vec<f64> = row.samples.iter().map(|s| median(s)).collect();
         let ratios: Vec<f64> = (1..SCALING_IMPLS.len())
@@ -1061,41 +1113,5 @@ fn main() {
                 .join(",")
         );
     }
-    let share = |runs: &[(Duration, Duration)]| {
-        median(
-            &runs
-                .iter()
-                .map(|(cpu, wall)| cpu.as_secs_f64() / wall.as_secs_f64())
-                .collect::<Vec<_>>(),
-        )
-    };
-    let (b, s) = (share(&blocking), share(&spinning));
-    let _ = writeln!(
-        md,
-        "\nCPU time / wall time over a 200 ms synchronize (median of 3): blocking {:.3}%, spinning {:.1}%",
-        b * 100.0,
-        s * 100.0
-    );
-    let parts: Vec<String> = components
-        .iter()
-        .map(|(name, ns)| format!("{name} {ns:.0} ns"))
-        .collect();
-    let _ = writeln!(
-        md,
-        "\nParts of cuda-event's first-record path, each alone: {}",
-        parts.join(", ")
-    );
-    let parts: Vec<String> = components
-        .iter()
-        .map(|(name, ns)| format!("\"{name}\":{ns:.1}"))
-        .collect();
-    let _ = writeln!(
-        json,
-        "],\"wait_cpu_share\":{{\"blocking\":{b:.5},\"spinning\":{s:.5}}},\"first_record_parts_ns\":{{{}}}}}",
-        parts.join(",")
-    );
-
-    print!("{md}");
-    std::fs::write(format!("{out_dir}/events.md"), &md).unwrap();
-    std::fs::write(format!("{out_dir}/events.json"), &json).unwrap();
+    (md, json)
 }

@@ -4,6 +4,7 @@
 pub(crate) mod capture_gate;
 mod host_fn;
 pub(crate) mod known_capture;
+mod prime;
 
 use crate::context::{Context, ContextInstance, MadeIn};
 use crate::driver::{Driver, driver, runtime};
@@ -21,6 +22,10 @@ use std::num::NonZeroU64;
 /// with any CUDA library.
 ///
 /// `Send + Sync`: CUDA streams may be used from any thread, and every method takes `&self`.
+///
+/// A stream the crate makes gets one record of a timing event before it is returned: CUDA takes
+/// event records from several threads at a lower rate on a stream that never had one (measured by
+/// `bench/probes/stream_first_use.c`). A borrowed stream is left as it is.
 ///
 /// ```no_run
 /// use cuda_event::{Stream, StreamOptions};
@@ -139,12 +144,15 @@ impl Stream {
         check_runtime("cudaStreamCreateWithPriority", unsafe {
             runtime::cudaStreamCreateWithPriority(&mut raw, flags, options.priority)
         })?;
-        Ok(Stream {
+        let stream = Stream {
             raw,
             device,
             kind: Kind::Owned(instance),
             id: None,
-        })
+        };
+        // On an error the stream is dropped, which destroys it.
+        prime::prime(d, stream.raw)?;
+        Ok(stream)
     }
 
     /// The legacy default stream of `device` (`cudaStreamLegacy`, torch's default stream): it
