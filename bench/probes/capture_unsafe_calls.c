@@ -28,6 +28,7 @@ static const char *const NAMES[] = {
     "cuEventQuery", "cuEventSynchronize", "cuEventElapsedTime", "cuEventRecord (other stream)",
     "cuEventCreate", "cuEventDestroy", "cuStreamCreateWithPriority", "cuStreamDestroy",
     "new stream primed (timing cuEventCreate, cuEventRecord on it, cuEventDestroy)",
+    "new blocking stream primed (as above, CU_STREAM_DEFAULT)",
     "cuMemAlloc", "cuMemFree", "cuMemHostAlloc (mapped)", "cuMemFreeHost", "cuModuleLoadData",
     "cuModuleGetFunction", "cuModuleUnload", "cuLaunchKernel (other stream)",
     "cuMemsetD32Async (other stream)", "cuMemcpyDtoDAsync (other stream)",
@@ -98,9 +99,11 @@ static CUresult call(int which) {
   if (!strcmp(n, "cuEventDestroy")) return cuEventDestroy(made_event);
   if (!strcmp(n, "cuStreamCreateWithPriority")) return cuStreamCreateWithPriority(&s, CU_STREAM_NON_BLOCKING, -1);
   if (!strcmp(n, "cuStreamDestroy")) return cuStreamDestroy(made_stream);
-  if (!strncmp(n, "new stream primed", 17)) { /* what the crate's Stream::new does; the stream is kept */
+  if (!strncmp(n, "new stream primed", 17) || !strncmp(n, "new blocking stream primed", 26)) {
+    /* what the crate's Stream::with_options (non-blocking) and Stream::new (blocking) do; the stream is kept */
     CUevent timing;
-    if ((r = cuStreamCreateWithPriority(&s, CU_STREAM_NON_BLOCKING, 0))) return r;
+    unsigned flags = n[4] == 'b' ? CU_STREAM_DEFAULT : CU_STREAM_NON_BLOCKING;
+    if ((r = cuStreamCreateWithPriority(&s, flags, 0))) return r;
     if ((r = cuEventCreate(&timing, CU_EVENT_DEFAULT))) return r;
     if ((r = cuEventRecord(timing, s))) return r;
     return cuEventDestroy(timing);

@@ -83,13 +83,11 @@ fn median(mut values: Vec<f64>) -> f64 {
 fn records_from_several_threads_on_the_crates_streams_run_at_a_primed_streams_rate() {
     let _gpu = gpu();
     let options = StreamOptions::default().non_blocking(true);
-    let crate_streams: Vec<Stream> = (0..THREADS)
-        .map(|_| Stream::with_options(0, options).unwrap())
-        .collect();
     // Made in turn, thread by thread, so that no kind of stream gets the first places in CUDA's
     // order of creation.
-    let (mut primed, mut unprimed) = (Vec::new(), Vec::new());
+    let (mut crate_streams, mut primed, mut unprimed) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..THREADS {
+        crate_streams.push(Stream::with_options(0, options).unwrap());
         primed.push(runtime_stream(true));
         unprimed.push(runtime_stream(false));
     }

@@ -33,13 +33,14 @@ static RETIRED: Mutex<Vec<EventHandle>> = Mutex::new(Vec::new());
 static ALIVE: AtomicU64 = AtomicU64::new(0);
 
 /// How many CUDA events this process has created through this crate: not counting imported ones,
-/// nor events reused from the pool.
+/// nor events reused from the pool, nor the one each new `Stream` records and destroys at once
+/// (see [`Stream`](crate::Stream)).
 pub fn cuda_events_created() -> u64 {
     CREATED.load(Ordering::Relaxed)
 }
 
 /// How many CUDA events this crate owns now: created (or imported, or taken over with `from_raw`)
-/// and not yet destroyed, pooled ones included. Bounded for a program that does not leak `Event`s.
+/// and not yet destroyed, pooled ones included (not the one a new `Stream` records and destroys). Bounded for a program that does not leak `Event`s.
 pub fn cuda_events_alive() -> u64 {
     ALIVE.load(Ordering::Relaxed)
 }
