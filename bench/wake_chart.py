@@ -1,5 +1,7 @@
 """Draws the wake benchmark's latencies (wake.json from cuda-event/benches/wake.rs) as an SVG: p50
-and p99 per waiter, one group per set of pending futures, on a log scale. Python 3 only.
+and p99 per waiter, one group per set of pending futures, on a log scale, with each waiter's CPU
+cost (the process's CPU over its waits, in cores) written above its bars where the run measured it.
+Python 3 only.
 
     python3 bench/wake_chart.py WAKE_JSON OUT_SVG "title"
 """
@@ -9,7 +11,10 @@ import sys
 
 COLORS = {"Stream::completion": "#e15759", "Event::completion": "#f28e2b",
           "spinning on a host function": "#59a14f",
-          "blocking synchronize": "#4e79a7", "spinning query": "#888888"}
+          "blocking synchronize": "#4e79a7", "spinning query": "#888888",
+          "Wait::Spin": "#76b7b2", "Wait::Yield": "#edc948", "Wait::SpinThen (20 us)": "#b07aa1",
+          "Wait::Reactor": "#ff9da7", "Wait::Driver (blocking event)": "#9c755f"}
+LEGEND_COLUMNS = 3
 
 
 def main():
@@ -21,7 +26,9 @@ def main():
         if key(r) not in groups:
             groups.append(key(r))
     lo, hi = 1.0, 10 ** math.ceil(math.log10(max(r["p99_us"] for r in rows)))
-    width, height, left, top, plot_h = 920, 420, 70, 40, 300
+    legend_rows = math.ceil(len(COLORS) / LEGEND_COLUMNS)
+    width, left, top, plot_h = 1100, 70, 40, 300
+    height = top + plot_h + 40 + 18 * legend_rows
     group_w = (width - left - 20) / len(groups)
     bar_w = group_w / (len(COLORS) * 2 + 2)
     y = lambda v: top + plot_h - plot_h * (math.log10(max(v, lo)) - math.log10(lo)) / (math.log10(hi) - math.log10(lo))
@@ -42,9 +49,14 @@ def main():
             for k, (stat, opacity) in enumerate((("p50_us", 1.0), ("p99_us", 0.45))):
                 x = x0 + (w * 2 + k) * bar_w
                 svg.append(f'<rect x="{x:.1f}" y="{y(r[stat]):.1f}" width="{bar_w - 1:.1f}" height="{top + plot_h - y(r[stat]):.1f}" fill="{color}" fill-opacity="{opacity}"><title>{waiter} {stat[:3]}: {r[stat]} us</title></rect>')
+            if "cpu_cores" in r:
+                x = x0 + (w * 2 + 1) * bar_w
+                svg.append(f'<text x="{x:.1f}" y="{y(r["p99_us"]) - 3:.1f}" text-anchor="middle" font-size="8">{r["cpu_cores"]:.2f}</text>')
     for w, (waiter, color) in enumerate(COLORS.items()):
-        svg.append(f'<rect x="{left + w * 200}" y="{height - 30}" width="12" height="12" fill="{color}"/>')
-        svg.append(f'<text x="{left + w * 200 + 16}" y="{height - 20}">{waiter} (p50 solid, p99 pale)</text>')
+        lx, ly = left + (w % LEGEND_COLUMNS) * 330, top + plot_h + 34 + 18 * (w // LEGEND_COLUMNS)
+        svg.append(f'<rect x="{lx}" y="{ly}" width="12" height="12" fill="{color}"/>')
+        svg.append(f'<text x="{lx + 16}" y="{ly + 10}">{waiter}</text>')
+    svg.append(f'<text x="{width - 20}" y="{top - 6}" text-anchor="end">p50 solid, p99 pale; the figure above a bar: CPU, cores</text>')
     svg.append("</svg>")
     open(out, "w").write("\n".join(svg) + "\n")
 

@@ -33,8 +33,12 @@
 //!    work (held by kernels for [`OLD_HOLD`]) across 31 streams per GPU. Waiters: a
 //!    `Stream::completion` future, an `Event::completion` future (each awaited on a multi-thread
 //!    tokio runtime), a thread blocked in `synchronize` on a blocking event, a thread spinning on
-//!    `query` (the floors), and a thread spinning on a flag that a host function queued after a
-//!    record sets (what CUDA's host-function thread alone adds).
+//!    `query` (the floors), a thread spinning on a flag that a host function queued after a
+//!    record sets (what CUDA's host-function thread alone adds), and `Event::synchronize_with`
+//!    under each [`Wait`] policy (issue 43: a way of waiting chosen per wait). Beside each
+//!    waiter's latencies, the whole process's CPU time over its waits (every thread: the reactor's,
+//!    CUDA's own) divided by their wall time, in cores: what that way of waiting costs while it
+//!    waits.
 //! 4. **Idle cost**: CPU time of the whole process (getrusage) while 10,000 futures stay pending, in
 //!    five windows of 1 s in a row.
 //! 5. **Throughput**: 64 tasks, each with its own stream, submit a 20 us kernel and await its
@@ -50,7 +54,7 @@
 use cuda_event_testkit as common;
 
 use common::{HostFlags, gpu_sleep, gpu_sleep_then_set};
-use cuda_event::{Completion, Event, Stream, sys};
+use cuda_event::{Completion, Event, Stream, Wait, sys};
 use std::fmt::Write as _;
 use std::future::Future;
 use std::pin::Pin;
@@ -66,7 +70,7 @@ const PENDING: usize = 10_000;
 /// set below), so that the measured stream does not share a queue with held work.
 const HELD_PER_DEVICE: usize = 31;
 /// How long the kernels hold the streams of the pending futures in section 3: longer than a phase
-/// (200 trials of five waiters and the idle windows take under 10 s). The throughput phase waits
+/// (200 trials of ten waiters and the idle windows take under 10 s). The throughput phase waits
 /// for them to end first.
 const OLD_HOLD: Duration = Duration::from_secs(20);
 
@@ -907,25 +911,27 @@ fn latency_section(
             held_streams.extend(streams);
         }
         let count = pending.len();
-        for waiter in [
-            "Stream::completion",
-            "Event::completion",
-            "blocking synchronize",
-            "spinning query",
-            "spinning on a host function",
-        ] {
+        for waiter in WAITERS {
+            let (mut cpu, mut wall) = (Duration::ZERO, Duration::ZERO);
             let mut samples: Vec<f64> = (0..TRIALS)
-                .map(|trial| wake_once(runtime, &measured[trial % measured.len()], waiter, epoch))
+                .map(|trial| {
+                    let woke = wake_once(runtime, &measured[trial % measured.len()], waiter, epoch);
+                    (cpu, wall) = (cpu + woke.cpu, wall + woke.wall);
+                    woke.latency_us
+                })
                 .collect();
             let [p50, p99, max] = summary(&mut samples).unwrap();
+            let cores = cpu.as_secs_f64() / wall.as_secs_f64();
             let _ = writeln!(
                 rows,
-                "| {waiter} | {count} {pending_kind} | {p50:.1} | {p99:.1} | {max:.1} |"
+                "| {waiter} | {count} {pending_kind} | {p50:.1} | {p99:.1} | {max:.1} | {cores:.2} |"
             );
             out.json.push(format!(
-                "{{\"waiter\":\"{waiter}\",\"pending\":{count},\"pending_kind\":\"{pending_kind}\",\"p50_us\":{p50:.2},\"p99_us\":{p99:.2},\"max_us\":{max:.2}}}"
+                "{{\"waiter\":\"{waiter}\",\"pending\":{count},\"pending_kind\":\"{pending_kind}\",\"p50_us\":{p50:.2},\"p99_us\":{p99:.2},\"max_us\":{max:.2},\"cpu_cores\":{cores:.4}}}"
             ));
-            println!("{waiter:22} {count:5} {pending_kind:14} p50 {p50:8.1} us  p99 {p99:8.1} us");
+            println!(
+                "{waiter:32} {count:5} {pending_kind:14} p50 {p50:8.1} us  p99 {p99:8.1} us  CPU {cores:.2} cores"
+            );
         }
         if count > 0 && !quick {
             // Five 1 s windows in a row: the reactor's CPU comes in steps, and one window can
@@ -975,7 +981,9 @@ fn latency_section(
          {devices} GPU(s). Latency: from a host function's clock read just before the measured point \
          of the stream to the waiter's return, {TRIALS} trials each; pending futures wait on kernels \
          of {} s, on {HELD_PER_DEVICE} streams per GPU.\n\n\
-         | waiter | pending | p50 us | p99 us | max us |\n|---|---|---|---|---|\n{rows}\n{held_notes}\n",
+         CPU: the process's CPU time over the waits (every thread) divided by their wall time, in \
+         cores.\n\n\
+         | waiter | pending | p50 us | p99 us | max us | CPU, cores |\n|---|---|---|---|---|---|\n{rows}\n{held_notes}\n",
         OLD_HOLD.as_secs(),
     );
     out.save();
@@ -1000,9 +1008,49 @@ fn latency_section(
     }
 }
 
-/// One trial: microseconds from the host clock read just before the measured point to the
-/// waiter's return.
-fn wake_once(runtime: &tokio::runtime::Runtime, stream: &Stream, waiter: &str, epoch: Instant) -> f64 {
+/// Section 3's waiters, in the order they run: the futures, the floors, the host function, then
+/// `synchronize_with` under each `Wait` policy (named by `wait_policy`).
+const WAITERS: [&str; 10] = [
+    "Stream::completion",
+    "Event::completion",
+    "blocking synchronize",
+    "spinning query",
+    "spinning on a host function",
+    "Wait::Spin",
+    "Wait::Yield",
+    "Wait::SpinThen (20 us)",
+    "Wait::Reactor",
+    "Wait::Driver (blocking event)",
+];
+
+/// The `Wait` policy a section-3 waiter name stands for, and whether its event is a blocking one.
+fn wait_policy(waiter: &str) -> Option<(Wait, bool)> {
+    Some(match waiter {
+        "Wait::Spin" => (Wait::Spin, false),
+        "Wait::Yield" => (Wait::Yield, false),
+        "Wait::SpinThen (20 us)" => (
+            Wait::SpinThen {
+                budget: Duration::from_micros(20),
+            },
+            false,
+        ),
+        "Wait::Reactor" => (Wait::Reactor, false),
+        "Wait::Driver (blocking event)" => (Wait::Driver, true),
+        _ => return None,
+    })
+}
+
+/// One trial of a waiter.
+struct Woke {
+    /// From the host clock read just before the measured point to the waiter's return.
+    latency_us: f64,
+    /// The process's CPU time, and the wall time, from just before the wait to its return.
+    cpu: Duration,
+    wall: Duration,
+}
+
+/// One trial: the measured point is reached 1 ms after the waiter starts waiting.
+fn wake_once(runtime: &tokio::runtime::Runtime, stream: &Stream, waiter: &str, epoch: Instant) -> Woke {
     let reached = Arc::new(AtomicU64::new(0));
     // The measured point is reached 1 ms from now, after the waiter is waiting.
     gpu_sleep(stream, Duration::from_millis(1));
@@ -1010,6 +1058,7 @@ fn wake_once(runtime: &tokio::runtime::Runtime, stream: &Stream, waiter: &str, e
     stream
         .launch_host_fn(move || clock.store(epoch.elapsed().as_nanos() as u64, Ordering::Release))
         .unwrap();
+    let (cpu, wall) = (common::process_cpu_time(), Instant::now());
     let done = match waiter {
         "Stream::completion" => runtime.block_on(async {
             stream.completion().await.unwrap();
@@ -1040,14 +1089,26 @@ fn wake_once(runtime: &tokio::runtime::Runtime, stream: &Stream, waiter: &str, e
             event.synchronize().unwrap();
             epoch.elapsed()
         }
-        _ => {
+        "spinning query" => {
             let event = stream.record_event().unwrap();
             while !event.query().unwrap() {}
             epoch.elapsed()
         }
+        policy => {
+            let (wait, blocking) = wait_policy(policy).expect("a waiter of WAITERS");
+            let event = Event::builder().blocking(blocking).build().unwrap();
+            event.record(stream).unwrap();
+            assert!(event.synchronize_with(wait, None).unwrap());
+            epoch.elapsed()
+        }
     };
+    let (cpu, wall) = (common::process_cpu_time() - cpu, wall.elapsed());
     let reached = Duration::from_nanos(reached.load(Ordering::Acquire));
-    us(done.saturating_sub(reached))
+    Woke {
+        latency_us: us(done.saturating_sub(reached)),
+        cpu,
+        wall,
+    }
 }
 
 /// The share of one core the whole process used while idle for `span`.
