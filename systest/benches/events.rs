@@ -320,6 +320,22 @@ fn ops() -> Vec<Op> {
                 }),
             ],
         ),
+        // What a new stream costs; cuda-event's includes its timing record (`Stream`'s docs).
+        op(
+            "stream create + destroy, non-blocking",
+            200,
+            [
+                None,
+                run!(=> unsafe {
+                    let mut s = std::ptr::null_mut();
+                    ok(sys::cudaStreamCreateWithFlags(&mut s, sys::cudaStreamNonBlocking));
+                    ok(sys::cudaStreamDestroy(s));
+                }),
+                run!(=> drop(Stream::with_options(0, StreamOptions::default().non_blocking(true)).unwrap())),
+                run!(ctx => drop(ctx.new_stream().unwrap())),
+                None,
+            ],
+        ),
         op(
             "new event + first record + drop",
             2000,
