@@ -1,6 +1,7 @@
 """Draws the wake benchmark's latencies (wake.json from cuda-event/benches/wake.rs) as an SVG: p50
 and p99 per waiter, one group per set of pending futures, on a log scale, with each waiter's CPU
-cost (the process's CPU over its waits, in cores) written above its bars where the run measured it.
+cost (its waiting thread's CPU over its waits, in cores; wake.md also has the process's) written
+above its bars where the run measured it.
 Python 3 only.
 
     python3 bench/wake_chart.py WAKE_JSON OUT_SVG "title"
@@ -13,7 +14,7 @@ COLORS = {"Stream::completion": "#e15759", "Event::completion": "#f28e2b",
           "spinning on a host function": "#59a14f",
           "blocking synchronize": "#4e79a7", "spinning query": "#888888",
           "Wait::Spin": "#76b7b2", "Wait::Yield": "#edc948", "Wait::SpinThen (20 us)": "#b07aa1",
-          "Wait::Reactor": "#ff9da7", "Wait::Driver (blocking event)": "#9c755f"}
+          "Wait::Reactor": "#ff9da7", "Wait::Driver (default event)": "#9c755f"}
 LEGEND_COLUMNS = 3
 
 
@@ -56,7 +57,7 @@ def main():
         lx, ly = left + (w % LEGEND_COLUMNS) * 330, top + plot_h + 34 + 18 * (w // LEGEND_COLUMNS)
         svg.append(f'<rect x="{lx}" y="{ly}" width="12" height="12" fill="{color}"/>')
         svg.append(f'<text x="{lx + 16}" y="{ly + 10}">{waiter}</text>')
-    svg.append(f'<text x="{width - 20}" y="{top - 6}" text-anchor="end">p50 solid, p99 pale; the figure above a bar: CPU, cores</text>')
+    svg.append(f'<text x="{width - 20}" y="{top - 6}" text-anchor="end">p50 solid, p99 pale; above: CPU of the waiting thread, in cores</text>')
     svg.append("</svg>")
     open(out, "w").write("\n".join(svg) + "\n")
 

@@ -36,9 +36,10 @@
 //!    `query` (the floors), a thread spinning on a flag that a host function queued after a
 //!    record sets (what CUDA's host-function thread alone adds), and `Event::synchronize_with`
 //!    under each [`Wait`] policy (issue 43: a way of waiting chosen per wait). Beside each
-//!    waiter's latencies, the whole process's CPU time over its waits (every thread: the reactor's,
-//!    CUDA's own) divided by their wall time, in cores: what that way of waiting costs while it
-//!    waits.
+//!    waiter's latencies, what that way of waiting costs in CPU, in cores: the waiting thread's
+//!    CPU time over its waits (from its wait's call to its return) divided by their wall time, and
+//!    the whole process's (every thread: the reactor's, CUDA's own) over the waiter's 200 trials,
+//!    set-up included, divided by theirs.
 //! 4. **Idle cost**: CPU time of the whole process (getrusage) while 10,000 futures stay pending, in
 //!    five windows of 1 s in a row.
 //! 5. **Throughput**: 64 tasks, each with its own stream, submit a 20 us kernel and await its
@@ -913,6 +914,9 @@ fn latency_section(
         let count = pending.len();
         for waiter in WAITERS {
             let (mut cpu, mut wall) = (Duration::ZERO, Duration::ZERO);
+            // The process's CPU only over many trials: another thread's running slice counts
+            // only from its next tick (`process_cpu_time`).
+            let (process_cpu, process_wall) = (common::process_cpu_time(), Instant::now());
             let mut samples: Vec<f64> = (0..TRIALS)
                 .map(|trial| {
                     let woke = wake_once(runtime, &measured[trial % measured.len()], waiter, epoch);
@@ -920,17 +924,19 @@ fn latency_section(
                     woke.latency_us
                 })
                 .collect();
+            let process = (common::process_cpu_time() - process_cpu).as_secs_f64()
+                / process_wall.elapsed().as_secs_f64();
             let [p50, p99, max] = summary(&mut samples).unwrap();
             let cores = cpu.as_secs_f64() / wall.as_secs_f64();
             let _ = writeln!(
                 rows,
-                "| {waiter} | {count} {pending_kind} | {p50:.1} | {p99:.1} | {max:.1} | {cores:.2} |"
+                "| {waiter} | {count} {pending_kind} | {p50:.1} | {p99:.1} | {max:.1} | {cores:.2} | {process:.2} |"
             );
             out.json.push(format!(
-                "{{\"waiter\":\"{waiter}\",\"pending\":{count},\"pending_kind\":\"{pending_kind}\",\"p50_us\":{p50:.2},\"p99_us\":{p99:.2},\"max_us\":{max:.2},\"cpu_cores\":{cores:.4}}}"
+                "{{\"waiter\":\"{waiter}\",\"pending\":{count},\"pending_kind\":\"{pending_kind}\",\"p50_us\":{p50:.2},\"p99_us\":{p99:.2},\"max_us\":{max:.2},\"cpu_cores\":{cores:.4},\"process_cpu_cores\":{process:.4}}}"
             ));
             println!(
-                "{waiter:32} {count:5} {pending_kind:14} p50 {p50:8.1} us  p99 {p99:8.1} us  CPU {cores:.2} cores"
+                "{waiter:32} {count:5} {pending_kind:14} p50 {p50:8.1} us  p99 {p99:8.1} us  CPU {cores:.2} cores (process {process:.2})"
             );
         }
         if count > 0 && !quick {
@@ -981,9 +987,10 @@ fn latency_section(
          {devices} GPU(s). Latency: from a host function's clock read just before the measured point \
          of the stream to the waiter's return, {TRIALS} trials each; pending futures wait on kernels \
          of {} s, on {HELD_PER_DEVICE} streams per GPU.\n\n\
-         CPU: the process's CPU time over the waits (every thread) divided by their wall time, in \
-         cores.\n\n\
-         | waiter | pending | p50 us | p99 us | max us | CPU, cores |\n|---|---|---|---|---|---|\n{rows}\n{held_notes}\n",
+         CPU, in cores: the waiting thread's CPU time over its waits divided by their wall time; \
+         the process's (every thread) over the waiter's trials, set-up included, divided by \
+         theirs (with futures pending, the reactor's own share is in it).\n\n\
+         | waiter | pending | p50 us | p99 us | max us | CPU, waiting thread | CPU, process |\n|---|---|---|---|---|---|---|\n{rows}\n{held_notes}\n",
         OLD_HOLD.as_secs(),
     );
     out.save();
@@ -1020,7 +1027,7 @@ const WAITERS: [&str; 10] = [
     "Wait::Yield",
     "Wait::SpinThen (20 us)",
     "Wait::Reactor",
-    "Wait::Driver (blocking event)",
+    "Wait::Driver (default event)",
 ];
 
 /// The `Wait` policy a section-3 waiter name stands for, and whether its event is a blocking one.
@@ -1035,7 +1042,8 @@ fn wait_policy(waiter: &str) -> Option<(Wait, bool)> {
             false,
         ),
         "Wait::Reactor" => (Wait::Reactor, false),
-        "Wait::Driver (blocking event)" => (Wait::Driver, true),
+        // On a blocking event it is "blocking synchronize": here CUDA's schedule for the context.
+        "Wait::Driver (default event)" => (Wait::Driver, false),
         _ => return None,
     })
 }
@@ -1044,9 +1052,18 @@ fn wait_policy(waiter: &str) -> Option<(Wait, bool)> {
 struct Woke {
     /// From the host clock read just before the measured point to the waiter's return.
     latency_us: f64,
-    /// The process's CPU time, and the wall time, from just before the wait to its return.
+    /// The waiting thread's CPU time, and the wall time, from the wait's call to its return.
     cpu: Duration,
     wall: Duration,
+}
+
+/// Runs `wait` on this thread: when it returned (since `epoch`), and this thread's CPU time and
+/// the wall time it took.
+fn waiting(epoch: Instant, wait: impl FnOnce()) -> (Duration, Duration, Duration) {
+    let (cpu, wall) = (common::thread_cpu_time(), Instant::now());
+    wait();
+    let done = epoch.elapsed();
+    (done, common::thread_cpu_time() - cpu, wall.elapsed())
 }
 
 /// One trial: the measured point is reached 1 ms after the waiter starts waiting.
@@ -1058,17 +1075,16 @@ fn wake_once(runtime: &tokio::runtime::Runtime, stream: &Stream, waiter: &str, e
     stream
         .launch_host_fn(move || clock.store(epoch.elapsed().as_nanos() as u64, Ordering::Release))
         .unwrap();
-    let (cpu, wall) = (common::process_cpu_time(), Instant::now());
-    let done = match waiter {
-        "Stream::completion" => runtime.block_on(async {
-            stream.completion().await.unwrap();
-            epoch.elapsed()
+    // Each arm makes what its wait needs, then waits inside `waiting`, which times this thread.
+    let (done, cpu, wall) = match waiter {
+        // Its future makes its record when first polled: inside the wait, as for any user.
+        "Stream::completion" => waiting(epoch, || {
+            runtime.block_on(async { stream.completion().await.unwrap() })
         }),
         "Event::completion" => {
             let event = stream.record_event().unwrap();
-            runtime.block_on(async {
-                event.completion().await.unwrap();
-                epoch.elapsed()
+            waiting(epoch, || {
+                runtime.block_on(async { event.completion().await.unwrap() })
             })
         }
         "spinning on a host function" => {
@@ -1078,31 +1094,28 @@ fn wake_once(runtime: &tokio::runtime::Runtime, stream: &Stream, waiter: &str, e
             stream
                 .launch_host_fn(move || flag.store(1, Ordering::Release))
                 .unwrap();
-            while ran.load(Ordering::Acquire) == 0 {
-                std::hint::spin_loop();
-            }
-            epoch.elapsed()
+            waiting(epoch, || {
+                while ran.load(Ordering::Acquire) == 0 {
+                    std::hint::spin_loop();
+                }
+            })
         }
         "blocking synchronize" => {
             let event = Event::builder().blocking(true).build().unwrap();
             event.record(stream).unwrap();
-            event.synchronize().unwrap();
-            epoch.elapsed()
+            waiting(epoch, || event.synchronize().unwrap())
         }
         "spinning query" => {
             let event = stream.record_event().unwrap();
-            while !event.query().unwrap() {}
-            epoch.elapsed()
+            waiting(epoch, || while !event.query().unwrap() {})
         }
         policy => {
             let (wait, blocking) = wait_policy(policy).expect("a waiter of WAITERS");
             let event = Event::builder().blocking(blocking).build().unwrap();
             event.record(stream).unwrap();
-            assert!(event.synchronize_with(wait, None).unwrap());
-            epoch.elapsed()
+            waiting(epoch, || assert!(event.synchronize_with(wait, None).unwrap()))
         }
     };
-    let (cpu, wall) = (common::process_cpu_time() - cpu, wall.elapsed());
     let reached = Duration::from_nanos(reached.load(Ordering::Acquire));
     Woke {
         latency_us: us(done.saturating_sub(reached)),

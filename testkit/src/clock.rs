@@ -15,12 +15,24 @@ pub fn monotonic_ns() -> u128 {
     t.tv_sec as u128 * 1_000_000_000 + t.tv_nsec as u128
 }
 
-/// CPU time (user + system) of the calling thread.
+/// CPU time (user + system) of the calling thread, to the scheduler's nanosecond: `clock_gettime`
+/// adds the running slice, which `getrusage` counts only at the next tick, so windows of a
+/// millisecond read right too.
 pub fn thread_cpu_time() -> Duration {
-    cpu_time(libc::RUSAGE_THREAD)
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    assert_eq!(
+        // SAFETY: writes a timespec through a live local.
+        unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) },
+        0
+    );
+    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
 }
 
-/// CPU time (user + system) of the whole process, every thread.
+/// CPU time (user + system) of the whole process, every thread. Another thread's running slice
+/// counts only from its next tick or switch: read over windows of many ticks.
 pub fn process_cpu_time() -> Duration {
     cpu_time(libc::RUSAGE_SELF)
 }
