@@ -728,10 +728,12 @@ struct Scaling {
     samples: [Vec<f64>; 8],
 }
 
-/// Per thread: a stream, an event re-recorded on it, and a completed event it queries and waits on.
+/// Per thread: a stream, an event re-recorded on it, a completed event it queries and waits on, and
+/// two completed timing events it reads the elapsed time of.
 struct ThreadObjects {
     raw: Raw,
     safe: (Stream, Event, Event),
+    safe_timing: (Event, Event),
     /// `raw.stream` (made by the runtime) as a cuda-event Stream.
     runtime_stream: Stream,
     cudarc: (
@@ -739,6 +741,7 @@ struct ThreadObjects {
         cudarc::driver::CudaEvent,
         cudarc::driver::CudaEvent,
     ),
+    cudarc_timing: (cudarc::driver::CudaEvent, cudarc::driver::CudaEvent),
 }
 
 /// The index in SCALING_IMPLS of cuda-event with its device-reset checks off.
@@ -750,7 +753,9 @@ fn scaling() -> Vec<Scaling> {
     let query: sys::PFN_cuEventQuery_v2000 = common::driver_fn(c"cuEventQuery", 2000);
     let wait: sys::PFN_cuStreamWaitEvent_v3020 = common::driver_fn(c"cuStreamWaitEvent", 3020);
     let get_id: sys::PFN_cuCtxGetId_v12000 = common::driver_fn(c"cuCtxGetId", 12000);
+    let elapsed: sys::PFN_cuEventElapsedTime_v12080 = common::driver_fn(c"cuEventElapsedTime", 12080);
     let (record, query, wait, get_id) = (record.unwrap(), query.unwrap(), wait.unwrap(), get_id.unwrap());
+    let elapsed = elapsed.unwrap();
     // The context cuda-event checks: device 0's primary context, which its objects live in.
     let mut primary = std::ptr::null_mut();
     let retain: sys::PFN_cuDevicePrimaryCtxRetain_v7000 =
@@ -780,23 +785,33 @@ fn scaling() -> Vec<Scaling> {
         let objects: Vec<ThreadObjects> = (0..threads)
             .map(|t| {
                 let (mut safe, mut cudarc, mut raw) = (None, None, None);
+                let (mut safe_timing, mut cudarc_timing) = (None, None);
                 for maker in (0..3).map(|k| (k + t) % 3) {
                     match maker {
                         0 => {
                             let s =
                                 Stream::with_options(0, StreamOptions::default().non_blocking(true)).unwrap();
                             let (e, done) = (Event::new(), Event::new());
+                            let timing = || Event::builder().enable_timing(true).build().unwrap();
+                            let (start, end) = (timing(), timing());
                             e.record(&s).unwrap();
-                            done.record(&s).unwrap();
+                            for event in [&done, &start, &end] {
+                                event.record(&s).unwrap();
+                            }
                             done.synchronize().unwrap();
                             safe = Some((s, e, done));
+                            safe_timing = Some((start, end));
                         }
                         1 => {
                             let cs = ctx.new_stream().unwrap();
                             let ce = cs.record_event(None).unwrap();
+                            let timing = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
+                            let start = cs.record_event(timing).unwrap();
+                            let end = cs.record_event(timing).unwrap();
                             let cdone = cs.record_event(None).unwrap();
                             cdone.synchronize().unwrap();
                             cudarc = Some((cs, ce, cdone));
+                            cudarc_timing = Some((start, end));
                         }
                         _ => raw = Some(Raw::new()),
                     }
@@ -808,7 +823,9 @@ fn scaling() -> Vec<Scaling> {
                     raw,
                     runtime_stream,
                     safe,
+                    safe_timing: safe_timing.unwrap(),
                     cudarc,
+                    cudarc_timing: cudarc_timing.unwrap(),
                 }
             })
             .collect();
@@ -886,10 +903,47 @@ fn scaling() -> Vec<Scaling> {
             },
             &|t, n| (0..n).for_each(|_| o[t].safe.2.wait(&o[t].runtime_stream).unwrap()),
         ];
-        let ops: [(&str, &[Work; 8]); 3] = [
+        let safe_elapsed = |t: usize, n: usize| {
+            let (start, end) = &o[t].safe_timing;
+            (0..n).for_each(|_| assert!(start.elapsed_time(end).unwrap() >= 0.0))
+        };
+        let raw_elapsed = |n: usize, start: sys::cudaEvent_t, end: sys::cudaEvent_t| {
+            let (start, end) = (start.cast(), end.cast());
+            let mut ms = 0.0;
+            (0..n).for_each(|_| assert_eq!(unsafe { elapsed(&mut ms, start, end) }, success));
+        };
+        let elapsed_times: [Work; 8] = [
+            &|t, n| {
+                let (start, end) = (o[t].raw.timing_start, o[t].raw.timing_end);
+                let mut ms = 0.0;
+                (0..n).for_each(|_| ok(unsafe { sys::cudaEventElapsedTime(&mut ms, start, end) }))
+            },
+            &|t, n| raw_elapsed(n, o[t].raw.timing_start, o[t].raw.timing_end),
+            &|t, n| {
+                let (start, end) = (o[t].raw.timing_start.cast(), o[t].raw.timing_end.cast());
+                let mut ms = 0.0;
+                (0..n).for_each(|_| {
+                    check();
+                    assert_eq!(unsafe { elapsed(&mut ms, start, end) }, success)
+                })
+            },
+            &safe_elapsed,
+            &safe_elapsed, // with the checks off
+            &|t, n| {
+                let (start, end) = &o[t].cudarc_timing;
+                (0..n).for_each(|_| assert!(start.elapsed_ms(end).unwrap() >= 0.0))
+            },
+            &|t, n| {
+                let (start, end) = &o[t].safe_timing;
+                raw_elapsed(n, start.as_raw().unwrap(), end.as_raw().unwrap())
+            },
+            &safe_elapsed, // no stream involved: the same as cuda-event
+        ];
+        let ops: [(&str, &[Work; 8]); 4] = [
             ("record", &records),
             ("query (complete)", &queries),
             ("stream wait event", &waits),
+            ("elapsed_time (complete)", &elapsed_times),
         ];
         let mut measured: Vec<(Scaling, bool, &[Work; 8])> = Vec::new();
         for (op, works) in ops {
