@@ -40,7 +40,8 @@ pub fn cuda_events_created() -> u64 {
 }
 
 /// How many CUDA events this crate owns now: created (or imported, or taken over with `from_raw`)
-/// and not yet destroyed, pooled ones included (not the one a new `Stream` records and destroys). Bounded for a program that does not leak `Event`s.
+/// and not yet destroyed, pooled ones included (not the one a new `Stream` records and destroys).
+/// Bounded for a program that does not leak `Event`s.
 pub fn cuda_events_alive() -> u64 {
     ALIVE.load(Ordering::Relaxed)
 }

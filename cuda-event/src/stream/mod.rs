@@ -26,8 +26,8 @@ use std::num::NonZeroU64;
 /// A stream the crate makes gets one record of a timing event before it is returned: CUDA takes
 /// event records at a lower rate, most of all from several threads, on a stream that never had one
 /// (measured by `bench/probes/stream_first_use.c`). So a new stream's [`query`](Self::query) may
-/// answer `false` for the few microseconds that record takes, and its creation may fail with the
-/// errors of `cuEventCreate` and `cuEventRecord` (out of memory). A borrowed stream is left as it
+/// answer `false` until that record completes, and its creation may fail with the errors of
+/// `cuEventCreate` and `cuEventRecord` (out of memory, for one). A borrowed stream is left as it
 /// is.
 ///
 /// ```no_run

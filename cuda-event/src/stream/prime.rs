@@ -8,9 +8,9 @@
 //! happened to time something first does not.
 //!
 //! The record is of an event made and destroyed here, so nothing waits on it, and it is queued on
-//! a stream nothing else can see yet. `cuEventCreate`, `cuEventRecord` on a stream not being
-//! captured and `cuEventDestroy` were measured not to disturb another thread's capture in any
-//! capture mode (`bench/probes/capture_unsafe_calls.c`).
+//! a stream nothing else can see yet. Made on a new non-blocking stream, these three calls were
+//! measured not to disturb another thread's global-mode capture, whatever the calling thread's
+//! mode (`bench/probes/capture_unsafe_calls.c`; its row for a blocking stream has not run yet).
 
 use crate::driver::Driver;
 use crate::drop_errors;
