@@ -445,6 +445,36 @@ fn ops() -> Vec<Op> {
                 run!(=> unsafe { drv(d.event_record.unwrap()(raw.plain, raw.stream)) }),
             ],
         ),
+        // The crate's own cost: no check that makes a driver call, so against the raw driver
+        // column (one cuEventRecord) the difference is the crate's code alone.
+        op(
+            "record, capture and reset checks off",
+            2000,
+            [
+                None,
+                run!(=> unsafe { ok(sys::cudaEventRecord(raw.plain, raw.stream)) }),
+                {
+                    let (plain, stream) = (plain.clone(), stream.clone());
+                    Some(Box::new(move |n: usize| {
+                        // SAFETY: no stream is captured and no device reset in this benchmark;
+                        // both are turned back on below.
+                        unsafe {
+                            cuda_event::capture::set_capture_checks(false);
+                            cuda_event::set_device_reset_checks(false);
+                        }
+                        let ns = timed(|| plain.record(&stream).unwrap())(n);
+                        // SAFETY: turns the checks back on.
+                        unsafe {
+                            cuda_event::capture::set_capture_checks(true);
+                            cuda_event::set_device_reset_checks(true);
+                        }
+                        ns
+                    }) as Run)
+                },
+                None,
+                run!(=> unsafe { drv(d.event_record.unwrap()(raw.plain, raw.stream)) }),
+            ],
+        ),
         op(
             "record, timing on",
             2000,
