@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The calibration's validation table: `measure`'s raw and net medians beside CUPTI's times of the
-very same launches, do_bench, do_bench_cudagraph and PyTorch's profiler, and the spread of the 10 us
-kernel's median over ten runs.
+very same launches, do_bench, do_bench_cudagraph and PyTorch's profiler; each row with a goal
+(issue 42's, against CUPTI's net) beside the verdict its measurement gave itself; and the spread
+of the 10 us kernel's median over ten runs.
 
 usage: calibration_referee.py DIR
 DIR holds `plain/calibration.jsonl` (the calibration benchmark alone), `referee/calibration.jsonl`
@@ -55,6 +56,37 @@ def f(x, digits=3):
     return "" if x is None else f"{x:.{digits}f}"
 
 
+# Issue 42's goals: the net time within this share of CUPTI's net, by kernel length in us.
+GOALS = {1: 0.05, 2: 0.05, 10: 0.01, 100: 0.005}
+
+
+def goal_rows(plain, net_of):
+    """Each row with a goal: its error against CUPTI's net, whether it met the goal, the verdict the
+    measurement gave itself, and whether the two agree (a row that misses its goal must be flagged,
+    and one that meets it must not be)."""
+    out = ["\n## Goals and the verdict\n",
+           "The goal: the net time within the share of CUPTI's net named; a row with no net time misses "
+           "it. The verdict: `Measurement::trust`. Agrees: met and trusted, or missed and not trusted.\n",
+           "| op | mode | goal | net vs CUPTI net | met | verdict | agrees |", "|---|---|---|---|---|---|---|"]
+    for r in plain:
+        goal = GOALS.get(r.get("length_us")) if r["phase"] == "table" else None
+        if goal is None:
+            continue
+        c_net = net_of(r)
+        error = None if r["net_us"] is None or not c_net else r["net_us"] / c_net - 1
+        met = error is not None and abs(error) <= goal
+        if "trusted" not in r:
+            verdict, agrees = "not recorded", ""
+        else:
+            verdict = r["trust"].replace("|", "/")
+            verdict = verdict if len(verdict) <= 90 else verdict[:87] + "..."
+            agrees = "yes" if met == r["trusted"] else "**no**"
+        shown = "no net time" if error is None else f"{100 * error:+.2f}%"
+        out.append(f"| {r['op']} | {r['mode']} | {100 * goal:g}% | {shown} | {'yes' if met else 'no'} | "
+                   f"{verdict} | {agrees} |")
+    return out
+
+
 def main(folder):
     plain = [r for r in rows(os.path.join(folder, "plain", "calibration.jsonl"))]
     referee = {(r["phase"], r["op"], r["mode"]): r for r in rows(os.path.join(folder, "referee", "calibration.jsonl"))}
@@ -72,12 +104,16 @@ def main(folder):
            "| op | mode | raw | net | CUPTI | net vs CUPTI | CUPTI net | net vs CUPTI net | referee net | vs CUPTI net "
            "| CUPTI empty | fixed cost +- | empty | flush after/cold | do_bench | do_bench_cudagraph | profiler |",
            "|" + "---|" * 17]
+    def net_of(r):
+        """CUPTI's net time of row r's launches in the referee run, and its work and empty times."""
+        ref = referee.get((r["phase"], r["op"], r["mode"]))
+        c_work, c_empty = cupti_times(cupti, ref) if ref else (None, None)
+        return (c_work - c_empty if c_work is not None and c_empty is not None else None), c_work, c_empty, ref
+
     for r in plain:
         if r["phase"] != "table":
             continue
-        ref = referee.get((r["phase"], r["op"], r["mode"]))
-        c_work, c_empty = cupti_times(cupti, ref) if ref else (None, None)
-        c_net = c_work - c_empty if c_work is not None and c_empty is not None else None
+        c_net, c_work, c_empty, ref = net_of(r)
         t = triton.get(r["op"], {})
         out.append(
             f"| {r['op']} | {r['mode']} | {f(r['median_us'])} | {f(r['net_us']) or r['no_net']} | {f(c_work)} | "
@@ -85,6 +121,7 @@ def main(folder):
             f"{pct(ref and ref['net_us'], c_net)} | {f(c_empty)} | {f(r['fixed_cost_us'])} +- {f(r['uncertainty_us'])} | {f(r['empty_us'])} | "
             f"{r['flush_after_us'] / max(r['flush_cold_us'], 1e-9):.3f} ({r['flush_verdict']}) | "
             f"{f(t.get('do_bench'))} | {f(t.get('do_bench_cudagraph'))} | {f(t.get('profiler'))} |")
+    out += goal_rows(plain, lambda r: net_of(r)[0])
     out += ["\n## The 10 us kernel's median over ten runs (plain run)\n",
             "| mode | runs | raw: median of medians | raw: (max - min) / median | net: median of medians | "
             "net: (max - min) / median | net: stdev / mean | fixed cost: min - max |", "|---|---|---|---|---|---|---|---|"]

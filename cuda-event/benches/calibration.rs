@@ -11,7 +11,8 @@
 //! Rows: the test kit's spinning kernel (one thread on `%globaltimer`) of 0, 1, 2, 5, 10 and 100 us
 //! and memsets of 4 KiB, 1 MiB and 64 MiB, gated and in graph mode, L2 flushed, calibrated; then
 //! the 10 us kernel ten times more in each mode (`"phase": "spread"`), for the spread of its median
-//! from run to run.
+//! from run to run. Each row carries the measurement's verdict (`Measurement::trust`), which the
+//! referee sets beside whether the row met its goal against CUPTI.
 
 use cuda_event::Stream;
 use cuda_event::timing::{FlushVerdict, MeasureOptions, Measurement, measure};
@@ -95,9 +96,10 @@ fn json(
     let c = m.calibration().expect("calibrated");
     let (net, why) = match m.net() {
         Ok(net) => (us(net), String::new()),
-        Err(e) => ("null".into(), e.to_string()),
+        Err(e) => ("null".into(), json_text(&e.to_string())),
     };
     let flush = m.flush_check().expect("flushed");
+    let trust = m.trust();
     let verdict = match flush.verdict() {
         FlushVerdict::Evicts => "evicts",
         FlushVerdict::DoesNotEvict => "does not evict",
@@ -109,7 +111,8 @@ fn json(
          \"median_us\":{},\"net_us\":{net},\"no_net\":\"{why}\",\"fixed_cost_us\":{},\
          \"uncertainty_us\":{},\"largest_residual_us\":{},\"slope\":{},\"empty_us\":{},\
          \"samples\":{},\"noise\":{:.5},\"gated\":{},\"flush_warm_us\":{},\"flush_after_us\":{},\
-         \"flush_cold_us\":{},\"flush_verdict\":\"{verdict}\",\"from_ns\":{from},\"to_ns\":{to}}}",
+         \"flush_cold_us\":{},\"flush_verdict\":\"{verdict}\",\"trusted\":{},\"trust\":\"{}\",\
+         \"from_ns\":{from},\"to_ns\":{to}}}",
         length_us.map_or("null".into(), |u| u.to_string()),
         if graph { "graph" } else { "gated" },
         us(m.median()),
@@ -124,5 +127,12 @@ fn json(
         us(flush.warm),
         us(flush.after_flush),
         us(flush.cold),
+        trust.is_trusted(),
+        json_text(&trust.to_string()),
     )
+}
+
+/// `text` as the inside of a JSON string.
+fn json_text(text: &str) -> String {
+    text.replace('\\', "\\\\").replace('"', "\\\"")
 }
