@@ -134,5 +134,18 @@ fn json(
 
 /// `text` as the inside of a JSON string.
 fn json_text(text: &str) -> String {
-    text.replace('\\', "\\\\").replace('"', "\\\"")
+    let mut json = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '"' | '\\' => {
+                json.push('\\');
+                json.push(c);
+            }
+            c if (c as u32) < 0x20 => {
+                let _ = write!(json, "\\u{:04x}", c as u32);
+            }
+            c => json.push(c),
+        }
+    }
+    json
 }
