@@ -60,10 +60,10 @@ def f(x, digits=3):
 GOALS = {1: 0.05, 2: 0.05, 10: 0.01, 100: 0.005}
 
 
-def goal_rows(plain, net_of):
+def goal_rows(plain, nets):
     """Each row with a goal: its error against CUPTI's net, whether it met the goal, the verdict the
     measurement gave itself, and whether the two agree (a row that misses its goal must be flagged,
-    and one that meets it must not be)."""
+    and one that meets it must not be). `nets`: CUPTI's net of each table row, by (op, mode)."""
     out = ["\n## Goals and the verdict\n",
            "The goal: the net time within the share of CUPTI's net named; a row with no net time misses "
            "it. The verdict: `Measurement::trust`. Agrees: met and trusted, or missed and not trusted.\n",
@@ -72,7 +72,7 @@ def goal_rows(plain, net_of):
         goal = GOALS.get(r.get("length_us")) if r["phase"] == "table" else None
         if goal is None:
             continue
-        c_net = net_of(r)
+        c_net = nets.get((r["op"], r["mode"]))
         verdict = "not recorded"
         if "trusted" in r:
             verdict = r["trust"].replace("|", "/")
@@ -107,16 +107,14 @@ def main(folder):
            "| op | mode | raw | net | CUPTI | net vs CUPTI | CUPTI net | net vs CUPTI net | referee net | vs CUPTI net "
            "| CUPTI empty | fixed cost +- | empty | flush after/cold | do_bench | do_bench_cudagraph | profiler |",
            "|" + "---|" * 17]
-    def net_of(r):
-        """CUPTI's net time of row r's launches in the referee run, and its work and empty times."""
-        ref = referee.get((r["phase"], r["op"], r["mode"]))
-        c_work, c_empty = cupti_times(cupti, ref) if ref else (None, None)
-        return (c_work - c_empty if c_work is not None and c_empty is not None else None), c_work, c_empty, ref
-
+    nets = {}
     for r in plain:
         if r["phase"] != "table":
             continue
-        c_net, c_work, c_empty, ref = net_of(r)
+        ref = referee.get((r["phase"], r["op"], r["mode"]))
+        c_work, c_empty = cupti_times(cupti, ref) if ref else (None, None)
+        c_net = c_work - c_empty if c_work is not None and c_empty is not None else None
+        nets[(r["op"], r["mode"])] = c_net
         t = triton.get(r["op"], {})
         out.append(
             f"| {r['op']} | {r['mode']} | {f(r['median_us'])} | {f(r['net_us']) or r['no_net']} | {f(c_work)} | "
@@ -124,7 +122,7 @@ def main(folder):
             f"{pct(ref and ref['net_us'], c_net)} | {f(c_empty)} | {f(r['fixed_cost_us'])} +- {f(r['uncertainty_us'])} | {f(r['empty_us'])} | "
             f"{r['flush_after_us'] / max(r['flush_cold_us'], 1e-9):.3f} ({r['flush_verdict']}) | "
             f"{f(t.get('do_bench'))} | {f(t.get('do_bench_cudagraph'))} | {f(t.get('profiler'))} |")
-    out += goal_rows(plain, lambda r: net_of(r)[0])
+    out += goal_rows(plain, nets)
     out += ["\n## The 10 us kernel's median over ten runs (plain run)\n",
             "| mode | runs | raw: median of medians | raw: (max - min) / median | net: median of medians | "
             "net: (max - min) / median | net: stdev / mean | fixed cost: min - max |", "|---|---|---|---|---|---|---|---|"]

@@ -430,17 +430,7 @@ fn ops() -> Vec<Op> {
             [
                 c_run!(|n| bench_c_record(raw.plain, raw.stream, n)),
                 run!(=> unsafe { ok(sys::cudaEventRecord(raw.plain, raw.stream)) }),
-                {
-                    let (plain, stream) = (plain.clone(), stream.clone());
-                    Some(Box::new(move |n: usize| {
-                        // SAFETY: no stream is captured in this benchmark; turned back on below.
-                        unsafe { cuda_event::capture::set_capture_checks(false) };
-                        let ns = timed(|| plain.record(&stream).unwrap())(n);
-                        // SAFETY: turns the check back on.
-                        unsafe { cuda_event::capture::set_capture_checks(true) };
-                        ns
-                    }) as Run)
-                },
+                record_with_checks_off(plain.clone(), stream.clone(), false),
                 run!(cu_plain, cu_stream => cu_plain.record(&cu_stream).unwrap()),
                 run!(=> unsafe { drv(d.event_record.unwrap()(raw.plain, raw.stream)) }),
             ],
@@ -453,24 +443,7 @@ fn ops() -> Vec<Op> {
             [
                 None,
                 run!(=> unsafe { ok(sys::cudaEventRecord(raw.plain, raw.stream)) }),
-                {
-                    let (plain, stream) = (plain.clone(), stream.clone());
-                    Some(Box::new(move |n: usize| {
-                        // SAFETY: no stream is captured and no device reset in this benchmark;
-                        // both are turned back on below.
-                        unsafe {
-                            cuda_event::capture::set_capture_checks(false);
-                            cuda_event::set_device_reset_checks(false);
-                        }
-                        let ns = timed(|| plain.record(&stream).unwrap())(n);
-                        // SAFETY: turns the checks back on.
-                        unsafe {
-                            cuda_event::capture::set_capture_checks(true);
-                            cuda_event::set_device_reset_checks(true);
-                        }
-                        ns
-                    }) as Run)
-                },
+                record_with_checks_off(plain.clone(), stream.clone(), true),
                 None,
                 run!(=> unsafe { drv(d.event_record.unwrap()(raw.plain, raw.stream)) }),
             ],
@@ -709,6 +682,25 @@ fn measure(ops: &mut [Op]) {
             }
         }
     }
+}
+
+/// cuda-event's record of `event` on `stream`, timed with its capture checks off, and its
+/// device-reset checks too where `reset_too`; both are on again after.
+fn record_with_checks_off(event: Arc<Event>, stream: Arc<Stream>, reset_too: bool) -> Option<Run> {
+    Some(Box::new(move |n: usize| {
+        // SAFETY: no stream is captured and no device is reset in this benchmark.
+        unsafe {
+            cuda_event::capture::set_capture_checks(false);
+            cuda_event::set_device_reset_checks(!reset_too);
+        }
+        let ns = timed(|| event.record(&stream).unwrap())(n);
+        // SAFETY: turning the checks (back) on is always sound.
+        unsafe {
+            cuda_event::capture::set_capture_checks(true);
+            cuda_event::set_device_reset_checks(true);
+        }
+        ns
+    }))
 }
 
 /// Work of one benchmark thread: (thread index, calls).

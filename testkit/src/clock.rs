@@ -6,29 +6,25 @@ use std::time::Duration;
 /// `CLOCK_MONOTONIC` in nanoseconds (what `Instant` reads on Linux): the clock on which
 /// `bench/cupti_referee/` puts CUPTI's records.
 pub fn monotonic_ns() -> u128 {
+    clock(libc::CLOCK_MONOTONIC).as_nanos()
+}
+
+/// The clock `id`, as `clock_gettime` reads it.
+fn clock(id: libc::clockid_t) -> Duration {
     let mut t = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: writes a timespec through a live local.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
-    t.tv_sec as u128 * 1_000_000_000 + t.tv_nsec as u128
+    assert_eq!(unsafe { libc::clock_gettime(id, &mut t) }, 0);
+    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
 }
 
 /// CPU time (user + system) of the calling thread, to the scheduler's nanosecond: `clock_gettime`
 /// adds the running slice, which `getrusage` counts only at the next tick, so windows of a
 /// millisecond read right too.
 pub fn thread_cpu_time() -> Duration {
-    let mut t = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    assert_eq!(
-        // SAFETY: writes a timespec through a live local.
-        unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) },
-        0
-    );
-    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+    clock(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
 /// CPU time (user + system) of the whole process, every thread. Another thread's running slice
