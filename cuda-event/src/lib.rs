@@ -319,6 +319,7 @@ mod driver;
 pub mod drop_errors;
 mod error;
 mod fork;
+mod mapped_memory;
 #[cfg(all(test, cuda_event_model))]
 mod model;
 mod sync;
