@@ -767,6 +767,19 @@ impl CUstreamWaitValue_flags_enum {
 pub struct CUstreamWaitValue_flags_enum(pub ::libc::c_uint);
 #[doc = " Flags for ::cuStreamWaitValue32 and ::cuStreamWaitValue64"]
 pub use self::CUstreamWaitValue_flags_enum as CUstreamWaitValue_flags;
+impl CUstreamWriteValue_flags_enum {
+    #[doc = "< Default behavior"]
+    pub const CU_STREAM_WRITE_VALUE_DEFAULT: CUstreamWriteValue_flags_enum = CUstreamWriteValue_flags_enum(0);
+    #[doc = "< Permits the write to be reordered with writes which were issued\nbefore it, as a performance optimization. Normally,\n::cuStreamWriteValue32 will provide a memory fence before the\nwrite, which has similar semantics to\n__threadfence_system() but is scoped to the stream\nrather than a CUDA thread.\nThis flag is not supported in the v2 API."]
+    pub const CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER: CUstreamWriteValue_flags_enum =
+        CUstreamWriteValue_flags_enum(1);
+}
+#[repr(transparent)]
+#[doc = " Flags for ::cuStreamWriteValue32"]
+#[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
+pub struct CUstreamWriteValue_flags_enum(pub ::libc::c_uint);
+#[doc = " Flags for ::cuStreamWriteValue32"]
+pub use self::CUstreamWriteValue_flags_enum as CUstreamWriteValue_flags;
 impl CUdevice_attribute_enum {
     #[doc = "< Maximum number of threads per block"]
     pub const CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: CUdevice_attribute_enum = CUdevice_attribute_enum(1);
@@ -1657,11 +1670,27 @@ pub type PFN_cuStreamWaitValue32_v8000 = ::core::option::Option<
         flags: ::libc::c_uint,
     ) -> CUresult,
 >;
+pub type PFN_cuStreamWriteValue64_v9000 = ::core::option::Option<
+    unsafe extern "C" fn(
+        stream: CUstream,
+        addr: CUdeviceptr_v2,
+        value: cuuint64_t,
+        flags: ::libc::c_uint,
+    ) -> CUresult,
+>;
 pub type PFN_cuStreamWaitValue32_v11070 = ::core::option::Option<
     unsafe extern "C" fn(
         stream: CUstream,
         addr: CUdeviceptr_v2,
         value: cuuint32_t,
+        flags: ::libc::c_uint,
+    ) -> CUresult,
+>;
+pub type PFN_cuStreamWriteValue64_v11070 = ::core::option::Option<
+    unsafe extern "C" fn(
+        stream: CUstream,
+        addr: CUdeviceptr_v2,
+        value: cuuint64_t,
         flags: ::libc::c_uint,
     ) -> CUresult,
 >;

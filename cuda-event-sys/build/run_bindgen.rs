@@ -70,6 +70,10 @@ const TYPES: &[&str] = &[
     // that cuMemHostAlloc made, not registered memory)
     "PFN_cuMemHost(Register|Unregister)_v[0-9]+",
     "CUstreamWaitValue_flags",
+    // the flag lane: a stream writes a ticket into registered host memory behind a record, for a
+    // thread that spins on it to see the record complete
+    "PFN_cuStreamWriteValue64_v[0-9]+",
+    "CUstreamWriteValue_flags",
     // the driver's error codes (CUresult), for the safe crate's one table of codes, and the
     // driver's names of the types those functions take
     "cudaError_enum",

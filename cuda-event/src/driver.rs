@@ -185,6 +185,7 @@ driver_table! {
     mem_host_unregister: PFN_cuMemHostUnregister_v4000 = c"cuMemHostUnregister" @ 4000;
     mem_host_get_device_pointer: PFN_cuMemHostGetDevicePointer_v3020 = c"cuMemHostGetDevicePointer" @ 3020;
     stream_wait_value32: PFN_cuStreamWaitValue32_v11070 = c"cuStreamWaitValue32" @ 11070;
+    stream_write_value64: PFN_cuStreamWriteValue64_v11070 = c"cuStreamWriteValue64" @ 11070;
     stream_begin_capture: PFN_cuStreamBeginCapture_v10010 = c"cuStreamBeginCapture" @ 10010;
     stream_end_capture: PFN_cuStreamEndCapture_v10000 = c"cuStreamEndCapture" @ 10000;
     graph_instantiate: PFN_cuGraphInstantiateWithFlags_v11040 = c"cuGraphInstantiateWithFlags" @ 11040;

@@ -154,6 +154,7 @@ pub(crate) fn entry_point(symbol: &CStr) -> *mut c_void {
         c"cuMemHostUnregister" => PFN_cuMemHostUnregister_v4000(unsupported::mem_host_unregister),
         c"cuMemHostGetDevicePointer" => PFN_cuMemHostGetDevicePointer_v3020(unsupported::mem_host_get_device_pointer),
         c"cuStreamWaitValue32" => PFN_cuStreamWaitValue32_v11070(unsupported::stream_wait_value32),
+        c"cuStreamWriteValue64" => PFN_cuStreamWriteValue64_v11070(unsupported::stream_write_value64),
         c"cuStreamBeginCapture" => PFN_cuStreamBeginCapture_v10010(captures::stream_begin_capture),
         c"cuStreamEndCapture" => PFN_cuStreamEndCapture_v10000(captures::stream_end_capture),
         c"cuGraphInstantiateWithFlags" => PFN_cuGraphInstantiateWithFlags_v11040(unsupported::graph_instantiate),

@@ -61,6 +61,14 @@ pub(super) unsafe extern "C" fn stream_wait_value32(
 ) -> Code {
     Code::CUDA_ERROR_NOT_SUPPORTED
 }
+pub(super) unsafe extern "C" fn stream_write_value64(
+    _: sys::CUstream,
+    _: sys::CUdeviceptr_v2,
+    _: sys::cuuint64_t,
+    _: c_uint,
+) -> Code {
+    Code::CUDA_ERROR_NOT_SUPPORTED
+}
 pub(super) unsafe extern "C" fn graph_instantiate(
     _: *mut sys::CUgraphExec,
     _: sys::CUgraph,
