@@ -1,8 +1,8 @@
 /* Probe for the driver model's capture-mode rule: which calls does CUDA refuse, and so break the
  * capture, when one thread makes them while another thread holds a stream capture in global mode
  * (torch.cuda.graph's default), per mode of the calling thread (global, thread-local, relaxed)?
- * The calls are those that measure, Trace, the event pools, host functions and interprocess events
- * make. Each (call, mode) runs in a child process of its own, 3 rounds: what a round's call needs
+ * The calls are those that measure, Trace, the event pools, host functions, interprocess events
+ * and the flag lane make. Each (call, mode) runs in a child process of its own, 3 rounds: what a round's call needs
  * is made before the capture opens (a release row releases an object made then), the call is made
  * once while a second thread's global-mode capture (one memset node) is open, then the capture
  * ends. One line each: the call's result and what cuStreamEndCapture answered, per round
@@ -15,6 +15,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -32,7 +33,8 @@ static const char *const NAMES[] = {
     "cuMemAlloc", "cuMemFree", "cuMemHostAlloc (mapped)", "cuMemFreeHost", "cuModuleLoadData",
     "cuModuleGetFunction", "cuModuleUnload", "cuLaunchKernel (other stream)",
     "cuMemsetD32Async (other stream)", "cuMemcpyDtoDAsync (other stream)",
-    "cuStreamWaitValue32 (met, other stream)", "cuStreamWaitEvent (other stream)",
+    "cuStreamWaitValue32 (met, other stream)", "cuStreamWriteValue64 (other stream)",
+    "cuMemHostRegister (mapped)", "cuMemHostUnregister", "cuStreamWaitEvent (other stream)",
     "cuLaunchHostFunc (other stream)", "cuStreamQuery (other)", "cuStreamSynchronize (other)",
     "cuStreamIsCapturing (other)", "cuStreamGetPriority (other)", "cuCtxGetLimit",
     "cuCtxResetPersistingL2Cache", "cuCtxPushCurrent + cuCtxPopCurrent",
@@ -53,7 +55,7 @@ static CUgraph graph;
 static CUgraphExec exec;
 /* What a release row releases, made before the capture opens. */
 static CUevent made_event; static CUstream made_stream; static CUdeviceptr made_memory;
-static void *made_host; static CUmodule made_module; static CUgraph made_graph; static CUgraphExec made_exec;
+static void *made_host; static void *registered_page; static CUmodule made_module; static CUgraph made_graph; static CUgraphExec made_exec;
 static atomic_int step; /* 0 idle, 1 capture open, 2 call made, 3 capture ended */
 static CUresult begin_code, node_code, end_code;
 
@@ -80,6 +82,7 @@ static void prepare(int which) {
   if (!strcmp(n, "cuStreamDestroy")) CK(cuStreamCreate(&made_stream, CU_STREAM_NON_BLOCKING));
   if (!strcmp(n, "cuMemFree")) CK(cuMemAlloc(&made_memory, 1 << 20));
   if (!strcmp(n, "cuMemFreeHost")) CK(cuMemHostAlloc(&made_host, 4096, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
+  if (!strcmp(n, "cuMemHostUnregister")) CK(cuMemHostRegister(registered_page, 4096, CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_PORTABLE));
   if (!strcmp(n, "cuModuleUnload")) CK(cuModuleLoadData(&made_module, PTX));
   if (!strcmp(n, "cuGraphExecDestroy")) CK(cuGraphInstantiateWithFlags(&made_exec, graph, 0));
   if (!strcmp(n, "cuGraphDestroy")) CK(cuGraphClone(&made_graph, graph));
@@ -119,6 +122,14 @@ static CUresult call(int which) {
   if (!strcmp(n, "cuMemsetD32Async (other stream)")) return cuMemsetD32Async(buffer, 0, 1024, other);
   if (!strcmp(n, "cuMemcpyDtoDAsync (other stream)")) return cuMemcpyDtoDAsync(buffer2, buffer, 4096, other);
   if (!strcmp(n, "cuStreamWaitValue32 (met, other stream)")) return cuStreamWaitValue32(other, word_dev, 0, CU_STREAM_WAIT_VALUE_GEQ);
+  if (!strcmp(n, "cuStreamWriteValue64 (other stream)")) return cuStreamWriteValue64(other, word_dev + 8, 1, CU_STREAM_WRITE_VALUE_DEFAULT);
+  /* what the lane's flag slots are: the crate's own page, registered (each round registers it
+   * again, so unregister first) */
+  if (!strcmp(n, "cuMemHostRegister (mapped)")) {
+    cuMemHostUnregister(registered_page);
+    return cuMemHostRegister(registered_page, 4096, CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_PORTABLE);
+  }
+  if (!strcmp(n, "cuMemHostUnregister")) return cuMemHostUnregister(registered_page);
   if (!strcmp(n, "cuStreamWaitEvent (other stream)")) return cuStreamWaitEvent(other, e1, 0);
   if (!strcmp(n, "cuLaunchHostFunc (other stream)")) return cuLaunchHostFunc(other, nothing, NULL);
   if (!strcmp(n, "cuStreamQuery (other)")) return cuStreamQuery(other);
@@ -154,6 +165,7 @@ static CUresult call(int which) {
 static void child(int which, CUstreamCaptureMode asked) {
   void *word_host;
   alarm(10);
+  if (posix_memalign(&registered_page, 4096, 4096)) { printf(" no page"); fflush(stdout); _exit(1); }
   CK(cuInit(0)); CK(cuDeviceGet(&dev, 0)); CK(cuDevicePrimaryCtxRetain(&ctx, dev)); CK(cuCtxSetCurrent(ctx));
   /* Blocking streams, as Stream::new makes them (the legacy stream's row depends on it). */
   CK(cuStreamCreate(&captured, CU_STREAM_DEFAULT)); CK(cuStreamCreate(&other, CU_STREAM_DEFAULT));
