@@ -55,7 +55,7 @@
 use cuda_event_testkit as common;
 
 use common::{HostFlags, gpu_sleep, gpu_sleep_then_set};
-use cuda_event::{Completion, Event, Stream, Wait, sys};
+use cuda_event::{Completion, Event, Stream, StreamOptions, Wait, sys};
 use std::fmt::Write as _;
 use std::future::Future;
 use std::pin::Pin;
@@ -116,8 +116,14 @@ fn main() {
     println!("{}", out.report);
 
     let measured: Vec<Stream> = (0..devices).map(|d| Stream::new(d).unwrap()).collect();
+    // The flag lane's waiters wait on streams of their own, so that the other rows measure no
+    // ticket writes.
+    let lane_options = StreamOptions::default().flag_lane(true);
+    let lane_measured: Vec<Stream> = (0..devices)
+        .map(|d| Stream::with_options(d, lane_options).unwrap())
+        .collect();
     // Warm up: kernels loaded, the reactor and whatever streams it keeps made.
-    for stream in &measured {
+    for stream in measured.iter().chain(&lane_measured) {
         gpu_sleep(stream, Duration::from_micros(10));
         runtime.block_on(stream.completion()).unwrap();
         let event = stream.record_event().unwrap();
@@ -134,7 +140,14 @@ fn main() {
         every_future_section(&mut out);
     }
     if sections.contains('3') {
-        latency_section(&mut out, &runtime, &measured, devices, quick, epoch);
+        latency_section(
+            &mut out,
+            &runtime,
+            [&measured, &lane_measured],
+            devices,
+            quick,
+            epoch,
+        );
     }
     // The held kernels of section 3 may outlast the run: end without waiting for them.
     std::process::exit(0);
@@ -627,8 +640,15 @@ struct Phase {
 
 /// Phase (a): event futures on pooled events spread over [`SPREAD_STREAMS`] streams, every one
 /// measured; the floor on a stream of its own beside them, stepping alike with blocking events.
-fn spread_phase(runtime: &tokio::runtime::Runtime) -> Phase {
-    let streams: Vec<Stream> = (0..=SPREAD_STREAMS).map(|_| Stream::new(0).unwrap()).collect();
+/// With `lane`, the futures' streams are flag-lane streams (`StreamOptions::flag_lane`).
+fn spread_phase(runtime: &tokio::runtime::Runtime, lane: bool) -> Phase {
+    let options = StreamOptions::default().flag_lane(lane);
+    let streams: Vec<Stream> = (0..=SPREAD_STREAMS)
+        .map(|s| match s {
+            SPREAD_STREAMS => Stream::new(0).unwrap(), // the floor's
+            _ => Stream::with_options(0, options).unwrap(),
+        })
+        .collect();
     for stream in &streams {
         gpu_sleep(stream, Duration::from_micros(1));
         stream.synchronize().unwrap();
@@ -847,8 +867,11 @@ fn every_future_section(out: &mut Output) {
         SPREAD_STEP.as_millis(),
         ONE_STREAM_STEP.as_millis(),
     );
-    let spread = spread_phase(runtime);
+    let spread = spread_phase(runtime, false);
     write_every(out, "(a) over 64 streams", spread);
+    out.save();
+    let spread = spread_phase(runtime, true);
+    write_every(out, "(a) over 64 flag-lane streams", spread);
     out.save();
     let one = one_stream_phase(runtime);
     write_every(out, "(b) 1,000 on one stream among 10,000", one);
@@ -866,7 +889,7 @@ fn every_future_section(out: &mut Output) {
 fn latency_section(
     out: &mut Output,
     runtime: &tokio::runtime::Runtime,
-    measured: &[Stream],
+    [measured, lane_measured]: [&[Stream]; 2],
     devices: i32,
     quick: bool,
     epoch: Instant,
@@ -919,7 +942,11 @@ fn latency_section(
             let (process_cpu, process_wall) = (common::process_cpu_time(), Instant::now());
             let mut samples: Vec<f64> = (0..TRIALS)
                 .map(|trial| {
-                    let woke = wake_once(runtime, &measured[trial % measured.len()], waiter, epoch);
+                    let streams = match waiter.contains("flag lane") {
+                        true => lane_measured,
+                        false => measured,
+                    };
+                    let woke = wake_once(runtime, &streams[trial % streams.len()], waiter, epoch);
                     (cpu, wall) = (cpu + woke.cpu, wall + woke.wall);
                     woke.latency_us
                 })
@@ -1017,9 +1044,11 @@ fn latency_section(
 
 /// Section 3's waiters, in the order they run: the futures, the floors, the host function, then
 /// `synchronize_with` under each `Wait` policy (named by `wait_policy`).
-const WAITERS: [&str; 10] = [
+const WAITERS: [&str; 12] = [
     "Stream::completion",
     "Event::completion",
+    "Event::completion (flag lane)",
+    "Wait::Reactor (flag lane)",
     "blocking synchronize",
     "spinning query",
     "spinning on a host function",
@@ -1085,6 +1114,18 @@ fn wake_once(runtime: &tokio::runtime::Runtime, stream: &Stream, waiter: &str, e
             let event = stream.record_event().unwrap();
             waiting(epoch, || {
                 runtime.block_on(async { event.completion().await.unwrap() })
+            })
+        }
+        "Event::completion (flag lane)" => {
+            let event = stream.record_event().unwrap();
+            waiting(epoch, || {
+                runtime.block_on(async { event.completion().await.unwrap() })
+            })
+        }
+        "Wait::Reactor (flag lane)" => {
+            let event = stream.record_event().unwrap();
+            waiting(epoch, || {
+                assert!(event.synchronize_with(Wait::Reactor, None).unwrap())
             })
         }
         "spinning on a host function" => {

@@ -31,7 +31,9 @@ pub enum Wait {
     },
     /// Sleeps, woken by the crate's reactor thread, which queries the events of every pending
     /// wait and future in turn. No CPU on this thread; the reactor's wake-up latency (tens of
-    /// microseconds, more with thousands of waits pending) and its queries, shared by all.
+    /// microseconds, more with thousands of waits pending) and its queries, shared by all. On a
+    /// [`flag_lane`](crate::StreamOptions::flag_lane) stream's event, also woken by the lane's
+    /// scanner, microseconds after the GPU writes the record's ticket (a core spins meanwhile).
     Reactor,
     /// CUDA's own synchronize (`cuEventSynchronize`, `cuStreamSynchronize`): a
     /// [`blocking`](crate::EventBuilder::blocking) event sleeps in the driver; other events and

@@ -77,10 +77,14 @@ impl Event {
             self.recorded.store(true, Ordering::Relaxed);
         }
         if let Recorded::Now = recorded {
+            // Before the second look: a capture begun around the record that swallowed the
+            // ticket's write with it is refused as one that swallowed the record is.
+            let lane = stream.mark_lane(d);
             if refuse_capture {
                 self.refuse_a_capture_begun_around(d, stream)?;
             }
             self.watchers.note_record(stream, stamp);
+            self.watchers.note_lane(lane);
         }
         Ok(recorded)
     }

@@ -2,9 +2,10 @@
 //! with the crate's reactor thread, and where its waits stand in their stream's order.
 
 use crate::error::Result;
+use crate::stream::flag_lane::FlagSlot;
 use crate::stream::{Stream, StreamId};
 use crate::sync::Mutex;
-use crate::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Weak};
 use std::task::Waker;
@@ -21,6 +22,10 @@ pub(crate) struct Watchers {
     /// When it was last recorded ([`record_stamp`]), so that the futures of events recorded on one
     /// stream are checked in record order, whatever order they are polled in.
     last_record: AtomicU64,
+    /// The flag lane's ticket behind the last record, 0 if none (not a lane stream's record)...
+    lane_ticket: AtomicU64,
+    /// ...and the slot it goes to.
+    lane_slot: AtomicPtr<FlagSlot>,
 }
 
 impl Watchers {
@@ -29,6 +34,8 @@ impl Watchers {
             cells: Mutex::new(Vec::new()),
             last_stream: AtomicU64::new(0),
             last_record: AtomicU64::new(0),
+            lane_ticket: AtomicU64::new(0),
+            lane_slot: AtomicPtr::new(std::ptr::null_mut()),
         }
     }
 
@@ -55,6 +62,38 @@ impl Watchers {
         if self.last_stream.load(Ordering::Relaxed) != stream_id {
             self.last_stream.store(stream_id, Ordering::Release);
         }
+    }
+
+    /// After a record made now: the flag lane's ticket behind it, if its stream is a lane stream
+    /// ([`Stream::mark_lane`]). A wait that reads the mark of another record than the one it
+    /// queries (a record made meanwhile on another thread) watches a ticket that lands early or
+    /// late: the scanner queries before it wakes anyone, and the reactor keeps the wait anyway.
+    #[inline]
+    pub(crate) fn note_lane(&self, mark: Option<(&'static FlagSlot, u64)>) {
+        match mark {
+            Some((slot, ticket)) => {
+                self.lane_slot
+                    .store(std::ptr::from_ref(slot).cast_mut(), Ordering::Relaxed);
+                self.lane_ticket.store(ticket, Ordering::Release);
+            }
+            // Written only when it changes: most events never meet a lane stream.
+            None if self.lane_ticket.load(Ordering::Relaxed) != 0 => {
+                self.lane_ticket.store(0, Ordering::Relaxed)
+            }
+            None => {}
+        }
+    }
+
+    /// The flag lane's ticket behind the last record, and its slot.
+    pub(crate) fn lane_mark(&self) -> Option<(&'static FlagSlot, u64)> {
+        let ticket = self.lane_ticket.load(Ordering::Acquire);
+        if ticket == 0 {
+            return None;
+        }
+        let slot = self.lane_slot.load(Ordering::Relaxed);
+        // SAFETY: a non-null slot pointer is one of the crate's slots, which are never freed.
+        let slot = unsafe { slot.as_ref() }?;
+        Some((slot, ticket))
     }
 
     /// Where a wait on the last record stands: in its stream's lane, or `None` (a default stream,
@@ -182,6 +221,12 @@ impl WaitCell {
         };
         *self.target_in_use.lock() = true;
         waker
+    }
+
+    /// Whether the wait is over: its result known, or its owner gone.
+    pub(crate) fn is_settled(&self) -> bool {
+        let state = self.state.lock();
+        state.abandoned || state.result.is_some()
     }
 
     /// Runs `call`, which uses the target, unless the owner gave up or the result is known; the

@@ -2,6 +2,7 @@
 //! streams borrowed from other libraries as raw `cudaStream_t`.
 
 pub(crate) mod capture_gate;
+pub(crate) mod flag_lane;
 mod host_fn;
 pub(crate) mod known_capture;
 mod prime;
@@ -9,6 +10,7 @@ mod prime;
 use crate::context::{Context, ContextInstance, MadeIn};
 use crate::driver::{Driver, driver, runtime};
 use crate::error::{Error, Result, check_runtime};
+use crate::stream::flag_lane::FlagSlot;
 use crate::sync::atomic::{AtomicU64, Ordering};
 use crate::sync::thread::ThreadId;
 use cuda_event_sys as sys;
@@ -50,6 +52,8 @@ pub struct Stream {
     /// What an event recorded on it remembers, so that the reactor checks the futures of one
     /// stream's events in record order; `None` for default streams.
     id: Option<StreamId>,
+    /// The flag lane's slot, for a stream made with [`StreamOptions::flag_lane`].
+    lane: Option<&'static FlagSlot>,
 }
 
 /// A stream's identity among the owned and borrowed streams of the process: never reused, so an
@@ -102,6 +106,35 @@ pub struct StreamOptions {
     /// Scheduling priority: lower numbers run first; CUDA clamps it to the device's range
     /// (`cudaDeviceGetStreamPriorityRange`). 0 is the default.
     pub priority: i32,
+    /// The flag lane: waits on this stream's events wake within microseconds of the GPU, for a
+    /// core that spins while any such wait is pending. For a stream that will never be captured
+    /// into a graph.
+    ///
+    /// Behind each record of an event on the stream that the crate makes ([`Event::record`],
+    /// [`Stream::record_event`], [`Stream::completion`], the bounded waits), the stream also writes
+    /// a ticket into host memory that the crate registered (`cuStreamWriteValue64`: one more
+    /// stream operation per record). A future, [`Wait::Reactor`] or
+    /// [`Stream::synchronize_timeout`] wait on such an event is then also watched by the crate's
+    /// scanner thread, which spins on those tickets while any lane wait is pending (one core,
+    /// none otherwise) and queries the event once its ticket lands: a wake-up within a few
+    /// microseconds of the GPU's write, instead of the reactor's tens of microseconds.
+    ///
+    /// A ticket is only a hint: nothing is woken before a query of its event says complete, and
+    /// the reactor keeps every wait as on any stream. So a lane wait never resolves early and never
+    /// waits longer than it would on another stream; a ticket that is late or lost only costs the
+    /// lane's speed. A capture begun on the stream anyway is not broken: a record that the crate
+    /// sees going into a capture writes no ticket, and one it does not see (a capture that raw
+    /// CUDA began between the crate's check and its record, or any capture with the capture
+    /// checks off) takes the ticket's write into the graph, which rewrites that old ticket at each
+    /// launch, harmlessly (the host memory is the crate's for the process).
+    ///
+    /// # Errors
+    /// At creation, also those of registering host memory (`cuMemHostRegister`), once per 64
+    /// lane streams of a context.
+    ///
+    /// [`Event::record`]: crate::Event::record
+    /// [`Wait::Reactor`]: crate::Wait::Reactor
+    pub flag_lane: bool,
 }
 
 impl StreamOptions {
@@ -114,6 +147,12 @@ impl StreamOptions {
     /// Sets [`priority`](Self::priority).
     pub fn priority(mut self, priority: i32) -> Self {
         self.priority = priority;
+        self
+    }
+
+    /// Sets [`flag_lane`](Self::flag_lane).
+    pub fn flag_lane(mut self, on: bool) -> Self {
+        self.flag_lane = on;
         self
     }
 }
@@ -147,14 +186,18 @@ impl Stream {
         check_runtime("cudaStreamCreateWithPriority", unsafe {
             runtime::cudaStreamCreateWithPriority(&mut raw, flags, options.priority)
         })?;
-        let stream = Stream {
+        let mut stream = Stream {
             raw,
             device,
             kind: Kind::Owned(instance),
             id: None,
+            lane: None,
         };
         // On an error the stream is dropped, which destroys it.
         prime::prime(d, stream.raw)?;
+        if options.flag_lane {
+            stream.lane = Some(flag_lane::take(d, instance)?);
+        }
         Ok(stream)
     }
 
@@ -188,6 +231,7 @@ impl Stream {
                 thread,
             },
             id: None,
+            lane: None,
         })
     }
 
@@ -210,6 +254,7 @@ impl Stream {
             device,
             kind: Kind::Borrowed,
             id: None,
+            lane: None,
         }
         .identified())
     }
@@ -223,6 +268,14 @@ impl Stream {
     /// are checked in record order (`None` for a default stream).
     pub(crate) fn id(&self) -> Option<StreamId> {
         self.id
+    }
+
+    /// After a record on this stream (made now, not into a capture), the flag lane's ticket behind
+    /// it, for a lane stream. `None` also where the write failed: the record stands, and its
+    /// waits go at the reactor's pace (the next call reports an error that lasts).
+    pub(crate) fn mark_lane(&self, d: &Driver) -> Option<(&'static FlagSlot, u64)> {
+        let slot = self.lane?;
+        slot.mark(d, self.raw).ok().map(|ticket| (slot, ticket))
     }
 
     /// The raw handle, for C or other CUDA libraries. It stays owned by this `Stream`.
@@ -326,6 +379,9 @@ impl Drop for Stream {
         let Kind::Owned(instance) = self.kind else { return };
         if !crate::fork::in_forked_child() {
             capture_gate::forget(self.raw); // the child takes no lock (see `fork`)
+            if let Some(slot) = self.lane {
+                flag_lane::give(instance, slot);
+            }
         }
         crate::drop_errors::report(ContextInstance::destroy_unless_reset(Some(instance), |d| {
             // SAFETY: the stream was created here and is destroyed once; pending work still
@@ -347,6 +403,7 @@ impl fmt::Debug for Stream {
             .field("raw", &self.raw)
             .field("device", &self.device)
             .field("kind", &kind)
+            .field("flag_lane", &self.lane.is_some())
             .finish()
     }
 }

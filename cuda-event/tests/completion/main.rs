@@ -11,6 +11,7 @@
 mod capture;
 mod capture_race;
 mod faults;
+mod flag_lane;
 mod host_fn;
 mod lifetimes;
 mod scale;

@@ -1,0 +1,115 @@
+//! The flag lane (`StreamOptions::flag_lane`): waits on a lane stream's events end no earlier than
+//! their work, sooner after it than the reactor's, and a capture begun on a lane stream anyway
+//! stays valid.
+
+use cuda_event_testkit as common;
+
+use common::{RELAXED, block_on, block_on_timeout, gpu, gpu_sleep, poll_once};
+use cuda_event::{Stream, StreamOptions};
+use std::time::{Duration, Instant};
+
+fn lane_stream() -> Stream {
+    Stream::with_options(0, StreamOptions::default().non_blocking(true).flag_lane(true)).unwrap()
+}
+
+fn plain_stream() -> Stream {
+    Stream::with_options(0, StreamOptions::default().non_blocking(true)).unwrap()
+}
+
+/// How long a future on an event behind `work` of GPU time takes from the first poll to its
+/// resolution; fails unless the event is complete by then.
+fn wait_behind(stream: &Stream, work: Duration) -> Duration {
+    gpu_sleep(stream, work);
+    let event = stream.record_event().unwrap();
+    let start = Instant::now();
+    let mut done = event.completion();
+    assert!(poll_once(&mut done).is_pending(), "done before its work");
+    block_on(done).unwrap();
+    let waited = start.elapsed();
+    assert!(event.query().unwrap(), "resolved before its event completed");
+    waited
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+/// The lane's referee is the reactor, in the same run: 41 interleaved waits behind 300 us of GPU
+/// work on a lane stream and on a plain one. A lane wait resolves no earlier than its work (its
+/// event is complete when it does) and, at the median, sooner than the reactor's: a lane that did
+/// nothing would wait as long.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_lane_streams_waits_end_after_their_work_and_sooner_than_the_reactors() {
+    let _gpu = gpu();
+    let (lane, plain) = (lane_stream(), plain_stream());
+    let work = Duration::from_micros(300);
+    wait_behind(&lane, work); // kernels loaded, threads started
+    wait_behind(&plain, work);
+    let (mut on_lane, mut on_plain) = (Vec::new(), Vec::new());
+    for round in 0..41 {
+        if round % 2 == 0 {
+            on_lane.push(wait_behind(&lane, work));
+            on_plain.push(wait_behind(&plain, work));
+        } else {
+            on_plain.push(wait_behind(&plain, work));
+            on_lane.push(wait_behind(&lane, work));
+        }
+    }
+    let (lane_median, plain_median) = (median(on_lane), median(on_plain));
+    assert!(
+        lane_median >= Duration::from_micros(250),
+        "the lane's median {lane_median:?} is below its work"
+    );
+    assert!(
+        lane_median < plain_median,
+        "the lane's median wait {lane_median:?} is not below the reactor's {plain_median:?}"
+    );
+}
+
+/// A lane stream captured anyway (relaxed mode, raw CUDA): a record into the capture writes no
+/// ticket, so the graph holds only what was asked for (the kernel and the record's node, as on a
+/// plain stream), the capture ends valid, and after it the stream's waits still end.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_capture_begun_on_a_lane_stream_gets_no_ticket_and_stays_valid() {
+    let _gpu = gpu();
+    let (lane, plain) = (lane_stream(), plain_stream());
+    let mut nodes = Vec::new();
+    for stream in [&lane, &plain] {
+        gpu_sleep(stream, Duration::from_micros(1)); // loaded before the capture
+        stream.synchronize().unwrap();
+        common::begin_capture(stream, RELAXED);
+        gpu_sleep(stream, Duration::from_micros(10));
+        let event = stream.record_event().unwrap();
+        let graph = common::end_capture(stream).expect("the capture ends valid");
+        nodes.push(graph.node_count());
+        drop(event);
+        wait_behind(stream, Duration::from_micros(100));
+    }
+    assert_eq!(
+        nodes[0], nodes[1],
+        "the lane stream's capture got other nodes than a plain stream's"
+    );
+}
+
+/// Slots go back when their stream drops and serve the next lane streams: 150 lane streams (more
+/// than one page of slots), each dropped with a wait pending on its last event, which still ends.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn waits_on_dropped_lane_streams_end_and_their_slots_serve_new_streams() {
+    let _gpu = gpu();
+    let mut pending = Vec::new();
+    for _ in 0..150 {
+        let stream = lane_stream();
+        gpu_sleep(&stream, Duration::from_millis(1));
+        let event = stream.record_event().unwrap();
+        drop(stream);
+        pending.push(event);
+    }
+    for (i, event) in pending.iter().enumerate() {
+        let done = block_on_timeout(event.completion(), Duration::from_secs(5));
+        assert!(matches!(done, Some(Ok(()))), "wait {i}: {done:?}");
+    }
+}
