@@ -601,8 +601,11 @@ fn compare_stops_when_decided_and_says_ambiguous_when_it_cannot_tell() {
     println!("20 us vs 40 us: {c}");
     assert_eq!(c.verdict(), Verdict::Slower);
     assert_eq!(c.a().stop_reason(), StopReason::VerdictReached);
-    // The sleep kernel overshoots by a few microseconds, a larger share of the shorter one.
-    assert!(c.ratio() > 1.5 && c.ratio() < 2.1, "{c}");
+    // The sleep kernel overshoots by a few microseconds, a larger share of the shorter one; under
+    // memcheck by more, so the bound holds outside it only.
+    if !common::under_sanitizer() {
+        assert!(c.ratio() > 1.5 && c.ratio() < 2.1, "{c}");
+    }
     assert!(c.interval().0 <= c.ratio() && c.ratio() <= c.interval().1, "{c}");
 
     let nothing = |_: &Stream| Ok::<(), Error>(());

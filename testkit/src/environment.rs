@@ -18,12 +18,18 @@ const UNDER_SANITIZER: &str = "CUDA_EVENT_UNDER_SANITIZER";
 /// bounds the sanitizer's instrumentation breaks: the reason stands beside the test it excuses.
 /// Such a test starts `if skip_under_sanitizer("why") { return; }`.
 pub fn skip_under_sanitizer(why: &str) -> bool {
-    let skip = required(UNDER_SANITIZER, "1");
+    let skip = under_sanitizer();
     if skip {
         let name = std::thread::current().name().unwrap_or("this test").to_string();
         println!("skipped under compute-sanitizer: {name}: {why}");
     }
     skip
+}
+
+/// Whether this run is under compute-sanitizer (`ci/sanitize`), for a test that keeps its checks
+/// there but one bound that memcheck's instrumentation stretches (it says which beside it).
+pub fn under_sanitizer() -> bool {
+    required(UNDER_SANITIZER, "1")
 }
 
 /// Whether the system's loader knows a CUDA driver library (`ldconfig -p` lists `libcuda.so.1`):

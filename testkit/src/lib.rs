@@ -46,7 +46,7 @@ pub use child::{
 };
 pub use clock::{monotonic_ns, process_cpu_time, resident_kib, thread_cpu_time};
 pub use deadline::{Deadline, deadline, deadline_for};
-pub use environment::{driver_library_present, required, skip_under_sanitizer};
+pub use environment::{driver_library_present, required, skip_under_sanitizer, under_sanitizer};
 pub use hold::{HostHold, block_the_host_fn_thread, hold, log_on, sleep_on};
 pub use host_flags::HostFlags;
 pub use kernels::{gpu_sleep, gpu_sleep_then_set, gpu_spin, launch_trap, poison_the_context};

@@ -10,13 +10,21 @@
 //! are still queued) can delay a wake-up to the reactor's pace, never make one early.
 //!
 //! Slots are never freed: a slot of a dropped stream goes back to its context instance's free list
-//! for the next lane stream, and its pages stay registered, because a graph may still hold a write
-//! into them. A device reset ends the registration with the context; the pages stay the crate's
-//! (they are registered memory, not `cuMemHostAlloc`'s), so the scanner's reads stay harmless, and
-//! the next instance registers pages of its own.
+//! for the next lane stream. Its page stays registered, because a graph may still hold a write into
+//! it, until `Stream::release_flag_lane_memory` unregisters the pages whose slots are all free and whose
+//! last tickets have all landed (for a program about to exit under a leak checker); the page's host
+//! memory stays allocated even then, since an event may still point at one of its slots. A device
+//! reset ends the registration with the context; the pages stay the crate's (they are registered
+//! memory, not `cuMemHostAlloc`'s), so the scanner's reads stay harmless, and the next instance
+//! registers pages of its own.
+//!
+//! Pages are registered in relaxed capture mode: beside another thread's global-mode capture, CUDA
+//! refuses a global-mode caller's `cuMemHostRegister` and `cuMemHostUnregister` and invalidates
+//! that capture (`bench/probes/capture_unsafe_calls.c`), and a stream's creation must not do that.
 
+use crate::capture_mode::RelaxedCapture;
 use crate::context::ContextInstance;
-use crate::driver::Driver;
+use crate::driver::{Driver, loaded_driver};
 use crate::error::Result;
 use crate::mapped_memory::MappedMemory;
 use crate::sync::atomic::{AtomicU64, Ordering};
@@ -32,6 +40,8 @@ const SLOTS_PER_PAGE: usize = 64;
 
 /// One lane stream's word of registered host memory and the tickets written to it.
 pub(crate) struct FlagSlot {
+    /// The registered page it lies in (`None` in the scanner's tests).
+    page: Option<&'static MappedMemory>,
     /// The host's view of the slot: the last ticket the GPU wrote into it.
     host: &'static AtomicU64,
     device_ptr: sys::CUdeviceptr,
@@ -57,6 +67,11 @@ impl FlagSlot {
         Ok(ticket)
     }
 
+    /// Whether the last ticket handed out has landed: no write of its stream is pending.
+    fn landed(&self) -> bool {
+        self.passed(*self.issued.lock())
+    }
+
     /// Whether the GPU has written `ticket`, or a later one, into the slot.
     #[inline]
     pub(crate) fn passed(&self, ticket: u64) -> bool {
@@ -67,6 +82,7 @@ impl FlagSlot {
     #[cfg(test)]
     pub(crate) fn for_test(host: &'static AtomicU64) -> FlagSlot {
         FlagSlot {
+            page: None,
             host,
             device_ptr: 0,
             issued: Mutex::new(0),
@@ -89,13 +105,15 @@ pub(crate) fn take(d: &Driver, instance: ContextInstance) -> Result<&'static Fla
     if let Some(slot) = slots.pop() {
         return Ok(slot);
     }
-    let page: &'static MappedMemory = Box::leak(Box::new(MappedMemory::new(
-        d,
-        SLOT_WORDS * SLOTS_PER_PAGE * size_of::<u64>(),
-    )?));
+    let memory = {
+        let _relaxed = RelaxedCapture::enter(d);
+        MappedMemory::new(d, SLOT_WORDS * SLOTS_PER_PAGE * size_of::<u64>())?
+    };
+    let page: &'static MappedMemory = Box::leak(Box::new(memory));
     let words = page.words();
     let mut made = (0..SLOTS_PER_PAGE).map(|i| -> &'static FlagSlot {
         Box::leak(Box::new(FlagSlot {
+            page: Some(page),
             host: &words[i * SLOT_WORDS],
             device_ptr: page.device_ptr + (i * SLOT_WORDS * size_of::<u64>()) as sys::CUdeviceptr,
             issued: Mutex::new(0),
@@ -109,4 +127,50 @@ pub(crate) fn take(d: &Driver, instance: ContextInstance) -> Result<&'static Fla
 /// Gives a dropped lane stream's slot back for the next lane stream of `instance`.
 pub(crate) fn give(instance: ContextInstance, slot: &'static FlagSlot) {
     FREE.get().lock().entry(instance).or_default().push(slot);
+}
+
+/// [`Stream::release_flag_lane_memory`](super::Stream::release_flag_lane_memory).
+pub(crate) fn release_memory() -> Result<usize> {
+    let Some(d) = loaded_driver() else { return Ok(0) };
+    let _relaxed = RelaxedCapture::enter(d);
+    let mut free = FREE.get().lock();
+    let (mut kept, mut first_error) = (0, Ok(()));
+    for (instance, slots) in free.iter_mut() {
+        let mut pages: HashMap<*const MappedMemory, Vec<&'static FlagSlot>> = HashMap::new();
+        for slot in slots.drain(..) {
+            let page = slot.page.map_or(std::ptr::null(), std::ptr::from_ref);
+            pages.entry(page).or_default().push(slot);
+        }
+        for (_, page_slots) in pages {
+            let idle = page_slots.len() == SLOTS_PER_PAGE && page_slots.iter().all(|slot| slot.landed());
+            let released = match (page_slots[0].page, idle) {
+                (Some(page), true) => unregister(*instance, page),
+                _ => Err(None),
+            };
+            if let Err(error) = released {
+                kept += 1;
+                slots.extend(page_slots);
+                if let (Some(error), Ok(())) = (error, &first_error) {
+                    first_error = Err(error);
+                }
+            }
+        }
+    }
+    first_error.map(|()| kept)
+}
+
+/// Unregisters `page` in `instance`'s context, unless a reset of it already did; CUDA's error
+/// otherwise.
+fn unregister(
+    instance: ContextInstance,
+    page: &MappedMemory,
+) -> std::result::Result<(), Option<crate::Error>> {
+    ContextInstance::destroy_unless_reset(Some(instance), |d| {
+        let _current = instance.context()?.enter(d)?;
+        // SAFETY: registered in this context instance, with no write of any stream pending
+        // (every slot free, its last ticket landed); unregistered once, as its slots leave the
+        // free list with it. The host memory stays allocated for the events that point at it.
+        d.mem_host_unregister.call(|f| unsafe { f(page.host) })
+    })
+    .map_err(Some)
 }

@@ -278,6 +278,27 @@ impl Stream {
         slot.mark(d, self.raw).ok().map(|ticket| (slot, ticket))
     }
 
+    /// Unregisters the host memory of the [flag lane](StreamOptions::flag_lane)'s slots that no
+    /// lane stream holds, for a program about to exit under a leak checker (compute-sanitizer's
+    /// `--leak-check full` reports memory still registered at exit). Returns how many pages of
+    /// slots (64 slots each) stay registered.
+    ///
+    /// A page is unregistered once every slot in it is free (its stream dropped) and the last
+    /// ticket written into each has landed; a page with a write still queued stays, and a later
+    /// call may release it. The next lane stream registers a new page. Made in relaxed capture
+    /// mode, so that it never breaks another thread's capture.
+    ///
+    /// A graph whose capture of a lane stream took a ticket's write (see
+    /// [`StreamOptions::flag_lane`]) writes into its page at each launch: launch no such graph
+    /// after this call.
+    ///
+    /// # Errors
+    /// CUDA's first error of unregistering (the other pages are still tried, and a page it failed
+    /// on stays).
+    pub fn release_flag_lane_memory() -> Result<usize> {
+        flag_lane::release_memory()
+    }
+
     /// The raw handle, for C or other CUDA libraries. It stays owned by this `Stream`.
     pub fn as_raw(&self) -> sys::cudaStream_t {
         self.raw
