@@ -1037,7 +1037,8 @@ fn latency_section(
          of {} s, on {HELD_PER_DEVICE} streams per GPU.\n\n\
          CPU, in cores: the waiting thread's CPU time over its waits divided by their wall time; \
          the process's (every thread) over the waiter's trials, set-up included, divided by \
-         theirs (with futures pending, the reactor's own share is in it).\n\n\
+         theirs (with futures pending, the reactor's own share is in it; for the flag lane's rows, \
+         the scanner thread's spinning shows there only).\n\n\
          | waiter | pending | p50 us | p99 us | max us | CPU, waiting thread | CPU, process |\n|---|---|---|---|---|---|---|\n{rows}\n{held_notes}\n",
         OLD_HOLD.as_secs(),
     );

@@ -1,5 +1,7 @@
 //! The flag lane's read side: one thread that spins on the slots of the lane streams' pending
-//! waits (see `stream::flag_lane`) while any is armed, and sleeps otherwise.
+//! waits (see `stream::flag_lane`) while any is armed and news comes (a ticket landed, a wait
+//! armed), yields and then sleeps between looks as the news grows old ([`SPIN_FOR`],
+//! [`YIELD_FOR`], [`SLEEP_BETWEEN`]), and sleeps whenever nothing is armed.
 //!
 //! A wait is armed after the reactor has it ([`arm`]), so the scanner only ever makes a wait end
 //! sooner: once a wait's ticket lands, the thread queries its event (in relaxed capture mode, as
@@ -23,6 +25,13 @@ use std::time::{Duration, Instant};
 
 /// How often the thread forgets the waits that ended without it.
 const TIDY: Duration = Duration::from_millis(1);
+/// How long the thread spins after news (a ticket landed, a wait armed)...
+const SPIN_FOR: Duration = Duration::from_millis(2);
+/// ...then yields the core between looks, until this long after the news...
+const YIELD_FOR: Duration = Duration::from_millis(20);
+/// ...and then sleeps this long between looks (a wait on a stuck or long stream costs little;
+/// the reactor still sees it at its own pace).
+const SLEEP_BETWEEN: Duration = Duration::from_micros(50);
 
 /// A wait on a lane stream's event: its slot, its ticket, and the wait the reactor also has.
 pub(crate) struct Armed {
@@ -152,10 +161,11 @@ impl Scanner {
             check(d, wait, &alive)
         };
         let mut slots = Slots::default();
-        let mut tidied = Instant::now();
+        let (mut tidied, mut news) = (Instant::now(), Instant::now());
         loop {
             if self.news.swap(false, Ordering::Acquire) {
                 slots.take(std::mem::take(&mut self.inbox.lock().armed));
+                news = Instant::now();
             }
             if slots.is_empty() {
                 let mut inbox = self.inbox.lock();
@@ -170,14 +180,30 @@ impl Scanner {
                 }
                 self.news.store(false, Ordering::Relaxed);
                 slots.take(std::mem::take(&mut inbox.armed));
+                news = Instant::now();
                 continue;
             }
-            slots.scan(&check);
+            if slots.scan(&check) > 0 {
+                news = Instant::now();
+            }
             if tidied.elapsed() >= TIDY {
                 slots.tidy();
                 tidied = Instant::now();
             }
-            std::hint::spin_loop();
+            let quiet = news.elapsed();
+            if quiet < SPIN_FOR {
+                std::hint::spin_loop();
+            } else if quiet < YIELD_FOR {
+                crate::sync::thread::yield_now();
+            } else {
+                let mut inbox = self.inbox.lock();
+                if inbox.armed.is_empty() {
+                    // Woken at once by a new wait.
+                    let _ = self
+                        .changed
+                        .wait_until(&mut inbox, Instant::now() + SLEEP_BETWEEN);
+                }
+            }
         }
     }
 }

@@ -78,8 +78,13 @@ impl Event {
         }
         if let Recorded::Now = recorded {
             // Before the second look: a capture begun around the record that swallowed the
-            // ticket's write with it is refused as one that swallowed the record is.
-            let lane = stream.mark_lane(d);
+            // ticket's write with it is refused as one that swallowed the record is. No ticket
+            // behind a timing event's record: its write would fall inside the intervals it
+            // starts.
+            let lane = match self.options.enable_timing {
+                false => stream.mark_lane(d),
+                true => None,
+            };
             if refuse_capture {
                 self.refuse_a_capture_begun_around(d, stream)?;
             }

@@ -1,22 +1,23 @@
 //! The flag lane's write side: a stream made with [`StreamOptions::flag_lane`](super::StreamOptions)
 //! owns a slot, one 64-bit word of host memory the crate registered for the GPU, and behind each
-//! record of an event on it writes the slot's next ticket (`cuStreamWriteValue64`). A thread that
-//! spins on the slot sees the record complete as soon as the GPU gets there, without a driver call
-//! (the scanner, `completion::scanner`).
+//! record of a timing-disabled event on it writes the slot's next ticket (`cuStreamWriteValue64`).
+//! A thread that spins on the slot sees the record complete as soon as the GPU gets there, without
+//! a driver call (the scanner, `completion::scanner`).
 //!
 //! A ticket is a hint, never a result: the scanner queries the event before it wakes anyone. So a
 //! ticket that lands late or out of place (a write that a capture begun around the record took
-//! into its graph and a launch repeats; a slot given to a new stream while its last stream's writes
-//! are still queued) can delay a wake-up to the reactor's pace, never make one early.
+//! into its graph and a launch repeats) can delay a wake-up to the reactor's pace, never make one
+//! early.
 //!
-//! Slots are never freed: a slot of a dropped stream goes back to its context instance's free list
-//! for the next lane stream. Its page stays registered, because a graph may still hold a write into
-//! it, until `Stream::release_flag_lane_memory` unregisters the pages whose slots are all free and whose
-//! last tickets have all landed (for a program about to exit under a leak checker); the page's host
-//! memory stays allocated even then, since an event may still point at one of its slots. A device
-//! reset ends the registration with the context; the pages stay the crate's (they are registered
-//! memory, not `cuMemHostAlloc`'s), so the scanner's reads stay harmless, and the next instance
-//! registers pages of its own.
+//! A dropped stream's slot waits in quarantine until its last ticket has landed, then goes back to
+//! its context instance's free list for the next lane stream: so a free slot has no write queued,
+//! and its value only rises. Slots are never freed. Their pages stay registered, because a graph
+//! may still hold a write into them, until `Stream::release_flag_lane_memory` (unsafe: the caller
+//! vouches for the graphs) unregisters the pages whose slots are all free; a page's host memory
+//! stays allocated even then, since an event may still point at one of its slots. A device reset
+//! ends the registration with the context; the pages stay the crate's (registered memory, not
+//! `cuMemHostAlloc`'s), so the scanner's reads stay harmless, and the next instance registers
+//! pages of its own.
 //!
 //! Pages are registered in relaxed capture mode: beside another thread's global-mode capture, CUDA
 //! refuses a global-mode caller's `cuMemHostRegister` and `cuMemHostUnregister` and invalidates
@@ -52,15 +53,16 @@ pub(crate) struct FlagSlot {
 }
 
 impl FlagSlot {
-    /// Queues a write of the next ticket on `stream` (the slot's stream, of the context current on
-    /// this thread) behind the work queued on it so far, and returns the ticket.
+    /// Queues a write of the next ticket on `stream` (the slot's stream, owned by the crate)
+    /// behind the work queued on it so far, and returns the ticket.
     pub(crate) fn mark(&self, d: &Driver, stream: sys::cudaStream_t) -> Result<u64> {
         let mut issued = self.issued.lock();
         let ticket = *issued + 1;
         d.stream_write_value64.call(|f| {
-            // SAFETY: a live stream of the context current on this thread, and the device address
-            // of a registered slot of that context (the crate's pages, never freed); a plain write
-            // (flags 0), which CUDA orders after the work queued before it.
+            // SAFETY: a live stream the crate made, whose own context the call uses, and the
+            // device address of a slot registered in that context: its page stays registered
+            // while the slot is the stream's (released only once free); a plain write (flags 0),
+            // which CUDA orders after the work queued before it.
             unsafe { f(stream.cast(), self.device_ptr, ticket, 0) }
         })?;
         *issued = ticket;
@@ -90,9 +92,25 @@ impl FlagSlot {
     }
 }
 
-/// The free slots of each context instance.
-static FREE: Lazy<Mutex<HashMap<ContextInstance, Vec<&'static FlagSlot>>>> =
-    Lazy::new(|| Mutex::new(HashMap::new()));
+/// The slots of each context instance that no stream holds.
+#[derive(Default)]
+struct Spare {
+    /// Free: no write queued. Handed out last in, first out.
+    free: Vec<&'static FlagSlot>,
+    /// Given back by a dropped stream whose last ticket had not landed yet.
+    quarantined: Vec<&'static FlagSlot>,
+}
+
+impl Spare {
+    /// Frees the quarantined slots whose last ticket has landed.
+    fn free_landed(&mut self) {
+        let (landed, pending): (Vec<_>, Vec<_>) = self.quarantined.drain(..).partition(|slot| slot.landed());
+        self.free.extend(landed);
+        self.quarantined = pending;
+    }
+}
+
+static SPARE: Lazy<Mutex<HashMap<ContextInstance, Spare>>> = Lazy::new(|| Mutex::new(HashMap::new()));
 
 /// A slot for a new lane stream of `instance`, whose context is current on this thread: a free
 /// one, or one of a page registered now.
@@ -100,9 +118,10 @@ static FREE: Lazy<Mutex<HashMap<ContextInstance, Vec<&'static FlagSlot>>>> =
 /// # Errors
 /// `cuMemHostRegister`'s and `cuMemHostGetDevicePointer`'s (no memory left to lock, for one).
 pub(crate) fn take(d: &Driver, instance: ContextInstance) -> Result<&'static FlagSlot> {
-    let mut free = FREE.get().lock();
-    let slots = free.entry(instance).or_default();
-    if let Some(slot) = slots.pop() {
+    let mut spare = SPARE.get().lock();
+    let spare = spare.entry(instance).or_default();
+    spare.free_landed();
+    if let Some(slot) = spare.free.pop() {
         return Ok(slot);
     }
     let memory = {
@@ -120,41 +139,67 @@ pub(crate) fn take(d: &Driver, instance: ContextInstance) -> Result<&'static Fla
         }))
     });
     let first = made.next().expect("a page has slots");
-    slots.extend(made);
+    spare.free.extend(made);
     Ok(first)
 }
 
-/// Gives a dropped lane stream's slot back for the next lane stream of `instance`.
+/// Gives a dropped lane stream's slot back for the next lane stream of `instance`, once its last
+/// ticket has landed.
 pub(crate) fn give(instance: ContextInstance, slot: &'static FlagSlot) {
-    FREE.get().lock().entry(instance).or_default().push(slot);
+    SPARE
+        .get()
+        .lock()
+        .entry(instance)
+        .or_default()
+        .quarantined
+        .push(slot);
 }
 
 /// [`Stream::release_flag_lane_memory`](super::Stream::release_flag_lane_memory).
-pub(crate) fn release_memory() -> Result<usize> {
+///
+/// # Safety
+/// As that function's.
+pub(crate) unsafe fn release_memory() -> Result<usize> {
     let Some(d) = loaded_driver() else { return Ok(0) };
     let _relaxed = RelaxedCapture::enter(d);
-    let mut free = FREE.get().lock();
+    let mut spares = SPARE.get().lock();
+    // A reset instance's pages went with its context, and its queued writes will never land.
+    spares.retain(|instance, _| instance.still_alive(d));
     let (mut kept, mut first_error) = (0, Ok(()));
-    for (instance, slots) in free.iter_mut() {
+    for (instance, spare) in spares.iter_mut() {
+        spare.free_landed();
         let mut pages: HashMap<*const MappedMemory, Vec<&'static FlagSlot>> = HashMap::new();
-        for slot in slots.drain(..) {
+        for slot in spare.free.drain(..) {
             let page = slot.page.map_or(std::ptr::null(), std::ptr::from_ref);
             pages.entry(page).or_default().push(slot);
         }
         for (_, page_slots) in pages {
-            let idle = page_slots.len() == SLOTS_PER_PAGE && page_slots.iter().all(|slot| slot.landed());
-            let released = match (page_slots[0].page, idle) {
+            let released = match (page_slots[0].page, page_slots.len() == SLOTS_PER_PAGE) {
                 (Some(page), true) => unregister(*instance, page),
-                _ => Err(None),
+                _ => Err(None), // some slot of it is a stream's, or quarantined
             };
             if let Err(error) = released {
                 kept += 1;
-                slots.extend(page_slots);
+                spare.free.extend(page_slots);
                 if let (Some(error), Ok(())) = (error, &first_error) {
                     first_error = Err(error);
                 }
             }
         }
+        let quarantined: std::collections::HashSet<_> = spare
+            .quarantined
+            .iter()
+            .filter_map(|slot| slot.page.map(std::ptr::from_ref))
+            .collect();
+        kept += quarantined
+            .iter()
+            .filter(|page| {
+                !spare
+                    .free
+                    .iter()
+                    .any(|slot| slot.page.map(std::ptr::from_ref) == Some(**page))
+            })
+            .count();
     }
     first_error.map(|()| kept)
 }
@@ -167,9 +212,10 @@ fn unregister(
 ) -> std::result::Result<(), Option<crate::Error>> {
     ContextInstance::destroy_unless_reset(Some(instance), |d| {
         let _current = instance.context()?.enter(d)?;
-        // SAFETY: registered in this context instance, with no write of any stream pending
-        // (every slot free, its last ticket landed); unregistered once, as its slots leave the
-        // free list with it. The host memory stays allocated for the events that point at it.
+        // SAFETY: registered in this context instance, with no write of any stream queued (every
+        // slot free: its last ticket landed) and, as the caller vouches, none in a graph that
+        // may still launch; unregistered once, as its slots leave the free list with it. The host
+        // memory stays allocated for the events that point at it.
         d.mem_host_unregister.call(|f| unsafe { f(page.host) })
     })
     .map_err(Some)

@@ -110,14 +110,18 @@ pub struct StreamOptions {
     /// core that spins while any such wait is pending. For a stream that will never be captured
     /// into a graph.
     ///
-    /// Behind each record of an event on the stream that the crate makes ([`Event::record`],
-    /// [`Stream::record_event`], [`Stream::completion`], the bounded waits), the stream also writes
-    /// a ticket into host memory that the crate registered (`cuStreamWriteValue64`: one more
-    /// stream operation per record). A future, [`Wait::Reactor`] or
+    /// Behind each record of a timing-disabled event on the stream that the crate makes
+    /// ([`Event::record`], [`Stream::record_event`], [`Stream::completion`], the bounded waits), the
+    /// stream also writes a ticket into host memory that the crate registered
+    /// (`cuStreamWriteValue64`: one more stream operation per record). A timing event's record gets
+    /// none, so that no write falls inside an interval it starts; waits on it go at the reactor's
+    /// pace. A future, [`Wait::Reactor`] or
     /// [`Stream::synchronize_timeout`] wait on such an event is then also watched by the crate's
-    /// scanner thread, which spins on those tickets while any lane wait is pending (one core,
-    /// none otherwise) and queries the event once its ticket lands: a wake-up within a few
-    /// microseconds of the GPU's write, instead of the reactor's tens of microseconds.
+    /// scanner thread, which spins on those tickets while lane waits are pending and queries the
+    /// event once its ticket lands: a wake-up within a few microseconds of the GPU's write,
+    /// instead of the reactor's tens of microseconds. The scanner spins (one core) while tickets
+    /// land or waits arrive; after 2 ms without either it yields between looks, and after 20 ms it
+    /// looks every 50 us, sleeping between; it sleeps whenever no lane wait is pending.
     ///
     /// A ticket is only a hint: nothing is woken before a query of its event says complete, and
     /// the reactor keeps every wait as on any stream. So a lane wait never resolves early and never
@@ -129,8 +133,9 @@ pub struct StreamOptions {
     /// launch, harmlessly (the host memory is the crate's for the process).
     ///
     /// # Errors
-    /// At creation, also those of registering host memory (`cuMemHostRegister`), once per 64
-    /// lane streams of a context.
+    /// At creation, also those of registering host memory (`cuMemHostRegister`, once per 64 lane
+    /// streams of a context) and of the stream's first ticket (`cuStreamWriteValue64`: a device or
+    /// driver without stream memory operations).
     ///
     /// [`Event::record`]: crate::Event::record
     /// [`Wait::Reactor`]: crate::Wait::Reactor
@@ -196,7 +201,11 @@ impl Stream {
         // On an error the stream is dropped, which destroys it.
         prime::prime(d, stream.raw)?;
         if options.flag_lane {
-            stream.lane = Some(flag_lane::take(d, instance)?);
+            let slot = flag_lane::take(d, instance)?;
+            stream.lane = Some(slot);
+            // A first ticket: a device or driver without stream memory operations fails the
+            // creation, not every record after it.
+            slot.mark(d, stream.raw)?;
         }
         Ok(stream)
     }
@@ -271,8 +280,9 @@ impl Stream {
     }
 
     /// After a record on this stream (made now, not into a capture), the flag lane's ticket behind
-    /// it, for a lane stream. `None` also where the write failed: the record stands, and its
-    /// waits go at the reactor's pace (the next call reports an error that lasts).
+    /// it, for a lane stream. `None` also where the write failed (the creation's first ticket
+    /// showed that the device takes them, so a broken context, which the next call reports): the
+    /// record stands, and its waits go at the reactor's pace.
     pub(crate) fn mark_lane(&self, d: &Driver) -> Option<(&'static FlagSlot, u64)> {
         let slot = self.lane?;
         slot.mark(d, self.raw).ok().map(|ticket| (slot, ticket))
@@ -281,22 +291,23 @@ impl Stream {
     /// Unregisters the host memory of the [flag lane](StreamOptions::flag_lane)'s slots that no
     /// lane stream holds, for a program about to exit under a leak checker (compute-sanitizer's
     /// `--leak-check full` reports memory still registered at exit). Returns how many pages of
-    /// slots (64 slots each) stay registered.
+    /// spare slots (64 slots a page) stay registered: those with a slot that a live lane stream
+    /// holds, or whose dropped stream's last ticket has not landed yet (a later call may release
+    /// them). The next lane stream registers a new page. Made in relaxed capture mode, so that it
+    /// never breaks another thread's capture.
     ///
-    /// A page is unregistered once every slot in it is free (its stream dropped) and the last
-    /// ticket written into each has landed; a page with a write still queued stays, and a later
-    /// call may release it. The next lane stream registers a new page. Made in relaxed capture
-    /// mode, so that it never breaks another thread's capture.
-    ///
-    /// A graph whose capture of a lane stream took a ticket's write (see
-    /// [`StreamOptions::flag_lane`]) writes into its page at each launch: launch no such graph
-    /// after this call.
+    /// # Safety
+    /// No graph that holds a ticket's write may be launched after this call: one captured from a
+    /// lane stream (which the lane's streams are declared never to be), or one whose capture began
+    /// around a record on a lane stream (see [`StreamOptions::flag_lane`]). Such a launch would
+    /// write into host memory no longer registered, a fault of the context.
     ///
     /// # Errors
     /// CUDA's first error of unregistering (the other pages are still tried, and a page it failed
     /// on stays).
-    pub fn release_flag_lane_memory() -> Result<usize> {
-        flag_lane::release_memory()
+    pub unsafe fn release_flag_lane_memory() -> Result<usize> {
+        // SAFETY: the caller's promise, passed on.
+        unsafe { flag_lane::release_memory() }
     }
 
     /// The raw handle, for C or other CUDA libraries. It stays owned by this `Stream`.
