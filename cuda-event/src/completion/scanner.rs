@@ -1,7 +1,7 @@
 //! The flag lane's read side: one thread that spins on the slots of the lane streams' pending
 //! waits (see `stream::flag_lane`) while any is armed and news comes (a ticket landed, a wait
 //! armed), yields and then sleeps between looks as the news grows old ([`SPIN_FOR`],
-//! [`YIELD_FOR`], [`SLEEP_BETWEEN`]), and sleeps whenever nothing is armed.
+//! [`YIELD_FOR`], [`FIRST_SLEEP`] up to [`LONGEST_SLEEP`]), and sleeps whenever nothing is armed.
 //!
 //! A wait is armed after the reactor has it ([`arm`]), so the scanner only ever makes a wait end
 //! sooner: once a wait's ticket lands, the thread queries its event (in relaxed capture mode, as
@@ -29,9 +29,10 @@ const TIDY: Duration = Duration::from_millis(1);
 const SPIN_FOR: Duration = Duration::from_millis(2);
 /// ...then yields the core between looks, until this long after the news...
 const YIELD_FOR: Duration = Duration::from_millis(20);
-/// ...and then sleeps this long between looks (a wait on a stuck or long stream costs little;
-/// the reactor still sees it at its own pace).
-const SLEEP_BETWEEN: Duration = Duration::from_micros(50);
+/// ...and then sleeps between looks, this long at first, doubling up to [`LONGEST_SLEEP`] (a wait
+/// on a stuck or long stream costs little; the reactor still sees it at its own pace).
+const FIRST_SLEEP: Duration = Duration::from_micros(50);
+const LONGEST_SLEEP: Duration = Duration::from_millis(1);
 
 /// A wait on a lane stream's event: its slot, its ticket, and the wait the reactor also has.
 pub(crate) struct Armed {
@@ -161,7 +162,7 @@ impl Scanner {
             check(d, wait, &alive)
         };
         let mut slots = Slots::default();
-        let (mut tidied, mut news) = (Instant::now(), Instant::now());
+        let (mut tidied, mut news, mut sleep) = (Instant::now(), Instant::now(), FIRST_SLEEP);
         loop {
             if self.news.swap(false, Ordering::Acquire) {
                 slots.take(std::mem::take(&mut self.inbox.lock().armed));
@@ -192,6 +193,7 @@ impl Scanner {
             }
             let quiet = news.elapsed();
             if quiet < SPIN_FOR {
+                sleep = FIRST_SLEEP;
                 std::hint::spin_loop();
             } else if quiet < YIELD_FOR {
                 crate::sync::thread::yield_now();
@@ -199,9 +201,8 @@ impl Scanner {
                 let mut inbox = self.inbox.lock();
                 if inbox.armed.is_empty() {
                     // Woken at once by a new wait.
-                    let _ = self
-                        .changed
-                        .wait_until(&mut inbox, Instant::now() + SLEEP_BETWEEN);
+                    let _ = self.changed.wait_until(&mut inbox, Instant::now() + sleep);
+                    sleep = (sleep * 2).min(LONGEST_SLEEP);
                 }
             }
         }

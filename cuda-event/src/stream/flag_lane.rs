@@ -9,9 +9,10 @@
 //! into its graph and a launch repeats) can delay a wake-up to the reactor's pace, never make one
 //! early.
 //!
-//! A dropped stream's slot waits in quarantine until its last ticket has landed, then goes back to
-//! its context instance's free list for the next lane stream: so a free slot has no write queued,
-//! and its value only rises. Slots are never freed. Their pages stay registered, because a graph
+//! A dropped stream's slot waits in quarantine until its last ticket has landed (for ever, if it
+//! never lands: a stuck stream, a broken context), then goes back to its context instance's free
+//! list for the next lane stream: so a free slot has no stream's write queued (a graph's launch
+//! may still write an old ticket into it, which only delays a wake-up). Slots are never freed. Their pages stay registered, because a graph
 //! may still hold a write into them, until `Stream::release_flag_lane_memory` (unsafe: the caller
 //! vouches for the graphs) unregisters the pages whose slots are all free; a page's host memory
 //! stays allocated even then, since an event may still point at one of its slots. A device reset
@@ -213,10 +214,42 @@ fn unregister(
     ContextInstance::destroy_unless_reset(Some(instance), |d| {
         let _current = instance.context()?.enter(d)?;
         // SAFETY: registered in this context instance, with no write of any stream queued (every
-        // slot free: its last ticket landed) and, as the caller vouches, none in a graph that
-        // may still launch; unregistered once, as its slots leave the free list with it. The host
-        // memory stays allocated for the events that point at it.
+        // slot free: its last ticket landed) and, as the caller vouches, none in a graph whose
+        // launch is pending or to come; unregistered once, as its slots leave the free list with
+        // it. The host memory stays allocated for the events that point at it.
         d.mem_host_unregister.call(|f| unsafe { f(page.host) })
     })
     .map_err(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slot(landed: u64, issued: u64) -> (&'static AtomicU64, &'static FlagSlot) {
+        let host: &'static AtomicU64 = Box::leak(Box::new(AtomicU64::new(landed)));
+        let slot: &'static FlagSlot = Box::leak(Box::new(FlagSlot::for_test(host)));
+        *slot.issued.lock() = issued;
+        (host, slot)
+    }
+
+    #[test]
+    fn a_dropped_streams_slot_is_free_again_only_once_its_last_ticket_lands() {
+        let (host, pending) = slot(3, 5);
+        let (_, landed) = slot(7, 7);
+        let mut spare = Spare::default();
+        spare.quarantined.extend([pending, landed]);
+        spare.free_landed();
+        assert_eq!(
+            spare.free.len(),
+            1,
+            "only the slot whose last ticket landed is free"
+        );
+        assert!(std::ptr::eq(spare.free[0], landed));
+        assert_eq!(spare.quarantined.len(), 1);
+        host.store(5, Ordering::Release);
+        spare.free_landed();
+        assert_eq!(spare.free.len(), 2);
+        assert!(spare.quarantined.is_empty());
+    }
 }

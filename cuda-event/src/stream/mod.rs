@@ -114,14 +114,17 @@ pub struct StreamOptions {
     /// ([`Event::record`], [`Stream::record_event`], [`Stream::completion`], the bounded waits), the
     /// stream also writes a ticket into host memory that the crate registered
     /// (`cuStreamWriteValue64`: one more stream operation per record). A timing event's record gets
-    /// none, so that no write falls inside an interval it starts; waits on it go at the reactor's
-    /// pace. A future, [`Wait::Reactor`] or
+    /// none, so that its own write never starts the interval it times (waits on it go at the
+    /// reactor's pace); a timing-disabled record made inside a timed interval (a
+    /// [`Stream::completion`] within `measure`'s work) still adds its write to that interval. A future, [`Wait::Reactor`] or
     /// [`Stream::synchronize_timeout`] wait on such an event is then also watched by the crate's
     /// scanner thread, which spins on those tickets while lane waits are pending and queries the
     /// event once its ticket lands: a wake-up within a few microseconds of the GPU's write,
     /// instead of the reactor's tens of microseconds. The scanner spins (one core) while tickets
-    /// land or waits arrive; after 2 ms without either it yields between looks, and after 20 ms it
-    /// looks every 50 us, sleeping between; it sleeps whenever no lane wait is pending.
+    /// land or waits arrive; after 2 ms without either it yields between looks (still a core where
+    /// nothing else wants it), and after 20 ms it sleeps between looks, 50 us at first, doubling
+    /// up to 1 ms; it sleeps whenever no lane wait is pending. A program that arms lane waits more
+    /// often than every 20 ms keeps that core busy.
     ///
     /// A ticket is only a hint: nothing is woken before a query of its event says complete, and
     /// the reactor keeps every wait as on any stream. So a lane wait never resolves early and never
@@ -290,17 +293,20 @@ impl Stream {
 
     /// Unregisters the host memory of the [flag lane](StreamOptions::flag_lane)'s slots that no
     /// lane stream holds, for a program about to exit under a leak checker (compute-sanitizer's
-    /// `--leak-check full` reports memory still registered at exit). Returns how many pages of
-    /// spare slots (64 slots a page) stay registered: those with a slot that a live lane stream
-    /// holds, or whose dropped stream's last ticket has not landed yet (a later call may release
-    /// them). The next lane stream registers a new page. Made in relaxed capture mode, so that it
-    /// never breaks another thread's capture.
+    /// `--leak-check full` reports memory still registered at exit). Returns how many pages with
+    /// a spare slot (64 slots a page) stay registered: a page stays while a live lane stream holds
+    /// one of its slots, or while a dropped stream's last ticket has not landed (a later call may
+    /// release it; one that never lands, behind a stuck stream or a broken context, keeps it).
+    /// Pages whose every slot a live lane stream holds are not counted. The next lane stream
+    /// registers a new page. Made in relaxed capture mode, so that it never breaks another
+    /// thread's capture.
     ///
     /// # Safety
-    /// No graph that holds a ticket's write may be launched after this call: one captured from a
-    /// lane stream (which the lane's streams are declared never to be), or one whose capture began
-    /// around a record on a lane stream (see [`StreamOptions::flag_lane`]). Such a launch would
-    /// write into host memory no longer registered, a fault of the context.
+    /// No graph that holds a ticket's write may have a launch pending at this call, nor be
+    /// launched after it: one captured from a lane stream (which the lane's streams are declared
+    /// never to be), or one whose capture began around a record on a lane stream (see
+    /// [`StreamOptions::flag_lane`]). Such a launch writes into host memory no longer registered,
+    /// a fault of the context.
     ///
     /// # Errors
     /// CUDA's first error of unregistering (the other pages are still tried, and a page it failed

@@ -82,7 +82,7 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v[v.len() / 2]
 }
 
-/// The lane's referee is the reactor, in the same run: 41 interleaved waits behind 1 ms of GPU
+/// The lane's referee is the reactor, in the same run: 101 interleaved waits behind 1 ms of GPU
 /// work on a lane stream and on a plain one, each timed from the moment its stream reached the
 /// event. A lane wait resolves no earlier than its work (its event is complete when it does),
 /// and its median wake-up takes at most four fifths of the reactor's: a lane that did nothing
@@ -102,7 +102,7 @@ fn a_lane_streams_waits_end_after_their_work_and_sooner_than_the_reactors() {
     wait_behind(&lane, work); // kernels loaded, threads started
     wait_behind(&plain, work);
     let (mut on_lane, mut on_plain) = (Vec::new(), Vec::new());
-    for round in 0..41 {
+    for round in 0..101 {
         if round % 2 == 0 {
             on_lane.push(wake_latency_behind(&lane, work));
             on_plain.push(wake_latency_behind(&plain, work));
@@ -193,4 +193,44 @@ fn waits_on_dropped_lane_streams_end_and_their_slots_serve_new_streams() {
     wait_behind(&stream, Duration::from_millis(1));
     drop(stream);
     release_lane_memory();
+}
+
+/// The scanner backs off from a wait whose ticket does not come: a lane wait behind a host
+/// function that blocks for 300 ms costs the process little CPU from 40 ms on (the scanner sleeps
+/// between looks once 20 ms pass without news), and still ends once the host function returns.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_scanner_backs_off_from_a_lane_wait_whose_ticket_does_not_come() {
+    let _gpu = gpu();
+    if common::skip_under_sanitizer("measures the process's CPU, which memcheck's instrumentation inflates") {
+        return;
+    }
+    let stream = lane_stream();
+    wait_behind(&stream, Duration::from_micros(10)); // threads started
+    let (release, blocked) = std::sync::mpsc::channel::<()>();
+    stream
+        .launch_host_fn(move || {
+            let _ = blocked.recv_timeout(Duration::from_secs(5));
+        })
+        .unwrap();
+    let event = stream.record_event().unwrap();
+    let mut done = event.completion();
+    assert!(
+        poll_once(&mut done).is_pending(),
+        "done before the host function returned"
+    );
+    std::thread::sleep(Duration::from_millis(40));
+    let (cpu, wall) = (common::process_cpu_time(), Instant::now());
+    std::thread::sleep(Duration::from_millis(240));
+    let cores = (common::process_cpu_time() - cpu).as_secs_f64() / wall.elapsed().as_secs_f64();
+    release.send(()).unwrap();
+    let ended = block_on_timeout(done, Duration::from_secs(5));
+    assert!(matches!(ended, Some(Ok(()))), "the wait did not end: {ended:?}");
+    drop(stream);
+    release_lane_memory();
+    println!("process CPU while the lane wait was stuck: {cores:.3} cores");
+    assert!(
+        cores < 0.3,
+        "the process used {cores:.2} cores while a lane wait was stuck"
+    );
 }
