@@ -19,7 +19,7 @@
 //! 2. **Every future's wake-up** (issue 18 item 5): every future measured, each a tokio task of
 //!    its own, spawned and polled while its stream is held: (a) 9,984 event futures over 64
 //!    streams (39 steps of 5 ms of work per stream, staggered, 4 futures on each step's event),
-//!    (b) 12 event futures and 8 stream futures on each of 50 steps of 20 ms on one stream while
+//!    then the same over 64 flag-lane streams (`StreamOptions::flag_lane`), (b) 12 event futures and 8 stream futures on each of 50 steps of 20 ms on one stream while
 //!    9,000 event and 1,000 stream futures wait on a held stream. The floor, in the same run: a
 //!    thread blocked in `synchronize` on each blocking event in turn (in (a) on one more stream
 //!    stepping alike, in (b) on the steps' own events); the reference: each step's kernel sets a
@@ -35,7 +35,8 @@
 //!    tokio runtime), a thread blocked in `synchronize` on a blocking event, a thread spinning on
 //!    `query` (the floors), a thread spinning on a flag that a host function queued after a
 //!    record sets (what CUDA's host-function thread alone adds), and `Event::synchronize_with`
-//!    under each [`Wait`] policy (issue 43: a way of waiting chosen per wait). Beside each
+//!    under each [`Wait`] policy (issue 43: a way of waiting chosen per wait), and an
+//!    `Event::completion` and a `Wait::Reactor` wait on a flag-lane stream's event. Beside each
 //!    waiter's latencies, what that way of waiting costs in CPU, in cores: the waiting thread's
 //!    CPU time over its waits (from its wait's call to its return) divided by their wall time, and
 //!    the whole process's (every thread: the reactor's, CUDA's own) over the waiter's 200 trials,
