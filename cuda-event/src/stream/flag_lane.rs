@@ -12,10 +12,11 @@
 //! A dropped stream's slot waits in quarantine until its last ticket has landed (for ever, if it
 //! never lands: a stuck stream, a broken context), then goes back to its context instance's free
 //! list for the next lane stream: so a free slot has no stream's write queued (a graph's launch
-//! may still write an old ticket into it, which only delays a wake-up). Slots are never freed. Their pages stay registered, because a graph
-//! may still hold a write into them, until `Stream::release_flag_lane_memory` (unsafe: the caller
-//! vouches for the graphs) unregisters the pages whose slots are all free; a page's host memory
-//! stays allocated even then, since an event may still point at one of its slots. A device reset
+//! may still write an old ticket into it, which only delays a wake-up). Slots are never freed.
+//! Their pages stay registered, because a graph may still hold a write into them, until
+//! `Stream::release_flag_lane_memory` (unsafe: the caller vouches for the graphs) unregisters the
+//! pages whose slots are all free; a page's host memory stays allocated even then, since an event
+//! may still point at one of its slots. A device reset
 //! ends the registration with the context; the pages stay the crate's (registered memory, not
 //! `cuMemHostAlloc`'s), so the scanner's reads stay harmless, and the next instance registers
 //! pages of its own.

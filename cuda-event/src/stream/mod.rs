@@ -116,10 +116,11 @@ pub struct StreamOptions {
     /// (`cuStreamWriteValue64`: one more stream operation per record). A timing event's record gets
     /// none, so that its own write never starts the interval it times (waits on it go at the
     /// reactor's pace); a timing-disabled record made inside a timed interval (a
-    /// [`Stream::completion`] within `measure`'s work) still adds its write to that interval. A future, [`Wait::Reactor`] or
-    /// [`Stream::synchronize_timeout`] wait on such an event is then also watched by the crate's
-    /// scanner thread, which spins on those tickets while lane waits are pending and queries the
-    /// event once its ticket lands: a wake-up within a few microseconds of the GPU's write,
+    /// [`Stream::completion`] within `measure`'s work) still adds its write to that interval. A
+    /// future, [`Wait::Reactor`] or [`Stream::synchronize_timeout`] wait on such an event is then
+    /// also watched by the crate's scanner thread, which spins on those tickets while lane waits
+    /// are pending and queries the event once its ticket lands: a wake-up within a few
+    /// microseconds of the GPU's write,
     /// instead of the reactor's tens of microseconds. The scanner spins (one core) while tickets
     /// land or waits arrive; after 2 ms without either it yields between looks (still a core where
     /// nothing else wants it), and after 20 ms it sleeps between looks, 50 us at first, doubling
@@ -127,13 +128,15 @@ pub struct StreamOptions {
     /// often than every 20 ms keeps that core busy.
     ///
     /// A ticket is only a hint: nothing is woken before a query of its event says complete, and
-    /// the reactor keeps every wait as on any stream. So a lane wait never resolves early and never
-    /// waits longer than it would on another stream; a ticket that is late or lost only costs the
-    /// lane's speed. A capture begun on the stream anyway is not broken: a record that the crate
-    /// sees going into a capture writes no ticket, and one it does not see (a capture that raw
-    /// CUDA began between the crate's check and its record, or any capture with the capture
-    /// checks off) takes the ticket's write into the graph, which rewrites that old ticket at each
-    /// launch, harmlessly (the host memory is the crate's for the process).
+    /// the reactor keeps every wait as on any stream. So a lane wait never resolves early, and the
+    /// reactor still ends it at its own pace if the scanner does not (where the scanner's core
+    /// competes with the reactor's on a busy machine, that pace can slip); a ticket that is late
+    /// or lost only costs the lane's speed. A capture begun on the stream anyway is not broken: a
+    /// record that the crate sees going into a capture writes no ticket, and one it does not see
+    /// (a capture that raw CUDA began between the crate's check and its record, or any capture
+    /// with the capture checks off) takes the ticket's write into the graph, which rewrites that
+    /// old ticket at each launch, harmlessly as long as the crate's pages stay registered (see
+    /// [`Stream::release_flag_lane_memory`]).
     ///
     /// # Errors
     /// At creation, also those of registering host memory (`cuMemHostRegister`, once per 64 lane
