@@ -3,12 +3,15 @@
 # working folder, the build settings of every step, and what several steps share.
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root" || exit
-# What CI's builds keep on disk: no incremental state (a fresh clone never reuses it) and line
-# tables only for debug info (a panic's backtrace keeps file and line): the bulk of a target dir
-# otherwise, on a machine where a full disk fails a run anywhere. A caller's settings win.
+# What CI's builds keep on disk: no incremental state (a fresh clone never reuses it) and no debug
+# info. Even line tables were most of a target dir, on a machine where a full disk fails a run
+# anywhere, and a good part of every debug build's time. A failing test still says where: a panic's
+# message names its file and line without debug info; only a backtrace's frames lose theirs (their
+# functions stay named). A caller's settings win: CARGO_PROFILE_DEV_DEBUG=line-tables-only
+# CARGO_PROFILE_TEST_DEBUG=line-tables-only ci/test STEP gives the frames their lines back.
 export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
-export CARGO_PROFILE_DEV_DEBUG=${CARGO_PROFILE_DEV_DEBUG:-line-tables-only}
-export CARGO_PROFILE_TEST_DEBUG=${CARGO_PROFILE_TEST_DEBUG:-line-tables-only}
+export CARGO_PROFILE_DEV_DEBUG=${CARGO_PROFILE_DEV_DEBUG:-0}
+export CARGO_PROFILE_TEST_DEBUG=${CARGO_PROFILE_TEST_DEBUG:-0}
 
 # Each CUDA to test: a provisioned wheel of each major, or else whatever toolkit the build finds.
 cudas=()
