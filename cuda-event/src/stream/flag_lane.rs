@@ -170,38 +170,29 @@ pub(crate) unsafe fn release_memory() -> Result<usize> {
     let (mut kept, mut first_error) = (0, Ok(()));
     for (instance, spare) in spares.iter_mut() {
         spare.free_landed();
+        // Each page with a spare slot, and its free slots: a page with a quarantined slot has
+        // fewer than all, and stays with the others that some stream holds.
+        let page_of = |slot: &FlagSlot| slot.page.map_or(std::ptr::null(), std::ptr::from_ref);
         let mut pages: HashMap<*const MappedMemory, Vec<&'static FlagSlot>> = HashMap::new();
         for slot in spare.free.drain(..) {
-            let page = slot.page.map_or(std::ptr::null(), std::ptr::from_ref);
-            pages.entry(page).or_default().push(slot);
+            pages.entry(page_of(slot)).or_default().push(slot);
         }
-        for (_, page_slots) in pages {
-            let released = match (page_slots[0].page, page_slots.len() == SLOTS_PER_PAGE) {
-                (Some(page), true) => unregister(*instance, page),
+        for slot in &spare.quarantined {
+            pages.entry(page_of(slot)).or_default();
+        }
+        for (_, free) in pages {
+            let released = match free.first().and_then(|slot| slot.page) {
+                Some(page) if free.len() == SLOTS_PER_PAGE => unregister(*instance, page),
                 _ => Err(None), // some slot of it is a stream's, or quarantined
             };
             if let Err(error) = released {
                 kept += 1;
-                spare.free.extend(page_slots);
+                spare.free.extend(free);
                 if let (Some(error), Ok(())) = (error, &first_error) {
                     first_error = Err(error);
                 }
             }
         }
-        let quarantined: std::collections::HashSet<_> = spare
-            .quarantined
-            .iter()
-            .filter_map(|slot| slot.page.map(std::ptr::from_ref))
-            .collect();
-        kept += quarantined
-            .iter()
-            .filter(|page| {
-                !spare
-                    .free
-                    .iter()
-                    .any(|slot| slot.page.map(std::ptr::from_ref) == Some(**page))
-            })
-            .count();
     }
     first_error.map(|()| kept)
 }
