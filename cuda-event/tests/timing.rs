@@ -957,6 +957,40 @@ fn measurements_beside_another_threads_global_mode_capture_leave_it_valid() {
     }
 }
 
+/// `release_measure_memory` on one thread while another holds a capture in global mode: it frees
+/// (device buffers, registered host words, the timing kernels' module) and the capture ends valid
+/// with its one node. In this thread's global mode CUDA would refuse each free and break the
+/// capture (`bench/probes/capture_unsafe_calls.c`); the crate frees in relaxed mode.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn releasing_measure_memory_beside_another_threads_global_mode_capture_leaves_it_valid() {
+    let _gpu = gpu();
+    let (measured, captured) = (Stream::new(0).unwrap(), Stream::new(0).unwrap());
+    // Something to free of every kind: a calibrated, clocked measurement keeps the flush buffers,
+    // the gate's word, the clock's slots and the kernels' module.
+    measure(
+        &measured,
+        &quick().calibrate(true).sm_clock(true),
+        |s| -> cuda_event::Result<()> {
+            gpu_sleep(s, Duration::from_micros(20));
+            Ok(())
+        },
+    )
+    .unwrap();
+    let (released, capture) =
+        common::beside_a_global_capture(&captured, cuda_event::timing::release_measure_memory);
+    assert_eq!(
+        capture,
+        Ok(()),
+        "releasing measure's memory broke the other thread's capture"
+    );
+    released.unwrap();
+    assert_eq!(
+        common::capture_mode(),
+        sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_GLOBAL
+    );
+}
+
 /// A timing read on one thread (`Timing::elapsed` of a pending section) while another holds a
 /// capture in global mode: it answers, and the capture ends valid with its one node. The read's
 /// queries are the crate's, in relaxed mode; in global mode CUDA would refuse them and break the

@@ -17,6 +17,7 @@
 //! measurement and put back after it, so two measurements on one device at once each have their
 //! own (the cache then keeps both).
 
+use crate::capture_mode::relaxed_if_loaded;
 use crate::context::ContextInstance;
 use crate::driver::{CUresult, Driver};
 use crate::error::Result;
@@ -269,17 +270,16 @@ impl Drop for ScratchLease {
 ///
 /// It waits for all work of each device it frees memory on (`cuMemFree` does), which is why the
 /// measurements themselves never free: call it when no measurement runs on those devices (never
-/// from `measure`'s `work`), or it waits for that measurement's held stream. It frees in this
-/// thread's own capture mode, as a call of the program's: while another thread captures a stream
-/// in global mode, CUDA refuses the frees (and invalidates that capture), as it would the
-/// program's own `cudaFree`.
+/// from `measure`'s `work`), or it waits for that measurement's held stream. It frees in relaxed
+/// capture mode, as the memory was made: in this thread's global mode, CUDA would refuse the frees
+/// while another thread captures a stream in global mode, and invalidate that capture.
 ///
 /// # Errors
 /// The first failure of a free; the memory of that context instance is forgotten.
 pub fn release_measure_memory() -> Result<()> {
-    if crate::driver::loaded_driver().is_none() {
+    let Some(_relaxed) = relaxed_if_loaded() else {
         return Ok(()); // nothing was ever allocated (or a forked child, which frees nothing)
-    }
+    };
     let idle = std::mem::take(&mut *IDLE.lock());
     let mut first_error = Ok(());
     for scratch in idle {
