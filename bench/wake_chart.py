@@ -15,7 +15,9 @@ COLORS = {"Stream::completion": "#e15759", "Event::completion": "#f28e2b",
           "blocking synchronize": "#4e79a7", "spinning query": "#888888",
           "Wait::Spin": "#76b7b2", "Wait::Yield": "#edc948", "Wait::SpinThen (20 us)": "#b07aa1",
           "Wait::Reactor": "#ff9da7", "Wait::Driver (default event)": "#9c755f",
-          "Event::completion (flag lane)": "#d37295", "Wait::Reactor (flag lane)": "#a0cbe8"}
+          "Event::completion (flag lane)": "#d37295", "Wait::Reactor (flag lane)": "#a0cbe8",
+          "Event::completion, polled in a loop": "#8cd17d",
+          "Event::completion (flag lane), polled in a loop": "#499894"}
 LEGEND_COLUMNS = 3
 
 

@@ -36,7 +36,10 @@
 //!    `query` (the floors), a thread spinning on a flag that a host function queued after a
 //!    record sets (what CUDA's host-function thread alone adds), and `Event::synchronize_with`
 //!    under each [`Wait`] policy (issue 43: a way of waiting chosen per wait), and an
-//!    `Event::completion` and a `Wait::Reactor` wait on a flag-lane stream's event. Beside each
+//!    `Event::completion` and a `Wait::Reactor` wait on a flag-lane stream's event, and an
+//!    `Event::completion` future polled in a loop on this thread, on a plain and on a flag-lane
+//!    stream (a later poll only reads what the reactor or the scanner found: the crate's latency
+//!    with no thread's wake-up in it, which the parked waiters all pay). Beside each
 //!    waiter's latencies, what that way of waiting costs in CPU, in cores: the waiting thread's
 //!    CPU time over its waits (from its wait's call to its return) divided by their wall time, and
 //!    the whole process's (every thread: the reactor's, CUDA's own) over the waiter's 200 trials,
@@ -919,6 +922,7 @@ fn latency_section(
     let mut rows = String::new();
     let mut idle = String::new();
     let mut held_notes = String::new();
+    let mut goals = String::new();
     let phases: &[&str] = if quick {
         &["none", "stream futures"]
     } else {
@@ -957,6 +961,7 @@ fn latency_section(
             held_streams.extend(streams);
         }
         let count = pending.len();
+        let mut seen: Vec<(&str, f64, f64)> = Vec::new();
         for waiter in WAITERS {
             let (mut cpu, mut wall) = (Duration::ZERO, Duration::ZERO);
             // The process's CPU only over many trials: another thread's running slice counts
@@ -976,6 +981,7 @@ fn latency_section(
             let process = (common::process_cpu_time() - process_cpu).as_secs_f64()
                 / process_wall.elapsed().as_secs_f64();
             let [p50, p99, max] = summary(&mut samples).unwrap();
+            seen.push((waiter, p50, p99));
             let cores = cpu.as_secs_f64() / wall.as_secs_f64();
             let _ = writeln!(
                 rows,
@@ -988,6 +994,7 @@ fn latency_section(
                 "{waiter:32} {count:5} {pending_kind:14} p50 {p50:8.1} us  p99 {p99:8.1} us  CPU {cores:.2} cores (process {process:.2})"
             );
         }
+        let _ = write!(goals, "{}", lone_waiter_verdicts(&seen, count, pending_kind));
         if count > 0 && !quick {
             // Five 1 s windows in a row: the reactor's CPU comes in steps, and one window can
             // catch more of them than another.
@@ -1040,7 +1047,7 @@ fn latency_section(
          the process's (every thread) over the waiter's trials, set-up included, divided by \
          theirs (with futures pending, the reactor's own share is in it; for the flag lane's rows, \
          the scanner thread's spinning shows there only).\n\n\
-         | waiter | pending | p50 us | p99 us | max us | CPU, waiting thread | CPU, process |\n|---|---|---|---|---|---|---|\n{rows}\n{held_notes}\n",
+         | waiter | pending | p50 us | p99 us | max us | CPU, waiting thread | CPU, process |\n|---|---|---|---|---|---|---|\n{rows}\n{held_notes}\n{goals}\n",
         OLD_HOLD.as_secs(),
     );
     out.save();
@@ -1065,13 +1072,51 @@ fn latency_section(
     }
 }
 
+/// Issue 43's goals for one waiter: a flag-lane wait's p50 and p99, and `Wait::Spin` against the
+/// spinning-query floor's p50.
+const LONE_LANE_P50_GOAL_US: f64 = 10.0;
+const LONE_LANE_P99_GOAL_US: f64 = 20.0;
+const SPIN_P50_RATIO_GOAL: f64 = 1.2;
+
+/// Section 3's goal verdicts for one phase's rows (waiter, p50, p99), as lines of the report.
+fn lone_waiter_verdicts(seen: &[(&str, f64, f64)], count: usize, pending_kind: &str) -> String {
+    let mut lines = String::new();
+    let row = |name: &str| {
+        seen.iter()
+            .find(|(w, ..)| *w == name)
+            .map(|&(_, p50, p99)| (p50, p99))
+    };
+    let verdict = |meets: bool| if meets { "met" } else { "NOT met" };
+    for (waiter, p50, p99) in seen.iter().filter(|(w, ..)| w.contains("flag lane")) {
+        let meets = *p50 <= LONE_LANE_P50_GOAL_US && *p99 <= LONE_LANE_P99_GOAL_US;
+        let _ = writeln!(
+            lines,
+            "- {count} {pending_kind} pending, {waiter}: p50 {p50:.1} us, p99 {p99:.1} us: issue 43's goal \
+             (p50 within {LONE_LANE_P50_GOAL_US} us, p99 within {LONE_LANE_P99_GOAL_US} us) {}",
+            verdict(meets)
+        );
+    }
+    if let (Some((spin, _)), Some((floor, _))) = (row("Wait::Spin"), row("spinning query")) {
+        let ratio = spin / floor;
+        let _ = writeln!(
+            lines,
+            "- {count} {pending_kind} pending, Wait::Spin: p50 {ratio:.2}x the spinning query's: issue 43's \
+             goal (within {SPIN_P50_RATIO_GOAL}x) {}",
+            verdict(ratio <= SPIN_P50_RATIO_GOAL)
+        );
+    }
+    lines
+}
+
 /// Section 3's waiters, in the order they run: the futures, the floors, the host function, then
 /// `synchronize_with` under each `Wait` policy (named by `wait_policy`).
-const WAITERS: [&str; 12] = [
+const WAITERS: [&str; 14] = [
     "Stream::completion",
     "Event::completion",
     "Event::completion (flag lane)",
     "Wait::Reactor (flag lane)",
+    "Event::completion, polled in a loop",
+    "Event::completion (flag lane), polled in a loop",
     "blocking synchronize",
     "spinning query",
     "spinning on a host function",
@@ -1143,6 +1188,19 @@ fn wake_once(runtime: &tokio::runtime::Runtime, stream: &Stream, waiter: &str, e
             let event = stream.record_event().unwrap();
             waiting(epoch, || {
                 runtime.block_on(async { event.completion().await.unwrap() })
+            })
+        }
+        // No thread's wake-up: a later poll only reads what the reactor or the scanner found.
+        "Event::completion, polled in a loop" | "Event::completion (flag lane), polled in a loop" => {
+            let event = stream.record_event().unwrap();
+            waiting(epoch, || {
+                let mut done = std::pin::pin!(event.completion());
+                loop {
+                    match poll_now(done.as_mut()) {
+                        Poll::Ready(done) => break done.unwrap(),
+                        Poll::Pending => std::hint::spin_loop(),
+                    }
+                }
             })
         }
         "Wait::Reactor (flag lane)" => {
