@@ -33,9 +33,9 @@ fn wait_behind(stream: &Stream, work: Duration) {
 /// a host function queued just before the event reads the clock as the stream gets there (as the
 /// wake bench measures), so the kernel's overshoot and the launch's latency are not in it. The
 /// future is polled in a loop, not parked: a later poll only reads what the scanner or the reactor
-/// found, so the time is the crate's alone, with no thread's wake-up in it (which costs tens of
-/// microseconds on some machines, whatever woke it). Fails unless the future was pending at its
-/// first poll.
+/// found, so the time is the crate's alone, with no thread's wake-up in it (which, on a virtual
+/// machine, can cost more than the crate's part, whatever woke it). Fails unless the future was
+/// pending at its first poll.
 fn wake_latency_behind(stream: &Stream, work: Duration) -> Duration {
     let reached = Arc::new(Mutex::new(None));
     gpu_sleep(stream, work);
