@@ -8,7 +8,8 @@
 //! the reactor does) and finishes the wait with that answer; a query that says "not yet" (a ticket
 //! of another record, or a stale one) drops the wait from the scanner, and the reactor, which
 //! still has it, finishes it at its own pace. Waits that end otherwise (the reactor finished them,
-//! their owner gave up) are forgotten at the next [`TIDY`].
+//! their owner gave up) are forgotten at the next tidy ([`TIDY`] apart, or [`TIDY_SPACING`] times as
+//! long as one takes).
 
 use crate::capture_mode::RelaxedCapture;
 use crate::completion::lanes::{Outcome, Wait, check};
@@ -19,12 +20,14 @@ use crate::stream::flag_lane::FlagSlot;
 use crate::sync::atomic::{AtomicBool, Ordering};
 use crate::sync::{Condvar, Lazy, Mutex};
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// How often the thread forgets the waits that ended without it.
+/// How often the thread forgets the waits that ended without it, at most...
 const TIDY: Duration = Duration::from_millis(1);
+/// ...and at least this many times as long apart as a tidy takes (a tidy visits every armed wait).
+const TIDY_SPACING: u32 = 16;
 /// How long the thread spins after news (a ticket landed, a wait armed)...
 const SPIN_FOR: Duration = Duration::from_millis(2);
 /// ...then yields the core between looks, until this long after the news...
@@ -41,10 +44,10 @@ pub(crate) struct Armed {
     pub(crate) wait: Wait,
 }
 
-/// The armed waits, by slot, each slot's sorted by ticket, the lowest last.
+/// The armed waits, by slot, each slot's sorted by ticket, the lowest first.
 #[derive(Default)]
 pub(crate) struct Slots {
-    by_slot: HashMap<*const FlagSlot, (&'static FlagSlot, Vec<Armed>)>,
+    by_slot: HashMap<*const FlagSlot, (&'static FlagSlot, VecDeque<Armed>)>,
 }
 
 // SAFETY: the raw pointers are keys only, each of a slot the map also holds by reference; slots
@@ -56,16 +59,29 @@ impl Slots {
         self.by_slot.is_empty()
     }
 
-    pub(crate) fn take(&mut self, armed: impl IntoIterator<Item = Armed>) {
+    /// Files `armed`, but for the waits that already ended (a wait given up at once, as a
+    /// zero-timeout wait does); returns how many it filed.
+    pub(crate) fn take(&mut self, armed: impl IntoIterator<Item = Armed>) -> usize {
+        let mut filed = 0;
         for armed in armed {
+            if armed.wait.cell.is_settled() {
+                continue;
+            }
             let (_, waits) = self
                 .by_slot
                 .entry(std::ptr::from_ref(armed.slot))
-                .or_insert_with(|| (armed.slot, Vec::new()));
-            // Mostly armed in ticket order: found at the front.
-            let at = waits.partition_point(|w| w.ticket > armed.ticket);
-            waits.insert(at, armed);
+                .or_insert_with(|| (armed.slot, VecDeque::new()));
+            // Mostly armed in ticket order: at the back.
+            match waits.back() {
+                Some(last) if last.ticket > armed.ticket => {
+                    let at = waits.partition_point(|w| w.ticket <= armed.ticket);
+                    waits.insert(at, armed);
+                }
+                _ => waits.push_back(armed),
+            }
+            filed += 1;
         }
+        filed
     }
 
     /// Checks, in ticket order, each wait whose ticket its slot has passed; returns how many were
@@ -73,10 +89,10 @@ impl Slots {
     pub(crate) fn scan(&mut self, check: &impl Fn(&Wait) -> Outcome) -> usize {
         let mut checked = 0;
         self.by_slot.retain(|_, (slot, waits)| {
-            while let Some(armed) = waits.last()
+            while let Some(armed) = waits.front()
                 && slot.passed(armed.ticket)
             {
-                let armed = waits.pop().expect("just looked");
+                let armed = waits.pop_front().expect("just looked");
                 checked += 1;
                 if let Outcome::Finished(result) = check(&armed.wait) {
                     armed.wait.cell.finish(result);
@@ -98,10 +114,14 @@ impl Slots {
 
 struct Scanner {
     inbox: Mutex<Inbox>,
-    /// Something is in the inbox: read by the spinning thread, which takes the lock only then.
-    news: AtomicBool,
+    /// Something is in the inbox: read by the spinning thread, which takes the lock only then. On
+    /// a cache line of its own, which the spinning thread only reads until it changes.
+    news: OwnLine<AtomicBool>,
     changed: Condvar,
 }
+
+#[repr(align(128))]
+struct OwnLine<T>(T);
 
 #[derive(Default)]
 struct Inbox {
@@ -112,15 +132,20 @@ struct Inbox {
 fn scanner() -> &'static Scanner {
     static SCANNER: Lazy<Scanner> = Lazy::new(|| Scanner {
         inbox: Mutex::new(Inbox::default()),
-        news: AtomicBool::new(false),
+        news: OwnLine(AtomicBool::new(false)),
         changed: Condvar::new(),
     });
     SCANNER.get()
 }
 
 /// Arms a wait on `target` that the reactor already has, to end when its ticket lands in `slot`.
-/// Where the thread cannot be started, the reactor alone serves the wait.
+/// Where the thread cannot be started, the reactor alone serves the wait. A ticket that `slot`
+/// never issued (the event's slot and ticket read from two records made at once on two lane
+/// streams) is not armed: it would keep the thread looking until the reactor ends the wait.
 pub(crate) fn arm(slot: &'static FlagSlot, ticket: u64, target: QueryTarget, cell: Arc<WaitCell>) {
+    if ticket > slot.issued() {
+        return;
+    }
     let this = scanner();
     let mut inbox = this.inbox.lock();
     if !inbox.running {
@@ -140,7 +165,7 @@ pub(crate) fn arm(slot: &'static FlagSlot, ticket: u64, target: QueryTarget, cel
         ticket,
         wait: Wait { target, cell },
     });
-    this.news.store(true, Ordering::Release);
+    this.news.0.store(true, Ordering::Release);
     this.changed.notify_one();
 }
 
@@ -163,9 +188,13 @@ impl Scanner {
         };
         let mut slots = Slots::default();
         let (mut tidied, mut news, mut sleep) = (Instant::now(), Instant::now(), FIRST_SLEEP);
+        let mut tidy_cost = Duration::ZERO;
         loop {
-            if self.news.swap(false, Ordering::Acquire) {
-                slots.take(std::mem::take(&mut self.inbox.lock().armed));
+            // Only news of a live wait keeps the thread looking.
+            if self.news.0.load(Ordering::Relaxed)
+                && self.news.0.swap(false, Ordering::Acquire)
+                && slots.take(std::mem::take(&mut self.inbox.lock().armed)) > 0
+            {
                 news = Instant::now();
             }
             if slots.is_empty() {
@@ -179,17 +208,20 @@ impl Scanner {
                     #[cfg(not(all(test, cuda_event_model)))]
                     self.changed.wait(&mut inbox);
                 }
-                self.news.store(false, Ordering::Relaxed);
-                slots.take(std::mem::take(&mut inbox.armed));
-                news = Instant::now();
+                self.news.0.store(false, Ordering::Relaxed);
+                if slots.take(std::mem::take(&mut inbox.armed)) > 0 {
+                    news = Instant::now();
+                }
                 continue;
             }
             if slots.scan(&check) > 0 {
                 news = Instant::now();
             }
-            if tidied.elapsed() >= TIDY {
+            if tidied.elapsed() >= TIDY.max(tidy_cost * TIDY_SPACING) {
+                let started = Instant::now();
                 slots.tidy();
                 tidied = Instant::now();
+                tidy_cost = tidied - started;
             }
             let quiet = news.elapsed();
             if quiet < SPIN_FOR {
@@ -297,6 +329,44 @@ mod tests {
             "the ended one is forgotten, the other kept"
         );
         drop(_pending_cell);
+    }
+
+    #[test]
+    fn a_wait_given_up_before_the_thread_takes_it_is_not_filed() {
+        let (host, slot) = slot();
+        let mut slots = Slots::default();
+        let (given_up, given_up_cell) = armed(slot, 1, 10);
+        let (live, live_cell) = armed(slot, 2, 20);
+        given_up_cell.abandon();
+        assert_eq!(slots.take([given_up]), 0, "nothing filed, so no news");
+        assert!(slots.is_empty());
+        assert_eq!(slots.take([live]), 1);
+        host.store(2, Ordering::Release);
+        assert_eq!(
+            slots.scan(&check_with(&[10, 20])),
+            1,
+            "only the live wait is checked"
+        );
+        assert!(matches!(result(&live_cell), Some(Ok(()))));
+    }
+
+    #[test]
+    fn waits_of_one_slot_armed_in_ticket_order_end_in_it() {
+        let (host, slot) = slot();
+        let mut slots = Slots::default();
+        let cells: Vec<_> = (1..=1000)
+            .map(|ticket| {
+                let (wait, cell) = armed(slot, ticket, ticket as usize);
+                assert_eq!(slots.take([wait]), 1);
+                cell
+            })
+            .collect();
+        let events: Vec<usize> = (1..=1000).collect();
+        host.store(600, Ordering::Release);
+        assert_eq!(slots.scan(&check_with(&events)), 600);
+        for (ticket, cell) in (1..=1000).zip(&cells) {
+            assert_eq!(result(cell).is_some(), ticket <= 600, "ticket {ticket}");
+        }
     }
 
     #[test]

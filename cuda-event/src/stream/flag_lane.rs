@@ -71,9 +71,14 @@ impl FlagSlot {
         Ok(ticket)
     }
 
+    /// The last ticket handed out.
+    pub(crate) fn issued(&self) -> u64 {
+        *self.issued.lock()
+    }
+
     /// Whether the last ticket handed out has landed: no write of its stream is pending.
     fn landed(&self) -> bool {
-        self.passed(*self.issued.lock())
+        self.passed(self.issued())
     }
 
     /// Whether the GPU has written `ticket`, or a later one, into the slot.
