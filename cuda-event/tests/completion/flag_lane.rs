@@ -168,7 +168,7 @@ fn a_capture_begun_on_a_lane_stream_gets_no_ticket_and_stays_valid() {
 /// Slots go back when their stream drops and serve the next lane streams: 150 lane streams alive
 /// at once (more than two pages of slots), each with a wait pending on its last event, dropped
 /// with the waits still pending; every wait still ends, the pages are released once the last
-/// tickets land, and a lane stream made after that registers a page again.
+/// tickets land, and a lane stream made after that works.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn waits_on_dropped_lane_streams_end_and_their_slots_serve_new_streams() {
@@ -201,6 +201,68 @@ fn waits_on_dropped_lane_streams_end_and_their_slots_serve_new_streams() {
     wait_behind(&stream, Duration::from_millis(1));
     drop(stream);
     release_lane_memory();
+}
+
+/// A ticket that lands while its event is not complete wakes nothing: an event recorded on a lane
+/// stream, its future armed, then recorded again on a plain stream held by a host function. The
+/// lane stream's ticket lands, the future stays pending (the scanner queries before it finishes a
+/// wait), and it ends once the hold opens, with its event complete.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_ticket_that_lands_before_its_event_completes_wakes_nothing() {
+    let _gpu = gpu();
+    let (lane, plain) = (lane_stream(), plain_stream());
+    wait_behind(&lane, Duration::from_micros(10)); // threads started
+    gpu_sleep(&lane, Duration::from_millis(20));
+    let event = lane.record_event().unwrap();
+    let mut done = event.completion();
+    assert!(poll_once(&mut done).is_pending(), "done before its work");
+    let held = common::hold(&plain);
+    event.record(&plain).unwrap();
+    lane.synchronize().unwrap(); // the lane's ticket has landed
+    std::thread::sleep(Duration::from_millis(50));
+    let pending = poll_once(&mut done).is_pending();
+    held.open();
+    let ended = block_on_timeout(done, Duration::from_secs(5));
+    assert!(pending, "the wait ended on a ticket while its event was held");
+    assert!(matches!(ended, Some(Ok(()))), "the wait did not end: {ended:?}");
+    assert!(event.query().unwrap());
+    drop((lane, plain));
+    release_lane_memory();
+}
+
+/// A dropped lane stream's slot stays registered until its last ticket lands: lane streams
+/// dropped with 100 ms of work still queued keep their page through a release made at once, and
+/// a lane stream made meanwhile works; once the work is done the pages go.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_dropped_lane_streams_page_stays_registered_until_its_last_ticket_lands() {
+    let _gpu = gpu();
+    release_lane_memory();
+    let streams: Vec<Stream> = (0..4).map(|_| lane_stream()).collect();
+    let events: Vec<_> = streams
+        .iter()
+        .map(|stream| {
+            gpu_sleep(stream, Duration::from_millis(100));
+            stream.record_event().unwrap()
+        })
+        .collect();
+    drop(streams);
+    // SAFETY: no graph in this test binary holds a ticket's write (see `release_lane_memory`).
+    let kept = unsafe { Stream::release_flag_lane_memory() }.unwrap();
+    let busy = events.iter().filter(|e| !e.query().unwrap()).count();
+    let newer = lane_stream();
+    wait_behind(&newer, Duration::from_micros(100));
+    drop(newer);
+    for event in &events {
+        event.synchronize().unwrap();
+    }
+    release_lane_memory();
+    assert!(
+        busy > 0,
+        "the work ended before the release: the test saw no quarantine"
+    );
+    assert!(kept > 0, "a page was released with tickets still to land");
 }
 
 /// The scanner backs off from a wait whose ticket does not come: a lane wait behind a host
