@@ -51,7 +51,9 @@
 //! pending future by querying its event; nothing is queued on any stream for it ([`Completion`] has
 //! the details). A synchronous wait chooses how it waits, per wait: spin, yield, spin for a budget
 //! then sleep, sleep on the reactor, or CUDA's own synchronize ([`Wait`],
-//! [`Event::synchronize_with`]), each with its latency and CPU cost documented.
+//! [`Event::synchronize_with`]), each with its latency and CPU cost documented; a future chooses
+//! too, between the reactor and polls that spin through the executor
+//! ([`Completion::with_wait`]).
 //!
 //! ```no_run
 //! use cuda_event::Stream;

@@ -21,6 +21,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
+use wait::Wait;
 
 /// The completion of an event's or a stream's work, as a `Future` whose output is the CUDA error
 /// of that work, if any. Made by [`Event::completion`], [`Stream::completion`], or `.await` on
@@ -51,6 +52,10 @@ use std::time::{Duration, Instant};
 /// record, the crate's scanner thread also watches the future's ticket while it is pending,
 /// spinning, and queries the event as soon as the ticket lands: the same answer, microseconds
 /// after the GPU, at the price of a core while any lane wait is pending.
+///
+/// A future can instead wait by its own polls, each a query that wakes its task again while the
+/// work is pending, for ever or for a budget ([`with_wait`](Self::with_wait)): spin latency,
+/// paid for with the executor's thread.
 ///
 /// Every CUDA call a future makes, on the polling thread or the reactor's, is made in relaxed
 /// capture mode: awaiting never invalidates a graph capture that another thread makes in global
@@ -101,6 +106,8 @@ use std::time::{Duration, Instant};
 #[must_use = "a Completion waits only when polled: an event's makes no CUDA call until then"]
 pub struct Completion<'a> {
     state: State<'a>,
+    /// How it waits ([`with_wait`](Self::with_wait)).
+    wait: Wait,
 }
 
 enum State<'a> {
@@ -108,6 +115,14 @@ enum State<'a> {
     Done(Result<()>),
     /// Not polled yet.
     Fresh(Source<'a>),
+    /// Queried at each poll, which wakes its own task while the work is pending
+    /// ([`Wait::Spin`], [`Wait::Yield`], [`Wait::SpinThen`]), until `until` (`None`: for ever),
+    /// after which the wait is the reactor's.
+    Spinning {
+        source: Source<'a>,
+        until: Option<Instant>,
+        yielding: bool,
+    },
     /// Registered with the reactor. `registration` is declared first so that it drops first:
     /// nothing queries an owned event once that event drops.
     Waiting {
@@ -154,31 +169,68 @@ impl Completion<'_> {
     fn done(result: Result<()>) -> Self {
         Completion {
             state: State::Done(result),
+            wait: Wait::Reactor,
         }
+    }
+
+    /// This future, waiting the way `wait` says instead of by the reactor. Effective only before
+    /// the first poll; a future already polled keeps waiting as it began.
+    ///
+    /// - [`Wait::Reactor`] (the default) and [`Wait::Driver`]: the crate's reactor thread (and,
+    ///   on a [`flag_lane`](crate::StreamOptions::flag_lane) stream, its scanner) wakes the task
+    ///   (see [How it wakes](Self#how-it-wakes)). No blocking wait is made for a future: it would
+    ///   hold the executor's thread, or a thread per wait.
+    /// - [`Wait::Spin`]: each poll queries the event (in relaxed capture mode) and, while the work
+    ///   is pending, wakes the future's own task at once, so the executor polls it again at its
+    ///   next turn. No thread of the crate takes part: the latency is the executor's round of its
+    ///   ready tasks plus a query, and the cost a share of one executor thread for the whole wait
+    ///   (all of it where the task is alone). For short waits on a runtime that has threads to
+    ///   spare.
+    /// - [`Wait::Yield`]: as [`Wait::Spin`], and each pending poll also yields the executor's
+    ///   thread to the OS scheduler (`sched_yield`) before returning.
+    /// - [`Wait::SpinThen`]: as [`Wait::Spin`] until `budget` has passed since the first poll,
+    ///   then as [`Wait::Reactor`]: short waits end at spin latency, long ones cost at most the
+    ///   budget of spinning.
+    ///
+    /// ```no_run
+    /// # async fn example() -> Result<(), cuda_event::Error> {
+    /// use cuda_event::Wait;
+    /// use std::time::Duration;
+    /// let stream = cuda_event::Stream::new(0)?;
+    /// let done = stream.record_event()?;
+    /// let budget = Duration::from_micros(50);
+    /// done.completion().with_wait(Wait::SpinThen { budget }).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn with_wait(self, wait: Wait) -> Self {
+        Completion { wait, ..self }
+    }
+}
+
+/// What a poll finds: the result, once there is one (the work done, an error, an event never
+/// recorded), or the target to wait on while the work is pending.
+fn look(event: &Event) -> std::result::Result<QueryTarget, Result<()>> {
+    let target = event.query_target().ok_or(Ok(()))?;
+    let d = driver("Completion::poll").map_err(Err)?;
+    // The published CUDA event, which no capture holds; refused, as a query is, while the last
+    // record is a capture's.
+    event.refuse_if_swallowed(&d.event_query).map_err(Err)?;
+    match ask(d, target) {
+        Ok(true) => Err(Ok(())),
+        Ok(false) => Ok(target),
+        Err(e) => Err(Err(e)),
     }
 }
 
 impl<'a> Completion<'a> {
-    /// The first poll: asks once, and if the work is pending, registers the wait with the reactor.
+    /// The first poll (or the first after spinning): asks once, and if the work is pending,
+    /// registers the wait with the reactor.
     fn start(source: Source<'a>, waker: &Waker) -> State<'a> {
         let event = source.event();
-        let Some(target) = event.query_target() else {
-            return State::Done(Ok(()));
+        let target = match look(event) {
+            Ok(target) => target,
+            Err(result) => return State::Done(result),
         };
-        let d = match driver("Completion::poll") {
-            Ok(d) => d,
-            Err(e) => return State::Done(Err(e)),
-        };
-        // The published CUDA event, which no capture holds; refused, as a query is, while the
-        // last record is a capture's.
-        if let Err(refused) = event.refuse_if_swallowed(&d.event_query) {
-            return State::Done(Err(refused));
-        }
-        match ask(d, target) {
-            Ok(true) => return State::Done(Ok(())),
-            Ok(false) => {}
-            Err(e) => return State::Done(Err(e)),
-        }
         let registration = Registration {
             cell: Arc::new(WaitCell::default()),
         };
@@ -211,11 +263,43 @@ impl Future for Completion<'_> {
             let State::Fresh(source) = std::mem::replace(&mut this.state, State::Done(Ok(()))) else {
                 unreachable!("just matched")
             };
-            this.state = Completion::start(source, cx.waker());
+            this.state = match this.wait.spins() {
+                Some((budget, yielding)) => State::Spinning {
+                    source,
+                    until: budget.and_then(|budget| Instant::now().checked_add(budget)),
+                    yielding,
+                },
+                None => Completion::start(source, cx.waker()),
+            };
+        }
+        if let State::Spinning {
+            source,
+            until,
+            yielding,
+        } = &this.state
+        {
+            match look(source.event()) {
+                Err(result) => this.state = State::Done(result),
+                Ok(_) if until.is_some_and(|until| Instant::now() >= until) => {
+                    let State::Spinning { source, .. } =
+                        std::mem::replace(&mut this.state, State::Done(Ok(())))
+                    else {
+                        unreachable!("just matched")
+                    };
+                    this.state = Completion::start(source, cx.waker());
+                }
+                Ok(_) => {
+                    if *yielding {
+                        crate::sync::thread::yield_now();
+                    }
+                    cx.waker().wake_by_ref();
+                    return Poll::Pending;
+                }
+            }
         }
         let result = match &this.state {
             State::Done(result) => return Poll::Ready(result.clone()),
-            State::Fresh(_) => unreachable!("started above"),
+            State::Fresh(_) | State::Spinning { .. } => unreachable!("started above"),
             State::Waiting { registration, .. } => match registration.cell.look(cx.waker()) {
                 None => return Poll::Pending,
                 Some(result) => result,
@@ -242,6 +326,7 @@ impl fmt::Debug for Completion<'_> {
         match &self.state {
             State::Done(result) => s.field("done", result),
             State::Fresh(source) => s.field("not_polled", source.event()),
+            State::Spinning { source, .. } => s.field("spinning_on", source.event()),
             State::Waiting { source, .. } => s.field("waiting_on", source.event()),
         };
         s.finish()
@@ -279,6 +364,7 @@ impl Event {
     pub fn completion(&self) -> Completion<'_> {
         Completion {
             state: State::Fresh(Source::Borrowed(self)),
+            wait: Wait::Reactor,
         }
     }
 
@@ -344,6 +430,7 @@ impl Stream {
         match self.record_for_completion() {
             Ok(event) => Completion {
                 state: State::Fresh(Source::Owned(event)),
+                wait: Wait::Reactor,
             },
             Err(e) => Completion::done(Err(e)),
         }

@@ -1,5 +1,6 @@
-//! [`Wait`]: how a synchronous wait on an event or a stream waits, chosen per wait
-//! ([`Event::synchronize_with`], [`Stream::synchronize_with`]), each with what it costs.
+//! [`Wait`]: how a wait on an event or a stream waits, chosen per wait
+//! ([`Event::synchronize_with`], [`Stream::synchronize_with`], and for a future
+//! [`Completion::with_wait`](crate::Completion::with_wait)), each with what it costs.
 
 use crate::capture_mode::relaxed_if_loaded;
 use crate::completion::block_on_until;
@@ -9,8 +10,9 @@ use crate::stream::Stream;
 use crate::sync::thread;
 use std::time::{Duration, Instant};
 
-/// How a synchronous wait waits. Latency is from the GPU's completion of the work to the return;
-/// CPU is what the waiting thread spends meanwhile. Every way but [`Driver`](Self::Driver) asks
+/// How a synchronous wait waits (and a future, as
+/// [`Completion::with_wait`](crate::Completion::with_wait) says). Latency is from the GPU's
+/// completion of the work to the return; CPU is what the waiting thread spends meanwhile. Every way but [`Driver`](Self::Driver) asks
 /// CUDA with queries made in relaxed capture mode, so that a wait never breaks another thread's
 /// graph capture in global mode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,6 +44,19 @@ pub enum Wait {
     /// one, a blocking event waits as [`Reactor`](Self::Reactor) and others as
     /// [`Spin`](Self::Spin), as [`Event::synchronize_timeout`] does.
     Driver,
+}
+
+impl Wait {
+    /// For a future ([`Completion::with_wait`](crate::Completion::with_wait)): whether it spins
+    /// (`Some`), for how long (`None`: for ever) and yielding or not; `None` for the reactor.
+    pub(crate) fn spins(self) -> Option<(Option<Duration>, bool)> {
+        match self {
+            Wait::Spin => Some((None, false)),
+            Wait::Yield => Some((None, true)),
+            Wait::SpinThen { budget } => Some((Some(budget), false)),
+            Wait::Reactor | Wait::Driver => None,
+        }
+    }
 }
 
 impl Event {

@@ -101,3 +101,45 @@ fn futures_resolve_as_their_work_ends_while_a_host_function_of_another_stream_bl
     release.send(()).unwrap();
     a.synchronize().unwrap();
 }
+
+/// Each way a future can wait (`Completion::with_wait`), on an event's and on a stream's future
+/// behind 50 ms of GPU work: it resolves `Ok` once the work is done, with its event complete. A
+/// spinning future pending after its first poll has woken its own task (so a runtime polls it
+/// again); a reactor future has not.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn each_way_a_future_waits_resolves_after_its_work() {
+    use cuda_event::Wait;
+    let _gpu = gpu();
+    let stream = Stream::new(0).unwrap();
+    // Longer than a first poll takes, even under memcheck; shorter than the work.
+    let budget = Duration::from_millis(5);
+    for wait in [
+        Wait::Spin,
+        Wait::Yield,
+        Wait::SpinThen { budget },
+        Wait::Reactor,
+        Wait::Driver,
+    ] {
+        for on_stream in [false, true] {
+            gpu_sleep(&stream, Duration::from_millis(50));
+            let event = stream.record_event().unwrap();
+            let mut done = match on_stream {
+                true => stream.completion(),
+                false => event.completion(),
+            }
+            .with_wait(wait);
+            let (count, waker) = common::counting_waker();
+            assert!(
+                common::poll_with(&mut done, &waker).is_pending(),
+                "{wait:?}: done before its work"
+            );
+            let woke_itself = count.count() > 0;
+            let ended = block_on_timeout(done, Duration::from_secs(5));
+            assert!(matches!(ended, Some(Ok(()))), "{wait:?}: {ended:?}");
+            assert!(event.query().unwrap(), "{wait:?}: resolved before its work");
+            let spins = matches!(wait, Wait::Spin | Wait::Yield | Wait::SpinThen { .. });
+            assert_eq!(woke_itself, spins, "{wait:?}, on the stream {on_stream}");
+        }
+    }
+}

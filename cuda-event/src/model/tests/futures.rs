@@ -110,3 +110,61 @@ fn a_read_of_an_events_order_never_pairs_a_new_stream_with_an_earlier_records_st
         recorder.join().unwrap();
     });
 }
+
+/// A future that spins ([`Wait::Spin`](crate::Wait::Spin)) queries at each poll and, while its
+/// work is pending, wakes its own task before returning: an executor that polls woken tasks
+/// polls it again, with no thread of the crate. It resolves once its work is done, whatever
+/// thread releases the stream meanwhile.
+#[test]
+fn a_spinning_future_wakes_itself_while_pending_and_resolves_after_its_work() {
+    use cuda_event_testkit::{counting_waker, poll_with};
+    check(200, || {
+        let held = stream();
+        hold(&held);
+        let event = Event::new();
+        event.record(&held).unwrap();
+        let mut future = event.completion().with_wait(crate::Wait::Spin);
+        let (count, waker) = counting_waker();
+        assert!(poll_with(&mut future, &waker).is_pending());
+        assert_eq!(count.count(), 1, "a pending poll wakes its own task");
+        let releaser = {
+            let held = held.clone();
+            thread::spawn(move || release(&held))
+        };
+        let mut polls = 1;
+        let result = loop {
+            if let std::task::Poll::Ready(result) = poll_with(&mut future, &waker) {
+                break result;
+            }
+            polls += 1;
+            assert_eq!(count.count(), polls, "each pending poll wakes its own task");
+            thread::yield_now();
+        };
+        assert_eq!(result, Ok(()));
+        assert_eq!(event.query(), Ok(true));
+        releaser.join().unwrap();
+    });
+}
+
+/// A future that spins for a budget ([`Wait::SpinThen`](crate::Wait::SpinThen)) hands its wait
+/// to the reactor once the budget is spent: with none, its first poll registers it and does not
+/// wake its own task, and the reactor ends it after the work.
+#[test]
+fn a_future_past_its_spin_budget_waits_by_the_reactor() {
+    use cuda_event_testkit::{counting_waker, poll_with};
+    use std::time::Duration;
+    check(100, || {
+        let held = stream();
+        hold(&held);
+        let event = Event::new();
+        event.record(&held).unwrap();
+        let budget = Duration::ZERO;
+        let mut future = event.completion().with_wait(crate::Wait::SpinThen { budget });
+        let (count, waker) = counting_waker();
+        assert!(poll_with(&mut future, &waker).is_pending());
+        assert_eq!(count.count(), 0, "no wake of its own once the budget is spent");
+        assert!(format!("{future:?}").contains("waiting_on"), "{future:?}");
+        release(&held);
+        assert_eq!(poll_until_ready(future), Ok(()));
+    });
+}
