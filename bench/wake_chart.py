@@ -17,7 +17,9 @@ COLORS = {"Stream::completion": "#e15759", "Event::completion": "#f28e2b",
           "Wait::Reactor": "#ff9da7", "Wait::Driver (default event)": "#9c755f",
           "Event::completion (flag lane)": "#d37295", "Wait::Reactor (flag lane)": "#a0cbe8",
           "Event::completion, polled in a loop": "#8cd17d",
-          "Event::completion (flag lane), polled in a loop": "#499894"}
+          "Event::completion (flag lane), polled in a loop": "#499894",
+          "Event::completion, Wait::Spin": "#b6992d",
+          "Event::completion, Wait::SpinThen (20 us)": "#86bcb6"}
 LEGEND_COLUMNS = 3
 
 
