@@ -302,8 +302,10 @@ impl Stream {
     /// one of its slots, or while a dropped stream's last ticket has not landed (a later call may
     /// release it; one that never lands, behind a stuck stream or a broken context, keeps it).
     /// Pages whose every slot a live lane stream holds are not counted. The next lane stream
-    /// registers a new page. Made in relaxed capture mode, so that it never breaks another
-    /// thread's capture.
+    /// registers a new page. A released page's host memory stays allocated (an event may still
+    /// point at one of its slots), so a program that releases and makes lane streams again and
+    /// again keeps a page more each time: call it once, before exit. Made in relaxed capture mode,
+    /// so that it never breaks another thread's capture.
     ///
     /// # Safety
     /// No graph that holds a ticket's write may have a launch pending at this call, nor be
