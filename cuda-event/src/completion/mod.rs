@@ -117,9 +117,12 @@ enum State<'a> {
     Fresh(Source<'a>),
     /// Queried at each poll, which wakes its own task while the work is pending
     /// ([`Wait::Spin`], [`Wait::Yield`], [`Wait::SpinThen`]), until `until` (`None`: for ever),
-    /// after which the wait is the reactor's.
+    /// after which the wait is the reactor's. `target` is what the first poll found to wait on,
+    /// as a reactor wait keeps it: a later record into a capture does not touch it.
     Spinning {
         source: Source<'a>,
+        d: &'static Driver,
+        target: QueryTarget,
         until: Option<Instant>,
         yielding: bool,
     },
@@ -207,9 +210,9 @@ impl Completion<'_> {
     }
 }
 
-/// What a poll finds: the result, once there is one (the work done, an error, an event never
+/// What a first poll finds: the result, once there is one (the work done, an error, an event never
 /// recorded), or the target to wait on while the work is pending.
-fn look(event: &Event) -> std::result::Result<QueryTarget, Result<()>> {
+fn look(event: &Event) -> std::result::Result<(&'static Driver, QueryTarget), Result<()>> {
     let target = event.query_target().ok_or(Ok(()))?;
     let d = driver("Completion::poll").map_err(Err)?;
     // The published CUDA event, which no capture holds; refused, as a query is, while the last
@@ -217,20 +220,39 @@ fn look(event: &Event) -> std::result::Result<QueryTarget, Result<()>> {
     event.refuse_if_swallowed(&d.event_query).map_err(Err)?;
     match ask(d, target) {
         Ok(true) => Err(Ok(())),
-        Ok(false) => Ok(target),
+        Ok(false) => Ok((d, target)),
         Err(e) => Err(Err(e)),
     }
 }
 
 impl<'a> Completion<'a> {
-    /// The first poll (or the first after spinning): asks once, and if the work is pending,
-    /// registers the wait with the reactor.
-    fn start(source: Source<'a>, waker: &Waker) -> State<'a> {
-        let event = source.event();
-        let target = match look(event) {
-            Ok(target) => target,
+    /// The first poll: asks once, and if the work is pending, registers the wait with the reactor
+    /// ([`Wait::Reactor`]), or waits by its own polls.
+    fn start(source: Source<'a>, wait: Wait, waker: &Waker) -> State<'a> {
+        let (d, target) = match look(source.event()) {
+            Ok(found) => found,
             Err(result) => return State::Done(result),
         };
+        let Some((budget, yielding)) = wait.spins() else {
+            return Completion::register(source, target, waker);
+        };
+        let until = budget.and_then(|budget| Instant::now().checked_add(budget));
+        if until.is_some_and(|until| Instant::now() >= until) {
+            return Completion::register(source, target, waker); // no budget
+        }
+        State::Spinning {
+            source,
+            d,
+            target,
+            until,
+            yielding,
+        }
+    }
+
+    /// Hands the wait on `target`, pending, to the reactor (and, on a lane stream, to the
+    /// scanner).
+    fn register(source: Source<'a>, target: QueryTarget, waker: &Waker) -> State<'a> {
+        let event = source.event();
         let registration = Registration {
             cell: Arc::new(WaitCell::default()),
         };
@@ -263,32 +285,32 @@ impl Future for Completion<'_> {
             let State::Fresh(source) = std::mem::replace(&mut this.state, State::Done(Ok(()))) else {
                 unreachable!("just matched")
             };
-            this.state = match this.wait.spins() {
-                Some((budget, yielding)) => State::Spinning {
-                    source,
-                    until: budget.and_then(|budget| Instant::now().checked_add(budget)),
-                    yielding,
-                },
-                None => Completion::start(source, cx.waker()),
-            };
+            this.state = Completion::start(source, this.wait, cx.waker());
+            if let State::Spinning { .. } = this.state {
+                cx.waker().wake_by_ref(); // asked once already: again at the next poll
+                return Poll::Pending;
+            }
         }
         if let State::Spinning {
-            source,
+            d,
+            target,
             until,
             yielding,
+            ..
         } = &this.state
         {
-            match look(source.event()) {
-                Err(result) => this.state = State::Done(result),
-                Ok(_) if until.is_some_and(|until| Instant::now() >= until) => {
-                    let State::Spinning { source, .. } =
+            match ask(d, *target) {
+                Ok(true) => this.state = State::Done(Ok(())),
+                Err(e) => this.state = State::Done(Err(e)),
+                Ok(false) if until.is_some_and(|until| Instant::now() >= until) => {
+                    let State::Spinning { source, target, .. } =
                         std::mem::replace(&mut this.state, State::Done(Ok(())))
                     else {
                         unreachable!("just matched")
                     };
-                    this.state = Completion::start(source, cx.waker());
+                    this.state = Completion::register(source, target, cx.waker());
                 }
-                Ok(_) => {
+                Ok(false) => {
                     if *yielding {
                         crate::sync::thread::yield_now();
                     }

@@ -52,6 +52,9 @@ pub(crate) struct FlagSlot {
     /// its stream in the order they rise; kept when the slot changes stream, so that they keep
     /// rising.
     issued: Mutex<u64>,
+    /// The last ticket handed out, stored once its write is queued: read without the lock, which
+    /// a write that blocks on a full queue holds.
+    last_issued: AtomicU64,
 }
 
 impl FlagSlot {
@@ -68,17 +71,18 @@ impl FlagSlot {
             unsafe { f(stream.cast(), self.device_ptr, ticket, 0) }
         })?;
         *issued = ticket;
+        self.last_issued.store(ticket, Ordering::Release);
         Ok(ticket)
     }
 
-    /// The last ticket handed out.
+    /// The last ticket handed out, without waiting for a write under way.
     pub(crate) fn issued(&self) -> u64 {
-        *self.issued.lock()
+        self.last_issued.load(Ordering::Acquire)
     }
 
     /// Whether the last ticket handed out has landed: no write of its stream is pending.
     fn landed(&self) -> bool {
-        self.passed(self.issued())
+        self.passed(*self.issued.lock())
     }
 
     /// Whether the GPU has written `ticket`, or a later one, into the slot.
@@ -95,6 +99,7 @@ impl FlagSlot {
             host,
             device_ptr: 0,
             issued: Mutex::new(0),
+            last_issued: AtomicU64::new(0),
         }
     }
 }
@@ -143,6 +148,7 @@ pub(crate) fn take(d: &Driver, instance: ContextInstance) -> Result<&'static Fla
             host: &words[i * SLOT_WORDS],
             device_ptr: page.device_ptr + (i * SLOT_WORDS * size_of::<u64>()) as sys::CUdeviceptr,
             issued: Mutex::new(0),
+            last_issued: AtomicU64::new(0),
         }))
     });
     let first = made.next().expect("a page has slots");

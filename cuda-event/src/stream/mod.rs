@@ -125,8 +125,8 @@ pub struct StreamOptions {
     /// land or waits arrive; after 2 ms without either it yields between looks (still a core where
     /// nothing else wants it), and after 20 ms it sleeps between looks, 50 us at first, doubling
     /// up to 1 ms; it sleeps whenever no lane wait is pending. A program that arms lane waits more
-    /// often than every 20 ms keeps that core busy (a wait given up before the scanner takes it, as
-    /// a zero-timeout one is, does not count).
+    /// often than every 20 ms keeps that core busy (a wait given up before the scanner takes it,
+    /// as a zero-timeout one may be, does not count).
     ///
     /// A ticket is only a hint: nothing is woken before a query of its event says complete, and
     /// the reactor keeps every wait as on any stream. So a lane wait never resolves early, and the

@@ -213,12 +213,13 @@ fn a_ticket_that_lands_before_its_event_completes_wakes_nothing() {
     let _gpu = gpu();
     let (lane, plain) = (lane_stream(), plain_stream());
     wait_behind(&lane, Duration::from_micros(10)); // threads started
-    gpu_sleep(&lane, Duration::from_millis(20));
+    let lane_held = common::hold(&lane);
     let event = lane.record_event().unwrap();
     let mut done = event.completion();
     assert!(poll_once(&mut done).is_pending(), "done before its work");
     let held = common::hold(&plain);
     event.record(&plain).unwrap();
+    lane_held.open();
     lane.synchronize().unwrap(); // the lane's ticket has landed
     std::thread::sleep(Duration::from_millis(50));
     let pending = poll_once(&mut done).is_pending();

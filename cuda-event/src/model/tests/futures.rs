@@ -168,3 +168,26 @@ fn a_future_past_its_spin_budget_waits_by_the_reactor() {
         assert_eq!(poll_until_ready(future), Ok(()));
     });
 }
+
+/// A later record of the event into a capture does not touch what a waiting future waits on,
+/// whichever way it waits: a spinning future and a reactor future, both pending, both resolve to
+/// their work's result after the event is recorded into a capture.
+#[test]
+fn a_later_record_into_a_capture_leaves_spinning_and_reactor_futures_alone() {
+    use cuda_event_testkit::poll_with;
+    check(100, || {
+        let (cap, held) = (stream(), stream());
+        hold(&held);
+        let event = Event::new();
+        event.record(&held).unwrap();
+        let mut spinning = event.completion().with_wait(crate::Wait::Spin);
+        let mut reactor = event.completion();
+        let waker = std::task::Waker::noop();
+        assert!(poll_with(&mut spinning, waker).is_pending());
+        assert!(poll_with(&mut reactor, waker).is_pending());
+        captured_round(&cap, &event, THREAD_LOCAL);
+        release(&held);
+        assert_eq!(poll_until_ready(reactor), Ok(()), "the reactor's");
+        assert_eq!(poll_until_ready(spinning), Ok(()), "the spinning one's");
+    });
+}
