@@ -38,15 +38,15 @@ const FIRST_SLEEP: Duration = Duration::from_micros(50);
 const LONGEST_SLEEP: Duration = Duration::from_millis(1);
 
 /// A wait on a lane stream's event: its slot, its ticket, and the wait the reactor also has.
-pub(crate) struct Armed {
-    pub(crate) slot: &'static FlagSlot,
-    pub(crate) ticket: u64,
-    pub(crate) wait: Wait,
+pub(super) struct Armed {
+    pub(super) slot: &'static FlagSlot,
+    pub(super) ticket: u64,
+    pub(super) wait: Wait,
 }
 
 /// The armed waits, by slot, each slot's sorted by ticket, the lowest first.
 #[derive(Default)]
-pub(crate) struct Slots {
+pub(super) struct Slots {
     by_slot: HashMap<*const FlagSlot, (&'static FlagSlot, VecDeque<Armed>)>,
 }
 
@@ -55,13 +55,13 @@ pub(crate) struct Slots {
 unsafe impl Send for Slots {}
 
 impl Slots {
-    pub(crate) fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.by_slot.is_empty()
     }
 
     /// Files `armed`, but for the waits that already ended (a wait given up at once, as a
     /// zero-timeout wait does); returns how many it filed.
-    pub(crate) fn take(&mut self, armed: impl IntoIterator<Item = Armed>) -> usize {
+    pub(super) fn take(&mut self, armed: impl IntoIterator<Item = Armed>) -> usize {
         let mut filed = 0;
         for armed in armed {
             if armed.wait.cell.is_settled() {
@@ -86,7 +86,7 @@ impl Slots {
 
     /// Checks, in ticket order, each wait whose ticket its slot has passed; returns how many were
     /// checked.
-    pub(crate) fn scan(&mut self, check: &impl Fn(&Wait) -> Outcome) -> usize {
+    pub(super) fn scan(&mut self, check: &impl Fn(&Wait) -> Outcome) -> usize {
         let mut checked = 0;
         self.by_slot.retain(|_, (slot, waits)| {
             while let Some(armed) = waits.front()
@@ -104,7 +104,7 @@ impl Slots {
     }
 
     /// Forgets the waits that ended without the scanner.
-    pub(crate) fn tidy(&mut self) {
+    pub(super) fn tidy(&mut self) {
         self.by_slot.retain(|_, (_, waits)| {
             waits.retain(|armed| !armed.wait.cell.is_settled());
             !waits.is_empty()

@@ -91,6 +91,13 @@ impl FlagSlot {
         self.host.load(Ordering::Acquire) >= ticket
     }
 
+    /// As if tickets up to `ticket` had been handed out: for the scanner's tests.
+    #[cfg(test)]
+    pub(crate) fn issue_for_test(&self, ticket: u64) {
+        *self.issued.lock() = ticket;
+        self.last_issued.store(ticket, Ordering::Release);
+    }
+
     /// A slot the GPU never writes, over `host`: the scanner's tests set it by hand.
     #[cfg(test)]
     pub(crate) fn for_test(host: &'static AtomicU64) -> FlagSlot {
@@ -232,7 +239,7 @@ mod tests {
     fn slot(landed: u64, issued: u64) -> (&'static AtomicU64, &'static FlagSlot) {
         let host: &'static AtomicU64 = Box::leak(Box::new(AtomicU64::new(landed)));
         let slot: &'static FlagSlot = Box::leak(Box::new(FlagSlot::for_test(host)));
-        *slot.issued.lock() = issued;
+        slot.issue_for_test(issued);
         (host, slot)
     }
 

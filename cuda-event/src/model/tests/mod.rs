@@ -12,6 +12,7 @@ mod capture_modes;
 mod captures;
 mod faults;
 mod futures;
+mod lane_scanner;
 mod pool;
 mod reads;
 mod records;
