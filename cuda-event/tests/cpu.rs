@@ -453,5 +453,12 @@ fn every_way_of_waiting_on_a_never_recorded_event_returns_at_once() {
                 "{wait:?} {timeout:?}"
             );
         }
+        // A future waiting that way is ready at its first poll, with no driver.
+        let mut done = event.completion().with_wait(wait);
+        assert_eq!(
+            common::poll_once(&mut done),
+            std::task::Poll::Ready(Ok(())),
+            "{wait:?}"
+        );
     }
 }
