@@ -3,7 +3,11 @@
 //! thread. Prints the requests served per second and the wake latency: from a host function's
 //! clock read just before each request's completion point to its task resuming (p50, p99).
 //!
-//! cargo run --release -p cuda-event --example async_pipeline
+//! cargo run --release -p cuda-event --example async_pipeline [-- [--flag-lane] [--spin-then-us N]]
+//!
+//! `--flag-lane`: the workers' streams are flag-lane streams (`StreamOptions::flag_lane`), whose
+//! waits the lane's scanner ends. `--spin-then-us N`: each completion spins through the executor
+//! for up to N us before the reactor takes it (`Completion::with_wait`).
 //!
 //! Without a GPU it exits with status 1 and one line naming the CUDA error.
 
@@ -12,7 +16,7 @@ mod support {
     pub(crate) mod device_memory;
 }
 
-use cuda_event::{Stream, check_runtime, sys};
+use cuda_event::{Stream, StreamOptions, Wait, check_runtime, sys};
 use std::error::Error;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -33,13 +37,39 @@ async fn main() {
     }
 }
 
+/// How the workers' streams are made and their completions wait.
+#[derive(Clone, Copy)]
+struct Setup {
+    options: StreamOptions,
+    wait: Wait,
+}
+
+fn setup() -> Result<Setup, BoxError> {
+    let (mut options, mut wait) = (StreamOptions::default(), Wait::Reactor);
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--flag-lane" => options = options.flag_lane(true),
+            "--spin-then-us" => {
+                let us: u64 = args.next().ok_or("--spin-then-us needs a number")?.parse()?;
+                wait = Wait::SpinThen {
+                    budget: Duration::from_micros(us),
+                };
+            }
+            other => return Err(format!("unknown argument {other:?}").into()),
+        }
+    }
+    Ok(Setup { options, wait })
+}
+
 async fn run() -> Result<(), BoxError> {
+    let setup = setup()?;
     let devices = cuda_event::device_count()?;
     let next = Arc::new(AtomicUsize::new(0));
     let epoch = Instant::now();
     // One worker per request in flight, each with its own stream and buffers, the GPUs in turn.
     let workers: Vec<_> = (0..IN_FLIGHT)
-        .map(|i| tokio::spawn(serve(i as i32 % devices, next.clone(), epoch)))
+        .map(|i| tokio::spawn(serve(i as i32 % devices, setup, next.clone(), epoch)))
         .collect();
     let mut latencies = Vec::new();
     for worker in workers {
@@ -60,8 +90,13 @@ async fn run() -> Result<(), BoxError> {
 }
 
 /// Serves requests until there are none left; returns each one's wake latency.
-async fn serve(device: i32, next: Arc<AtomicUsize>, epoch: Instant) -> Result<Vec<Duration>, BoxError> {
-    let stream = Stream::new(device)?;
+async fn serve(
+    device: i32,
+    setup: Setup,
+    next: Arc<AtomicUsize>,
+    epoch: Instant,
+) -> Result<Vec<Duration>, BoxError> {
+    let stream = Stream::with_options(device, setup.options)?;
     let (source, target) = (
         DeviceMemory::new(device, BYTES)?,
         DeviceMemory::new(device, BYTES)?,
@@ -88,7 +123,7 @@ async fn serve(device: i32, next: Arc<AtomicUsize>, epoch: Instant) -> Result<Ve
         let reached = Arc::new(AtomicU64::new(0));
         let clock = reached.clone();
         stream.launch_host_fn(move || clock.store(epoch.elapsed().as_nanos() as u64, Ordering::Release))?;
-        stream.completion().await?;
+        stream.completion().with_wait(setup.wait).await?;
         let resumed = epoch.elapsed();
         latencies.push(resumed.saturating_sub(Duration::from_nanos(reached.load(Ordering::Acquire))));
     }
