@@ -51,7 +51,8 @@ fn setup() -> Result<Setup, BoxError> {
         match arg.as_str() {
             "--flag-lane" => options = options.flag_lane(true),
             "--spin-then-us" => {
-                let us: u64 = args.next().ok_or("--spin-then-us needs a number")?.parse()?;
+                let us = args.next().ok_or("--spin-then-us needs a number")?;
+                let us: u64 = us.parse().map_err(|e| format!("--spin-then-us {us:?}: {e}"))?;
                 wait = Wait::SpinThen {
                     budget: Duration::from_micros(us),
                 };

@@ -224,6 +224,10 @@ impl Scanner {
                 tidy_cost = tidied - started;
             }
             let quiet = news.elapsed();
+            // The model has no clock: there every look is a sleep's, a yield to the other threads,
+            // so that a schedule does not hang on the machine's time.
+            #[cfg(all(test, cuda_event_model))]
+            let quiet = quiet.max(YIELD_FOR);
             if quiet < SPIN_FOR {
                 sleep = FIRST_SLEEP;
                 std::hint::spin_loop();

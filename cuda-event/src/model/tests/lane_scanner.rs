@@ -35,8 +35,7 @@ fn result_of(cell: &WaitCell) -> crate::Result<()> {
 
 /// Two waits on two slots, armed from two threads while a third lands each ticket after its
 /// event's work: both end `Ok`, whether the scanner was running, starting, or ending (it ends
-/// whenever nothing is armed) when each was armed. A lost arm would leave a wait without a result,
-/// and the test would not end.
+/// whenever nothing is armed) when each was armed.
 #[test]
 fn waits_armed_from_several_threads_end_once_their_tickets_land() {
     check(200, || {
@@ -72,8 +71,9 @@ fn waits_armed_from_several_threads_end_once_their_tickets_land() {
 
 /// A ticket that lands before its event completes (another record's, or a stale one) ends nothing:
 /// the scanner's query says "not yet" and it drops the wait, which here nothing else serves. A
-/// second wait, armed after it on a complete event, shows that the scanner has looked at the first
-/// (it checks every slot whose ticket landed in each pass); the first is still without a result.
+/// second wait on the same slot, with a later ticket on a complete event, shows that the scanner
+/// has looked at the first (it checks a slot's waits in ticket order); the first is still without
+/// a result, and is abandoned, as a dropped future's is, before its event goes.
 #[test]
 fn a_ticket_that_lands_before_its_work_ends_no_wait() {
     check(200, || {
@@ -82,24 +82,46 @@ fn a_ticket_that_lands_before_its_work_ends_no_wait() {
         let (pending, complete) = (Event::new(), Event::new());
         pending.record(&held).unwrap();
         complete.record(&done).unwrap();
-        let ((early_host, early_slot), (host, sentinel_slot)) = (slot(1), slot(1));
-        early_host.store(1, Ordering::Release);
-        host.store(1, Ordering::Release);
+        let (host, slot) = slot(2);
+        host.store(2, Ordering::Release);
         let early = Arc::new(WaitCell::default());
-        arm(early_slot, 1, pending.query_target().unwrap(), early.clone());
+        arm(slot, 1, pending.query_target().unwrap(), early.clone());
         let sentinel = Arc::new(WaitCell::default());
-        arm(
-            sentinel_slot,
-            1,
-            complete.query_target().unwrap(),
-            sentinel.clone(),
-        );
+        arm(slot, 2, complete.query_target().unwrap(), sentinel.clone());
         assert_eq!(result_of(&sentinel), Ok(()));
         assert!(
             early.look(Waker::noop()).is_none(),
             "a wait ended on a ticket while its event was pending"
         );
         assert_eq!(pending.query(), Ok(false));
+        early.abandon();
         release(&held);
+    });
+}
+
+/// Two threads each arm a wait whose ticket has landed on complete work, so that the scanner may
+/// be ending (nothing armed) as the second arm comes: both waits still end `Ok`. An arm lost
+/// between the scanner's last look and its end would leave one without a result, and the test
+/// would not end.
+#[test]
+fn an_arm_that_meets_the_scanner_ending_is_not_lost() {
+    check(200, || {
+        let done = stream();
+        let armers: Vec<_> = (0..2)
+            .map(|_| {
+                let event = Arc::new(Event::new());
+                event.record(&done).unwrap();
+                let (host, slot) = slot(1);
+                host.store(1, Ordering::Release);
+                thread::spawn(move || {
+                    let cell = Arc::new(WaitCell::default());
+                    arm(slot, 1, event.query_target().unwrap(), cell.clone());
+                    result_of(&cell)
+                })
+            })
+            .collect();
+        for armer in armers {
+            assert_eq!(armer.join().unwrap(), Ok(()));
+        }
     });
 }
