@@ -200,9 +200,13 @@ impl Scanner {
             if slots.is_empty() {
                 let mut inbox = self.inbox.lock();
                 if inbox.armed.is_empty() {
+                    // A model execution ends only once every thread has: an idle scanner ends
+                    // there, under the lock an arm takes, and the next arm starts another.
                     #[cfg(all(test, cuda_event_model))]
                     {
                         inbox.running = false;
+                        drop(inbox);
+                        std::mem::forget(_running); // said already, and another may run by now
                         return;
                     }
                     #[cfg(not(all(test, cuda_event_model)))]
