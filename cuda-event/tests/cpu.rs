@@ -435,17 +435,10 @@ fn without_a_usable_gpu_making_a_gpu_time_is_an_err_not_a_panic() {
 /// also without a GPU.
 #[test]
 fn every_way_of_waiting_on_a_never_recorded_event_returns_at_once() {
-    use cuda_event::Wait;
     use std::time::Duration;
     let event = Event::new();
     let budget = Duration::from_micros(20);
-    for wait in [
-        Wait::Spin,
-        Wait::Yield,
-        Wait::SpinThen { budget },
-        Wait::Reactor,
-        Wait::Driver,
-    ] {
+    for wait in common::every_wait(budget) {
         for timeout in [None, Some(Duration::ZERO)] {
             assert_eq!(
                 event.synchronize_with(wait, timeout),

@@ -33,6 +33,7 @@ mod memory;
 mod ptx;
 mod serial;
 mod stop;
+mod waits;
 mod wakers;
 
 pub use calls::{driver_fn, ok};
@@ -56,6 +57,7 @@ pub use serial::{
     GpuTest, MeasuringGpuTest, gpu, gpu_for, measuring_gpu, measuring_gpu_for, two_gpus, two_gpus_for,
 };
 pub use stop::SetOnDrop;
+pub use waits::every_wait;
 pub use wakers::{
     CountingWaker, block_on, block_on_timeout, counting_waker, panicking_waker, poll_once, poll_with,
 };

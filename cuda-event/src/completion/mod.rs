@@ -237,10 +237,10 @@ impl<'a> Completion<'a> {
         let Some((budget, yielding)) = wait.spins() else {
             return Completion::register(source, target, waker);
         };
-        let until = budget.and_then(|budget| Instant::now().checked_add(budget));
-        if until.is_some_and(|until| Instant::now() >= until) {
-            return Completion::register(source, target, waker); // no budget
+        if budget == Some(Duration::ZERO) {
+            return Completion::register(source, target, waker);
         }
+        let until = budget.and_then(|budget| Instant::now().checked_add(budget));
         State::Spinning {
             source,
             d,

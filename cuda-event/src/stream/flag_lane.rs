@@ -48,21 +48,21 @@ pub(crate) struct FlagSlot {
     /// The host's view of the slot: the last ticket the GPU wrote into it.
     host: &'static AtomicU64,
     device_ptr: sys::CUdeviceptr,
-    /// The last ticket handed out. Held across the write, so that the tickets of one slot reach
-    /// its stream in the order they rise; kept when the slot changes stream, so that they keep
-    /// rising.
-    issued: Mutex<u64>,
-    /// The last ticket handed out, stored once its write is queued: read without the lock, which
-    /// a write that blocks on a full queue holds.
-    last_issued: AtomicU64,
+    /// Held across a ticket's write, so that the tickets of one slot reach its stream in the
+    /// order they rise.
+    writing: Mutex<()>,
+    /// The last ticket handed out, stored once its write is queued (read without `writing`, which
+    /// a write that blocks on a full queue holds); kept when the slot changes stream, so that the
+    /// tickets keep rising.
+    issued: AtomicU64,
 }
 
 impl FlagSlot {
     /// Queues a write of the next ticket on `stream` (the slot's stream, owned by the crate)
     /// behind the work queued on it so far, and returns the ticket.
     pub(crate) fn mark(&self, d: &Driver, stream: sys::cudaStream_t) -> Result<u64> {
-        let mut issued = self.issued.lock();
-        let ticket = *issued + 1;
+        let _writing = self.writing.lock();
+        let ticket = self.issued.load(Ordering::Relaxed) + 1;
         d.stream_write_value64.call(|f| {
             // SAFETY: a live stream the crate made, whose own context the call uses, and the
             // device address of a slot registered in that context: its page stays registered
@@ -70,19 +70,18 @@ impl FlagSlot {
             // which CUDA orders after the work queued before it.
             unsafe { f(stream.cast(), self.device_ptr, ticket, 0) }
         })?;
-        *issued = ticket;
-        self.last_issued.store(ticket, Ordering::Release);
+        self.issued.store(ticket, Ordering::Release);
         Ok(ticket)
     }
 
     /// The last ticket handed out, without waiting for a write under way.
     pub(crate) fn issued(&self) -> u64 {
-        self.last_issued.load(Ordering::Acquire)
+        self.issued.load(Ordering::Acquire)
     }
 
     /// Whether the last ticket handed out has landed: no write of its stream is pending.
     fn landed(&self) -> bool {
-        self.passed(*self.issued.lock())
+        self.passed(self.issued())
     }
 
     /// Whether the GPU has written `ticket`, or a later one, into the slot.
@@ -94,8 +93,7 @@ impl FlagSlot {
     /// As if tickets up to `ticket` had been handed out: for the scanner's tests.
     #[cfg(test)]
     pub(crate) fn issue_for_test(&self, ticket: u64) {
-        *self.issued.lock() = ticket;
-        self.last_issued.store(ticket, Ordering::Release);
+        self.issued.store(ticket, Ordering::Release);
     }
 
     /// A slot the GPU never writes, over `host`: the scanner's tests set it by hand.
@@ -105,8 +103,8 @@ impl FlagSlot {
             page: None,
             host,
             device_ptr: 0,
-            issued: Mutex::new(0),
-            last_issued: AtomicU64::new(0),
+            writing: Mutex::new(()),
+            issued: AtomicU64::new(0),
         }
     }
 }
@@ -154,8 +152,8 @@ pub(crate) fn take(d: &Driver, instance: ContextInstance) -> Result<&'static Fla
             page: Some(page),
             host: &words[i * SLOT_WORDS],
             device_ptr: page.device_ptr + (i * SLOT_WORDS * size_of::<u64>()) as sys::CUdeviceptr,
-            issued: Mutex::new(0),
-            last_issued: AtomicU64::new(0),
+            writing: Mutex::new(()),
+            issued: AtomicU64::new(0),
         }))
     });
     let first = made.next().expect("a page has slots");

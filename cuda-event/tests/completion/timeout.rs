@@ -128,14 +128,7 @@ fn each_way_of_waiting_waits_for_the_work_and_costs_what_it_says() {
     let _gpu = gpu();
     let stream = Stream::new(0).unwrap();
     let budget = Duration::from_micros(50);
-    let ways = [
-        Wait::Spin,
-        Wait::Yield,
-        Wait::SpinThen { budget },
-        Wait::Reactor,
-        Wait::Driver,
-    ];
-    for wait in ways {
+    for wait in common::every_wait(budget) {
         for on_stream in [false, true] {
             gpu_sleep(&stream, Duration::from_millis(200));
             let event = stream.record_event().unwrap();

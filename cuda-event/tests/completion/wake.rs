@@ -114,13 +114,7 @@ fn each_way_a_future_waits_resolves_after_its_work() {
     let stream = Stream::new(0).unwrap();
     // Longer than a first poll takes, even under memcheck; shorter than the work.
     let budget = Duration::from_millis(20);
-    for wait in [
-        Wait::Spin,
-        Wait::Yield,
-        Wait::SpinThen { budget },
-        Wait::Reactor,
-        Wait::Driver,
-    ] {
+    for wait in common::every_wait(budget) {
         for on_stream in [false, true] {
             gpu_sleep(&stream, Duration::from_millis(100));
             let event = stream.record_event().unwrap();
