@@ -34,9 +34,10 @@ fn wait_behind(stream: &Stream, work: Duration) {
 /// wake bench measures), so the kernel's overshoot and the launch's latency are not in it. The
 /// future is polled in a loop, not parked: a later poll only reads what the scanner or the reactor
 /// found, so the time is the crate's alone, with no thread's wake-up in it (which, on a virtual
-/// machine, can cost more than the crate's part, whatever woke it). Fails unless the future was
-/// pending at its first poll.
-fn wake_latency_behind(stream: &Stream, work: Duration) -> Duration {
+/// machine, can cost more than the crate's part, whatever woke it). `None` where the work was
+/// done before the future's first poll (the host was held up past the work): nothing was timed,
+/// and the event must then be complete.
+fn wake_latency_behind(stream: &Stream, work: Duration) -> Option<Duration> {
     let reached = Arc::new(Mutex::new(None));
     gpu_sleep(stream, work);
     let stamp = reached.clone();
@@ -45,7 +46,14 @@ fn wake_latency_behind(stream: &Stream, work: Duration) -> Duration {
         .unwrap();
     let event = stream.record_event().unwrap();
     let mut done = event.completion();
-    assert!(poll_once(&mut done).is_pending(), "done before its work");
+    if let Poll::Ready(done) = poll_once(&mut done) {
+        done.unwrap();
+        assert!(
+            event.query().unwrap(),
+            "ready at its first poll, its event not complete"
+        );
+        return None;
+    }
     let deadline = Instant::now() + work + Duration::from_secs(5);
     let woke = loop {
         if let Poll::Ready(done) = poll_once(&mut done) {
@@ -62,7 +70,7 @@ fn wake_latency_behind(stream: &Stream, work: Duration) -> Duration {
     let reached = reached
         .lock()
         .expect("the host function ran before the event completed");
-    woke.saturating_duration_since(reached)
+    Some(woke.saturating_duration_since(reached))
 }
 
 /// Releases the lane's registered pages once the streams are gone and their last tickets landed
@@ -92,10 +100,11 @@ fn median(mut v: Vec<Duration>) -> Duration {
 
 /// The lane's referee is the reactor, in the same run: 101 interleaved waits behind 1 ms of GPU
 /// work on a lane stream and on a plain one, each timed from the moment its stream reached the
-/// event to the one a future polled in a loop saw the wait end. A lane wait resolves no earlier
+/// event to the one a future polled in a loop saw the wait end (at least 90 of each, where the
+/// host was held up past a round's work before its first poll). A lane wait resolves no earlier
 /// than its work (its event is complete when it does), and its median takes at most four fifths
-/// of the reactor's: a lane that did nothing would take as long. Once the waits are over, the scanner thread stops spinning: the process
-/// uses little CPU while idle.
+/// of the reactor's: a lane that did nothing would take as long. Once the waits are over, the
+/// scanner thread stops spinning: the process uses little CPU while idle.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn a_lane_streams_waits_end_after_their_work_and_sooner_than_the_reactors() {
@@ -112,13 +121,21 @@ fn a_lane_streams_waits_end_after_their_work_and_sooner_than_the_reactors() {
     let (mut on_lane, mut on_plain) = (Vec::new(), Vec::new());
     for round in 0..101 {
         if round % 2 == 0 {
-            on_lane.push(wake_latency_behind(&lane, work));
-            on_plain.push(wake_latency_behind(&plain, work));
+            on_lane.extend(wake_latency_behind(&lane, work));
+            on_plain.extend(wake_latency_behind(&plain, work));
         } else {
-            on_plain.push(wake_latency_behind(&plain, work));
-            on_lane.push(wake_latency_behind(&lane, work));
+            on_plain.extend(wake_latency_behind(&plain, work));
+            on_lane.extend(wake_latency_behind(&lane, work));
         }
     }
+    // A round whose work was done before its first poll timed nothing; a few such (a host held
+    // up past 1 ms) leave the medians standing, many would leave them unmeasured.
+    assert!(
+        on_lane.len() >= 90 && on_plain.len() >= 90,
+        "only {} lane and {} reactor waits of 101 each were pending at their first poll",
+        on_lane.len(),
+        on_plain.len()
+    );
     drop((lane, plain));
     release_lane_memory();
     std::thread::sleep(Duration::from_millis(30)); // past the scanner's last look
@@ -211,6 +228,9 @@ fn waits_on_dropped_lane_streams_end_and_their_slots_serve_new_streams() {
 #[ignore = "needs a CUDA GPU"]
 fn a_ticket_that_lands_before_its_event_completes_wakes_nothing() {
     let _gpu = gpu();
+    if common::skip_under_sanitizer(super::HOST_FN_THREAD_BLOCKED) {
+        return;
+    }
     let (lane, plain) = (lane_stream(), plain_stream());
     wait_behind(&lane, Duration::from_micros(10)); // threads started
     let lane_held = common::hold(&lane);
@@ -248,10 +268,12 @@ fn a_dropped_lane_streams_page_stays_registered_until_its_last_ticket_lands() {
             stream.record_event().unwrap()
         })
         .collect();
+    let queued_at_drop = events.iter().filter(|e| !e.query().unwrap()).count();
     drop(streams);
     // SAFETY: no graph in this test binary holds a ticket's write (see `release_lane_memory`).
     let kept = unsafe { Stream::release_flag_lane_memory() }.unwrap();
     let busy = events.iter().filter(|e| !e.query().unwrap()).count();
+    println!("work queued: {queued_at_drop} of 4 at the drop, {busy} at the release; pages kept: {kept}");
     let newer = lane_stream();
     wait_behind(&newer, Duration::from_micros(100));
     drop(newer);
@@ -261,7 +283,7 @@ fn a_dropped_lane_streams_page_stays_registered_until_its_last_ticket_lands() {
     release_lane_memory();
     assert!(
         busy > 0,
-        "the work ended before the release: the test saw no quarantine"
+        "the work ended before the release ({queued_at_drop} of 4 queued at the drop): the test saw no quarantine"
     );
     assert!(kept > 0, "a page was released with tickets still to land");
 }

@@ -339,7 +339,18 @@ fn each_of_a_thousand_futures_on_one_stream_wakes_within_20_ms_of_its_work_among
             worst.1,
             worst.0
         );
-        assert!(p99 < Duration::from_millis(2), "{kind} futures: p99 {p99:?}");
+        // The latest ten, by step: one stall of the machine shows as neighbouring steps.
+        let latest: Vec<_> = late
+            .iter()
+            .rev()
+            .take(10)
+            .map(|(d, i)| format!("{i}: {d:?}"))
+            .collect();
+        assert!(
+            p99 < Duration::from_millis(2),
+            "{kind} futures: p99 {p99:?}; the latest by step: {}",
+            latest.join(", ")
+        );
     }
     assert!(
         pending.iter_mut().all(|f| poll_once(f).is_pending()),
