@@ -86,3 +86,53 @@ impl KeptSamples {
         self.throttle.forget_discarded();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn us(n: u64) -> Duration {
+        Duration::from_micros(n)
+    }
+
+    /// Two arms, three repetitions: the second's arm 1 ran below the 1000 MHz floor.
+    fn batch() -> Intervals {
+        Intervals {
+            first: 0,
+            times: vec![us(10), us(20), us(11), us(21), us(12), us(22)],
+            clocks: vec![
+                Some(1500.0),
+                Some(1500.0),
+                Some(1500.0),
+                Some(900.0),
+                None,
+                Some(1000.0),
+            ],
+            tags: vec![1, 2, 3, 4, 5, 6],
+            places: vec![0, 1, 1, 0, 0, 1],
+        }
+    }
+
+    #[test]
+    fn a_repetition_with_an_interval_below_the_floor_is_discarded_whole_and_counted() {
+        let mut kept = KeptSamples::new(2, Throttle::new(1000.0));
+        let pause = kept.keep_unthrottled(batch(), None);
+        assert!(pause.is_some(), "a batch that discarded a repetition pauses");
+        assert_eq!(kept.samples, vec![vec![us(10), us(12)], vec![us(20), us(22)]]);
+        assert_eq!(kept.clocks[1], vec![Some(1500.0), Some(1000.0)]);
+        assert_eq!(kept.tags, vec![vec![1, 5], vec![2, 6]]);
+        assert_eq!(kept.places, vec![vec![0, 0], vec![1, 1]]);
+        assert_eq!(kept.throttle.discarded_mhz, vec![900.0], "its lowest clock");
+        kept.forget();
+        assert!(kept.samples.iter().all(Vec::is_empty));
+        assert_eq!(kept.throttle.discarded(), 0);
+    }
+
+    #[test]
+    fn a_floor_of_zero_keeps_every_repetition_and_never_pauses() {
+        let mut kept = KeptSamples::new(2, Throttle::new(0.0));
+        assert_eq!(kept.keep_unthrottled(batch(), None), None);
+        assert_eq!(kept.samples[0].len(), 3);
+        assert_eq!(kept.throttle.discarded(), 0);
+    }
+}
