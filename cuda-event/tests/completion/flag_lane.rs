@@ -294,11 +294,17 @@ fn a_dropped_lane_streams_page_stays_registered_until_its_last_ticket_lands() {
         event.synchronize().unwrap();
     }
     release_lane_memory();
+    // Work still queued after the release had its ticket still to land at it.
     assert!(
-        busy > 0,
+        busy == 0 || kept > 0,
+        "a page was released with tickets still to land"
+    );
+    // Under memcheck, which slows every call, the work may be done before the release: there the
+    // test checks what it still can (no page released early, none left at the end).
+    assert!(
+        busy > 0 || common::under_sanitizer(),
         "the work ended before the release ({queued_at_drop} of 4 queued at the drop): the test saw no quarantine"
     );
-    assert!(kept > 0, "a page was released with tickets still to land");
 }
 
 /// The scanner backs off from a wait whose ticket does not come: a lane wait behind a host
