@@ -79,8 +79,9 @@ pub enum Error {
     /// measure: which way, in the [`MeasureError`].
     Measure(MeasureError),
     /// A future could not wait: the thread that watches pending GPU work could not be started
-    /// (the process's thread limit, say), or it ended. Nothing was queued; a new future tries
-    /// again.
+    /// (the process's thread limit, say), or it ended, or an earlier poll of the future panicked
+    /// while it handed its wait over (a waker's `clone` panicked). Nothing was queued; a new
+    /// future tries again.
     ReactorUnavailable {
         /// Why the thread did not start (as the operating system said it) or ended.
         reason: String,

@@ -114,6 +114,10 @@ pub struct Completion<'a> {
 enum State<'a> {
     /// Ready with this result (again, if polled again).
     Done(Result<()>),
+    /// Between two states while a poll hands the wait over (to the reactor, or to its own polls):
+    /// left so only where that poll panicked (a waker's `clone` may), and then ready with
+    /// [`Error::ReactorUnavailable`], never with `Ok`: the work may still be pending.
+    HandingOver,
     /// Not polled yet.
     Fresh(Source<'a>),
     /// Queried at each poll, which wakes its own task while the work is pending
@@ -283,7 +287,7 @@ impl Future for Completion<'_> {
             this.state = State::Done(Err(Error::ForkedChild));
         }
         if let State::Fresh(_) = this.state {
-            let State::Fresh(source) = std::mem::replace(&mut this.state, State::Done(Ok(()))) else {
+            let State::Fresh(source) = std::mem::replace(&mut this.state, State::HandingOver) else {
                 unreachable!("just matched")
             };
             this.state = Completion::start(source, this.wait, cx.waker());
@@ -305,7 +309,7 @@ impl Future for Completion<'_> {
                 Err(e) => this.state = State::Done(Err(e)),
                 Ok(false) if until.is_some_and(|until| Instant::now() >= until) => {
                     let State::Spinning { source, target, .. } =
-                        std::mem::replace(&mut this.state, State::Done(Ok(())))
+                        std::mem::replace(&mut this.state, State::HandingOver)
                     else {
                         unreachable!("just matched")
                     };
@@ -322,6 +326,11 @@ impl Future for Completion<'_> {
         }
         let result = match &this.state {
             State::Done(result) => return Poll::Ready(result.clone()),
+            State::HandingOver => Err(Error::ReactorUnavailable {
+                reason: "a panic (of a waker's clone, say) interrupted an earlier poll of this \
+                         future while it handed its wait over: its work may still be pending"
+                    .into(),
+            }),
             State::Fresh(_) | State::Spinning { .. } => unreachable!("started above"),
             State::Waiting { registration, .. } => match registration.cell.look(cx.waker()) {
                 None => return Poll::Pending,
@@ -348,6 +357,7 @@ impl fmt::Debug for Completion<'_> {
         let mut s = f.debug_struct("Completion");
         match &self.state {
             State::Done(result) => s.field("done", result),
+            State::HandingOver => s.field("done", &"interrupted by a panic"),
             State::Fresh(source) => s.field("not_polled", source.event()),
             State::Spinning { source, .. } => s.field("spinning_on", source.event()),
             State::Waiting { source, .. } => s.field("waiting_on", source.event()),

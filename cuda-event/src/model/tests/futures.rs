@@ -191,3 +191,58 @@ fn a_later_record_into_a_capture_leaves_spinning_and_reactor_futures_alone() {
         assert_eq!(poll_until_ready(spinning), Ok(()), "the spinning one's");
     });
 }
+
+/// A poll whose waker panics as the future hands its wait to the reactor (the waker's `clone`,
+/// which the hand-over takes), at the first poll or at the first past a spin budget: the future is
+/// never `Ok` while its work is pending. A later poll (an executor that caught the panic) is ready
+/// with an error, and a new future on the same event still resolves after its work.
+#[test]
+fn a_panic_during_a_polls_hand_over_never_leaves_the_future_ok() {
+    use cuda_event_testkit::poll_with;
+    use std::task::{RawWaker, RawWakerVTable, Waker};
+    fn clone_panics(_: *const ()) -> RawWaker {
+        panic!("a waker whose clone panics");
+    }
+    fn nothing(_: *const ()) {}
+    static VTABLE: RawWakerVTable = RawWakerVTable::new(clone_panics, nothing, nothing, nothing);
+    check(50, || {
+        let held = stream();
+        hold(&held);
+        let event = Event::new();
+        event.record(&held).unwrap();
+        // SAFETY: the vtable's functions ignore the data pointer, which is null; its clone panics
+        // instead of returning, and its other functions do nothing.
+        let waker = unsafe { Waker::from_raw(RawWaker::new(std::ptr::null(), &VTABLE)) };
+        let budget = std::time::Duration::from_nanos(1);
+        let spent = event.completion().with_wait(crate::Wait::SpinThen { budget });
+        for (way, mut future) in [("first poll", event.completion()), ("past its budget", spent)] {
+            let mut polls = 0;
+            let panicked = loop {
+                polls += 1;
+                assert!(polls < 1000, "{way}: never handed over");
+                let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    poll_with(&mut future, &waker).is_pending()
+                }));
+                match polled {
+                    Ok(true) => thread::yield_now(), // spinning: wakes without a clone
+                    Ok(false) => break false,
+                    Err(_) => break true,
+                }
+            };
+            assert!(panicked, "{way}: the hand-over clones the waker");
+            let again = poll_with(&mut future, Waker::noop());
+            assert!(
+                matches!(
+                    again,
+                    std::task::Poll::Ready(Err(crate::Error::ReactorUnavailable { .. }))
+                ),
+                "{way}: {again:?}"
+            );
+        }
+        assert_eq!(event.query(), Ok(false), "the work is still pending");
+        let mut fresh = event.completion();
+        assert!(poll_once(&mut fresh).is_pending());
+        release(&held);
+        assert_eq!(poll_until_ready(fresh), Ok(()));
+    });
+}
