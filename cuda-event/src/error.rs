@@ -83,7 +83,8 @@ pub enum Error {
     /// while it handed its wait over (a waker's `clone` panicked). Nothing was queued; a new
     /// future tries again.
     ReactorUnavailable {
-        /// Why the thread did not start (as the operating system said it) or ended.
+        /// Why: the operating system's word on a thread that did not start, the thread's end,
+        /// or the panic that interrupted an earlier poll.
         reason: String,
     },
     /// This process is a child forked from one that had used CUDA through this crate. CUDA does
@@ -364,8 +365,7 @@ impl fmt::Display for Error {
             Error::Measure(e) => e.fmt(f),
             Error::ReactorUnavailable { reason } => write!(
                 f,
-                "cuda-event's reactor thread, which watches pending GPU work for futures, could \
-                 not be started: {reason}"
+                "a future could not wait for its GPU work by cuda-event's reactor thread: {reason}"
             ),
             Error::ForkedChild => f.write_str(
                 "this process was forked from one that used CUDA: CUDA cannot be used in a forked \

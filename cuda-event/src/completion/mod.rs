@@ -357,7 +357,7 @@ impl fmt::Debug for Completion<'_> {
         let mut s = f.debug_struct("Completion");
         match &self.state {
             State::Done(result) => s.field("done", result),
-            State::HandingOver => s.field("done", &"interrupted by a panic"),
+            State::HandingOver => s.field("interrupted", &"a poll panicked handing its wait over"),
             State::Fresh(source) => s.field("not_polled", source.event()),
             State::Spinning { source, .. } => s.field("spinning_on", source.event()),
             State::Waiting { source, .. } => s.field("waiting_on", source.event()),
