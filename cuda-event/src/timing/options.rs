@@ -115,7 +115,9 @@ pub struct MeasureOptions {
     /// keeps every repetition. A GPU that has
     /// not ramped up its clock, or that throttles for power or heat, runs the work slower than it
     /// can; so does one whose clocks are locked low (`nvidia-smi -lgc`): lower the threshold to
-    /// time it there.
+    /// time it there. The clock is read as SM cycles over the GPU's timer, and on some cards that
+    /// timer runs a little slow against the clock: there readings sit a little above the
+    /// device's maximum, so a threshold near 1.0 discards less than it would elsewhere.
     pub throttle_threshold: f64,
     /// Time kernels of known lengths beside the work, in the same run and conditions (the same
     /// stream, gated or graph mode, L2 flush, interleaved with the work's repetitions as
