@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 
 /// How a synchronous wait waits (and a future, as
 /// [`Completion::with_wait`](crate::Completion::with_wait) says). Latency is from the GPU's
-/// completion of the work to the return; CPU is what the waiting thread spends meanwhile. Every way but [`Driver`](Self::Driver) asks
-/// CUDA with queries made in relaxed capture mode, so that a wait never breaks another thread's
-/// graph capture in global mode.
+/// completion of the work to the return; CPU is what the waiting thread spends meanwhile. Every
+/// way but [`Driver`](Self::Driver) asks CUDA with queries made in relaxed capture mode, so that a
+/// wait never breaks another thread's graph capture in global mode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Wait {

@@ -6,7 +6,7 @@
 use cuda_event_testkit as common;
 
 use common::{RELAXED, block_on, block_on_timeout, gpu, gpu_sleep, poll_once};
-use cuda_event::{Stream, StreamOptions};
+use cuda_event::{Event, Stream, StreamOptions};
 use parking_lot::Mutex;
 use std::sync::Arc;
 use std::task::Poll;
@@ -14,6 +14,19 @@ use std::time::{Duration, Instant};
 
 fn lane_stream() -> Stream {
     Stream::with_options(0, StreamOptions::default().non_blocking(true).flag_lane(true)).unwrap()
+}
+
+/// `n` lane streams, each with an event recorded behind `work` of GPU time.
+fn lane_streams_behind(n: usize, work: Duration) -> (Vec<Stream>, Vec<Event>) {
+    let streams: Vec<Stream> = (0..n).map(|_| lane_stream()).collect();
+    let events = streams
+        .iter()
+        .map(|stream| {
+            gpu_sleep(stream, work);
+            stream.record_event().unwrap()
+        })
+        .collect();
+    (streams, events)
 }
 
 fn plain_stream() -> Stream {
@@ -203,14 +216,7 @@ fn a_capture_begun_on_a_lane_stream_gets_no_ticket_and_stays_valid() {
 #[ignore = "needs a CUDA GPU"]
 fn waits_on_dropped_lane_streams_end_and_their_slots_serve_new_streams() {
     let _gpu = gpu();
-    let streams: Vec<Stream> = (0..150).map(|_| lane_stream()).collect();
-    let events: Vec<_> = streams
-        .iter()
-        .map(|stream| {
-            gpu_sleep(stream, Duration::from_millis(20));
-            stream.record_event().unwrap()
-        })
-        .collect();
+    let (streams, events) = lane_streams_behind(150, Duration::from_millis(20));
     let mut futures: Vec<_> = events.iter().map(|event| event.completion()).collect();
     let pending = futures
         .iter_mut()
@@ -273,19 +279,13 @@ fn a_ticket_that_lands_before_its_event_completes_wakes_nothing() {
 fn a_dropped_lane_streams_page_stays_registered_until_its_last_ticket_lands() {
     let _gpu = gpu();
     release_lane_memory();
-    let streams: Vec<Stream> = (0..4).map(|_| lane_stream()).collect();
-    let events: Vec<_> = streams
-        .iter()
-        .map(|stream| {
-            gpu_sleep(stream, Duration::from_millis(100));
-            stream.record_event().unwrap()
-        })
-        .collect();
-    let queued_at_drop = events.iter().filter(|e| !e.query().unwrap()).count();
+    let (streams, events) = lane_streams_behind(4, Duration::from_millis(100));
+    let queued = || events.iter().filter(|e| !e.query().unwrap()).count();
+    let queued_at_drop = queued();
     drop(streams);
     // SAFETY: no graph in this test binary holds a ticket's write (see `release_lane_memory`).
     let kept = unsafe { Stream::release_flag_lane_memory() }.unwrap();
-    let busy = events.iter().filter(|e| !e.query().unwrap()).count();
+    let busy = queued();
     println!("work queued: {queued_at_drop} of 4 at the drop, {busy} at the release; pages kept: {kept}");
     let newer = lane_stream();
     wait_behind(&newer, Duration::from_micros(100));

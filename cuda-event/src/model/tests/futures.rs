@@ -1,7 +1,9 @@
 //! Futures: a first poll and a waiting future beside records into captures, a future dropped
 //! under the reactor, and the lane a first poll files its wait in.
 
-use super::scenario::{GLOBAL, THREAD_LOCAL, captured_round, hold, ok_or_captured, release, stream};
+use super::scenario::{
+    GLOBAL, THREAD_LOCAL, captured_round, hold, ok_or_captured, pending_event, release, stream,
+};
 use super::{check, poll_once, poll_until_ready};
 use crate::Event;
 use crate::sync::thread;
@@ -61,10 +63,7 @@ fn an_external_record_into_a_capture_leaves_waiting_futures_alone() {
 #[test]
 fn a_dropped_future_is_never_queried_after_its_event_is_destroyed() {
     check(300, || {
-        let held = stream();
-        hold(&held);
-        let event = Event::new();
-        event.record(&held).unwrap();
+        let (held, event) = pending_event();
         let mut future = event.completion();
         assert!(poll_once(&mut future).is_pending());
         thread::yield_now();
@@ -119,10 +118,7 @@ fn a_read_of_an_events_order_never_pairs_a_new_stream_with_an_earlier_records_st
 fn a_spinning_future_wakes_itself_while_pending_and_resolves_after_its_work() {
     use cuda_event_testkit::{counting_waker, poll_with};
     check(200, || {
-        let held = stream();
-        hold(&held);
-        let event = Event::new();
-        event.record(&held).unwrap();
+        let (held, event) = pending_event();
         let mut future = event.completion().with_wait(crate::Wait::Spin);
         let (count, waker) = counting_waker();
         assert!(poll_with(&mut future, &waker).is_pending());
@@ -154,10 +150,7 @@ fn a_future_past_its_spin_budget_waits_by_the_reactor() {
     use cuda_event_testkit::{counting_waker, poll_with};
     use std::time::Duration;
     check(100, || {
-        let held = stream();
-        hold(&held);
-        let event = Event::new();
-        event.record(&held).unwrap();
+        let (held, event) = pending_event();
         let budget = Duration::ZERO;
         let mut future = event.completion().with_wait(crate::Wait::SpinThen { budget });
         let (count, waker) = counting_waker();
@@ -176,10 +169,8 @@ fn a_future_past_its_spin_budget_waits_by_the_reactor() {
 fn a_later_record_into_a_capture_leaves_spinning_and_reactor_futures_alone() {
     use cuda_event_testkit::poll_with;
     check(100, || {
-        let (cap, held) = (stream(), stream());
-        hold(&held);
-        let event = Event::new();
-        event.record(&held).unwrap();
+        let cap = stream();
+        let (held, event) = pending_event();
         let mut spinning = event.completion().with_wait(crate::Wait::Spin);
         let mut reactor = event.completion();
         let waker = std::task::Waker::noop();
@@ -206,10 +197,7 @@ fn a_panic_during_a_polls_hand_over_never_leaves_the_future_ok() {
     fn nothing(_: *const ()) {}
     static VTABLE: RawWakerVTable = RawWakerVTable::new(clone_panics, nothing, nothing, nothing);
     check(50, || {
-        let held = stream();
-        hold(&held);
-        let event = Event::new();
-        event.record(&held).unwrap();
+        let (held, event) = pending_event();
         // SAFETY: the vtable's functions ignore the data pointer, which is null; its clone panics
         // instead of returning, and its other functions do nothing.
         let waker = unsafe { Waker::from_raw(RawWaker::new(std::ptr::null(), &VTABLE)) };

@@ -2,7 +2,7 @@
 //! ends, and every way of waiting for completion.
 
 use super::scenario::{
-    GLOBAL, THREAD_LOCAL, begin_capture, captured_round, end_capture, fill, hold, ok_or_captured,
+    GLOBAL, THREAD_LOCAL, begin_capture, captured_round, end_capture, fill, ok_or_captured, pending_event,
     relaxed_here, release, stream,
 };
 use super::{check, poll_until_ready};
@@ -110,10 +110,7 @@ fn every_way_of_waiting_returns_at_completion_or_at_its_timeout() {
     ];
     for wait in ways {
         check(30, move || {
-            let held = stream();
-            hold(&held);
-            let pending = Event::new();
-            pending.record(&held).unwrap();
+            let (held, pending) = pending_event();
             assert_eq!(pending.synchronize_with(wait, Some(Duration::ZERO)), Ok(false));
             assert_eq!(held.synchronize_with(wait, Some(Duration::ZERO)), Ok(false));
             let releaser = {

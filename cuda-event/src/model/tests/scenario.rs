@@ -176,6 +176,15 @@ pub(super) fn hold(stream: &Stream) {
     with(|w| w.streams.get_mut(&s).expect("a model stream").held = true);
 }
 
+/// A held stream and an event recorded on it: pending until [`release`] of the stream.
+pub(super) fn pending_event() -> (Arc<Stream>, Event) {
+    let held = stream();
+    hold(&held);
+    let event = Event::new();
+    event.record(&held).unwrap();
+    (held, event)
+}
+
 /// The stream's queue is full: records on it block until [`release`].
 pub(super) fn fill(stream: &Stream) {
     let s = raw(stream);
