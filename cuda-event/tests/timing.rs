@@ -979,6 +979,12 @@ fn measurements_beside_another_threads_global_mode_capture_leave_it_valid() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn releasing_measure_memory_beside_another_threads_global_mode_capture_leaves_it_valid() {
+    if common::skip_under_sanitizer(
+        "under memcheck the other thread's capture ends invalidated (901) though the frees are \
+         relaxed; without memcheck the same frees leave it valid, so the tool's own work breaks it",
+    ) {
+        return;
+    }
     let _gpu = gpu();
     let (measured, captured) = (Stream::new(0).unwrap(), Stream::new(0).unwrap());
     // Something to free of every kind: a calibrated, clocked measurement keeps the flush buffers,

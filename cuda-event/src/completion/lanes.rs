@@ -30,7 +30,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The longest a wait in a lane goes without a query of its own event.
+/// The longest a wait in a lane goes without a query of its own event, while the walk's steps
+/// ([`WALK_STEP`]) keep its pace: queries so slow that they cannot stretch it.
 const BEHIND_FRONT: Duration = Duration::from_secs(1);
 /// The shortest pause between two sweeps, right after news.
 const FASTEST: Duration = Duration::from_micros(5);
@@ -46,6 +47,11 @@ const QUIET_AFTER: Duration = Duration::from_millis(100);
 const PATIENCE: u32 = 32;
 /// Unordered queries in one step.
 const CHUNK: usize = 256;
+/// The longest one step of the walk over all waits (see [`Walk`]) goes on querying: the walk is a
+/// backstop, paced over [`BEHIND_FRONT`], while the sweeps of the lanes are what wakes a future soon
+/// after its work, so a walk that fell behind catches up over several turns of the thread instead
+/// of holding the next sweep up for as many queries as it is behind.
+const WALK_STEP: Duration = Duration::from_micros(50);
 
 /// One registered wait.
 pub(super) struct Wait {
@@ -230,9 +236,10 @@ impl Waits {
     }
 
     /// Queries waits of the walk over all waits in the lanes, as many as it is behind its pace
-    /// (at least [`CHUNK`]).
+    /// (at least [`CHUNK`]), for at most about [`WALK_STEP`].
     pub(super) fn walk_a_chunk(&mut self, check: &impl Fn(&Wait) -> Outcome) {
         let now = Instant::now();
+        let step_ends = now + WALK_STEP;
         let walk = &mut self.walk;
         if walk.at >= walk.lanes.len() {
             if now < walk.started + BEHIND_FRONT / 2 || self.lanes.is_empty() {
@@ -255,6 +262,7 @@ impl Waits {
             return;
         };
         let mut gone = Vec::new();
+        let mut asked = 0_usize;
         while budget > 0 && walk.at < walk.lanes.len() {
             let (id, end) = walk.lanes[walk.at];
             let Some(lane) = self.lanes.get_mut(&id) else {
@@ -265,7 +273,10 @@ impl Waits {
             // How many of the pending waits found so far stand ahead of a completed one.
             let mut ahead = 0;
             for (key, wait) in lane.waits.range(walk.from..=end) {
-                if budget == 0 {
+                asked += 1;
+                // The clock read at every 16th wait: a step makes at least 15 queries.
+                if budget == 0 || (asked.is_multiple_of(16) && Instant::now() >= step_ends) {
+                    budget = 0;
                     rest = Some(*key);
                     break;
                 }
@@ -525,6 +536,26 @@ mod tests {
         waits.walk_a_chunk(&check);
         assert_eq!(events.queries(), 10, "later waits are the next walk's");
         assert!(waits.walk.at >= waits.walk.lanes.len(), "the walk ended");
+    }
+
+    #[test]
+    fn a_walk_far_behind_its_pace_queries_for_one_short_step_at_a_time() {
+        // Each query slower than a step's whole time.
+        let (events, mut waits, _) = walk_due(1..=4096, vec![]);
+        let slow = |wait: &Wait| {
+            std::thread::sleep(WALK_STEP / 8);
+            events.check()(wait)
+        };
+        waits.walk_a_chunk(&slow);
+        assert_eq!(
+            events.queries(),
+            15,
+            "the step ended at its first look at the clock"
+        );
+        waits.walk.started -= BEHIND_FRONT; // now every wait is due
+        waits.walk_a_chunk(&slow);
+        assert_eq!(events.queries(), 30, "a step of a walk far behind is as short");
+        assert_eq!(waits.walk.from.0, 31, "the walk goes on from the 31st wait");
     }
 
     #[test]
