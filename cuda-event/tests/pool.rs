@@ -79,8 +79,10 @@ fn events_whose_handle_escaped_are_never_pooled_and_the_pool_can_be_off() {
     let raw = exported.as_raw();
     exported.ipc_handle().unwrap();
     drop(exported);
-    // The exported CUDA event was destroyed, so a CUDA event created later may get its address:
-    // only one that came from the pool (no creation for it) is the exported one back.
+    // The exported CUDA event was destroyed, and each round's `as_raw` keeps its own out of the
+    // pool too, so once the pool is empty the rounds create, and a created CUDA event may get a
+    // destroyed one's address: only one that came from the pool (no creation for it) is the
+    // exported one back.
     for round in 0..8 {
         let event = shared().build().unwrap();
         let created_before = cuda_event::pool::cuda_events_created();

@@ -30,8 +30,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The longest a wait in a lane goes without a query of its own event, while the walk's steps
-/// ([`WALK_STEP`]) keep its pace: queries so slow that they cannot stretch it.
+/// The longest a wait in a lane goes without a query of its own event, while the walk keeps its
+/// pace: with more waits than the reactor thread can query in half of it at the share of a core it
+/// gives the walk (see [`reactor`](super::reactor)), or slower queries, the walk takes longer.
 const BEHIND_FRONT: Duration = Duration::from_secs(1);
 /// The shortest pause between two sweeps, right after news.
 const FASTEST: Duration = Duration::from_micros(5);
@@ -48,9 +49,9 @@ const PATIENCE: u32 = 32;
 /// Unordered queries in one step.
 const CHUNK: usize = 256;
 /// The longest one step of the walk over all waits (see [`Walk`]) goes on querying: the walk is a
-/// backstop, paced over [`BEHIND_FRONT`], while the sweeps of the lanes are what wakes a future soon
-/// after its work, so a walk that fell behind catches up over several turns of the thread instead
-/// of holding the next sweep up for as many queries as it is behind.
+/// backstop paced over [`BEHIND_FRONT`], the sweeps of the lanes are what wakes a future soon after
+/// its work, so a walk behind its pace catches up in short steps between sweeps instead of holding
+/// the next sweep up for as many queries as it is behind. A step makes at least 15 queries.
 const WALK_STEP: Duration = Duration::from_micros(50);
 
 /// One registered wait.
@@ -236,14 +237,15 @@ impl Waits {
     }
 
     /// Queries waits of the walk over all waits in the lanes, as many as it is behind its pace
-    /// (at least [`CHUNK`]), for at most about [`WALK_STEP`].
-    pub(super) fn walk_a_chunk(&mut self, check: &impl Fn(&Wait) -> Outcome) {
+    /// (at least [`CHUNK`]), for at most about [`WALK_STEP`]. True if the walk is still behind its
+    /// pace after it: its next step is due as soon as the thread can spare the time.
+    pub(super) fn walk_a_chunk(&mut self, check: &impl Fn(&Wait) -> Outcome) -> bool {
         let now = Instant::now();
         let step_ends = now + WALK_STEP;
         let walk = &mut self.walk;
         if walk.at >= walk.lanes.len() {
             if now < walk.started + BEHIND_FRONT / 2 || self.lanes.is_empty() {
-                return;
+                return false;
             }
             *walk = Walk::new(now);
             walk.lanes = self
@@ -259,7 +261,7 @@ impl Waits {
             .checked_sub(walk.queried)
             .map(|behind| behind.clamp(CHUNK, 16 * CHUNK))
         else {
-            return;
+            return false;
         };
         let mut gone = Vec::new();
         let mut asked = 0_usize;
@@ -318,6 +320,7 @@ impl Waits {
                 None => walk.next_lane(),
             }
         }
+        walk.at < walk.lanes.len() && walk.queried < due
     }
 
     /// Queries the next chunk of unordered waits; returns how many chunks a walk over them takes,
@@ -540,20 +543,20 @@ mod tests {
 
     #[test]
     fn a_walk_far_behind_its_pace_queries_for_one_short_step_at_a_time() {
-        // Each query slower than a step's whole time.
+        // Queries so slow that 15 outlast a step.
         let (events, mut waits, _) = walk_due(1..=4096, vec![]);
         let slow = |wait: &Wait| {
             std::thread::sleep(WALK_STEP / 8);
             events.check()(wait)
         };
-        waits.walk_a_chunk(&slow);
+        assert!(!waits.walk_a_chunk(&slow), "a walk just started is not behind");
         assert_eq!(
             events.queries(),
             15,
             "the step ended at its first look at the clock"
         );
         waits.walk.started -= BEHIND_FRONT; // now every wait is due
-        waits.walk_a_chunk(&slow);
+        assert!(waits.walk_a_chunk(&slow), "still behind");
         assert_eq!(events.queries(), 30, "a step of a walk far behind is as short");
         assert_eq!(waits.walk.from.0, 31, "the walk goes on from the 31st wait");
     }

@@ -7,8 +7,9 @@
 //! It knows query targets and wait cells, nothing of `Event`, `Stream` or futures. A wait is
 //! registered once ([`register`]) and filed by [`Waits`], which says what to query and when (see
 //! [`lanes`](super::lanes)). This file is the thread: its inbox, its loop, and how much of a core
-//! it spends: sweeps of the lanes about 1/(1 + [`LANE_CPU`]), the polling of unordered waits about
-//! 1/[`CPU_SHARE`], unless [`BACKSTOP`] needs more.
+//! it spends: sweeps of the lanes about 1/(1 + [`LANE_CPU`]), and as much the walk over every wait
+//! in them while it is behind its pace, the polling of unordered waits about 1/[`CPU_SHARE`],
+//! unless [`BACKSTOP`] needs more.
 //!
 //! The thread runs in relaxed capture mode, so that its queries never invalidate a capture that
 //! another thread makes in global mode; an answer that comes from such a capture is read as "not
@@ -35,7 +36,8 @@ use std::time::{Duration, Instant};
 /// The longest an unordered wait goes without a query of its own event.
 const BACKSTOP: Duration = Duration::from_millis(100);
 /// A sweep of the lanes costs at most about 1/(1 + LANE_CPU) of a core, unless that would leave a
-/// lane unswept for longer than [`STEPPING`].
+/// lane unswept for longer than [`STEPPING`]; so does the walk over every wait in the lanes while
+/// it is behind its pace.
 const LANE_CPU: u32 = 3;
 /// The pause after a registration above which the thread is woken for it.
 const WAKE_FOR_NEWS: Duration = Duration::from_micros(100);
@@ -147,7 +149,12 @@ impl Reactor {
             // lane unswept for longer than its bound (STEPPING while one is stepping).
             let longest = if stepping { STEPPING } else { SLOWEST };
             let rest = (sweep_start.elapsed() * LANE_CPU).min(longest);
-            waits.walk_a_chunk(&check);
+            // A walk still behind its pace takes its next step after resting LANE_CPU times as
+            // long as this one took.
+            let walk_start = Instant::now();
+            let next_walk = waits
+                .walk_a_chunk(&check)
+                .then(|| Instant::now() + walk_start.elapsed() * LANE_CPU);
             alive.borrow_mut().clear();
             if next_poll.is_none_or(|at| at <= Instant::now()) {
                 // Each polling step costs about 1/CPU_SHARE of a core, but a whole walk over the
@@ -161,10 +168,7 @@ impl Reactor {
                 });
             }
             let next_sweep = waits.next_sweep().map(|due| due.max(Instant::now() + rest));
-            let deadline = match (next_sweep, next_poll) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
+            let deadline = [next_sweep, next_poll, next_walk].into_iter().flatten().min();
             let mut inbox = self.inbox.lock();
             if inbox.registered.is_empty() {
                 inbox.sleeping_until = deadline;

@@ -60,13 +60,14 @@ fn wake_latency_behind(stream: &Stream, work: Duration) -> Round {
     let event = stream.record_event().unwrap();
     let mut done = event.completion();
     let first_poll = Instant::now();
-    if let Poll::Ready(done) = poll_once(&mut done) {
+    let first = poll_once(&mut done);
+    let poll_took = first_poll.elapsed();
+    if let Poll::Ready(done) = first {
         done.unwrap();
         assert!(
             event.query().unwrap(),
             "ready at its first poll, its event not complete"
         );
-        let poll_took = first_poll.elapsed();
         let reached = reached
             .lock()
             .expect("the host function ran before the event completed");
@@ -92,6 +93,25 @@ fn wake_latency_behind(stream: &Stream, work: Duration) -> Round {
         .lock()
         .expect("the host function ran before the event completed");
     Round::Timed(woke.saturating_duration_since(reached))
+}
+
+/// What the rounds of [`wake_latency_behind`] on one stream found.
+#[derive(Default)]
+struct Side {
+    timed: Vec<Duration>,
+    done_before_the_poll: usize,
+    /// How long each first poll lasted that the work ended in.
+    slow_polls: Vec<Duration>,
+}
+
+impl Side {
+    fn time(&mut self, stream: &Stream, work: Duration) {
+        match wake_latency_behind(stream, work) {
+            Round::Timed(latency) => self.timed.push(latency),
+            Round::DoneBeforeThePoll => self.done_before_the_poll += 1,
+            Round::DoneDuringThePoll(took) => self.slow_polls.push(took),
+        }
+    }
 }
 
 /// One round of [`wake_latency_behind`].
@@ -133,10 +153,11 @@ fn median(mut v: Vec<Duration>) -> Duration {
 /// The lane's referee is the reactor, in the same run: 101 interleaved waits behind 1 ms of GPU
 /// work on a lane stream and on a plain one, each timed from the moment its stream reached the
 /// event to the one a future polled in a loop saw the wait end (at least 90 of each, where the
-/// host was held up past a round's work before its first poll). A lane wait resolves no earlier
-/// than its work (its event is complete when it does), and its median takes at most four fifths
-/// of the reactor's: a lane that did nothing would take as long. Once the waits are over, the
-/// scanner thread stops spinning: the process uses little CPU while idle.
+/// host was held up past a round's work by the end of its first poll; at most 3 of those each
+/// during the poll, since a first poll that often outlasts 1 ms is the crate's doing). A lane
+/// wait resolves no earlier than its work (its event is complete when it does), and its median
+/// takes at most four fifths of the reactor's: a lane that did nothing would take as long. Once
+/// the waits are over, the scanner thread stops spinning: the process uses little CPU while idle.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn a_lane_streams_waits_end_after_their_work_and_sooner_than_the_reactors() {
@@ -150,49 +171,43 @@ fn a_lane_streams_waits_end_after_their_work_and_sooner_than_the_reactors() {
     let work = Duration::from_millis(1);
     wait_behind(&lane, work); // kernels loaded, threads started
     wait_behind(&plain, work);
-    let (mut on_lane, mut on_plain, mut untimed) = (Vec::new(), Vec::new(), Vec::new());
-    let mut time = |stream: &Stream, into: &mut Vec<Duration>| match wake_latency_behind(stream, work) {
-        Round::Timed(latency) => into.push(latency),
-        other => untimed.push(other),
-    };
+    let (mut on_lane, mut on_plain) = (Side::default(), Side::default());
     for round in 0..101 {
         if round % 2 == 0 {
-            time(&lane, &mut on_lane);
-            time(&plain, &mut on_plain);
+            on_lane.time(&lane, work);
+            on_plain.time(&plain, work);
         } else {
-            time(&plain, &mut on_plain);
-            time(&lane, &mut on_lane);
+            on_plain.time(&plain, work);
+            on_lane.time(&lane, work);
         }
     }
     // A round whose work was done by the end of its first poll timed nothing; a few such (a host
     // held up past 1 ms) leave the medians standing, many would leave them unmeasured, and a
     // first poll that waited for the work would leave every round untimed.
-    let before = untimed
-        .iter()
-        .filter(|round| matches!(round, Round::DoneBeforeThePoll))
-        .count();
-    let slow_polls: Vec<Duration> = untimed
-        .iter()
-        .filter_map(|round| match round {
-            Round::DoneDuringThePoll(took) => Some(*took),
-            _ => None,
-        })
-        .collect();
-    println!("untimed: {before} rounds done before their first poll, and first polls of {slow_polls:?}");
-    assert!(
-        on_lane.len() >= 90 && on_plain.len() >= 90,
-        "only {} lane and {} reactor waits of 101 each were pending after their first poll",
-        on_lane.len(),
-        on_plain.len()
-    );
+    for (name, side) in [("lane", &on_lane), ("reactor", &on_plain)] {
+        println!(
+            "{name}: {} rounds timed, {} done before their first poll, first polls the work ended \
+             in: {:?}",
+            side.timed.len(),
+            side.done_before_the_poll,
+            side.slow_polls
+        );
+        assert!(
+            side.timed.len() >= 90 && side.slow_polls.len() <= 3,
+            "{name}: only {} waits of 101 were pending after their first poll, and {} first \
+             polls lasted past the work",
+            side.timed.len(),
+            side.slow_polls.len()
+        );
+    }
     drop((lane, plain));
     release_lane_memory();
     std::thread::sleep(Duration::from_millis(30)); // past the scanner's last look
     let (cpu, wall) = (common::process_cpu_time(), Instant::now());
     std::thread::sleep(Duration::from_millis(300));
     let idle_cores = (common::process_cpu_time() - cpu).as_secs_f64() / wall.elapsed().as_secs_f64();
-    let timed = (on_lane.len(), on_plain.len());
-    let (lane_median, plain_median) = (median(on_lane), median(on_plain));
+    let timed = (on_lane.timed.len(), on_plain.timed.len());
+    let (lane_median, plain_median) = (median(on_lane.timed), median(on_plain.timed));
     println!(
         "median wake-ups: lane {lane_median:?}, reactor {plain_median:?} ({} and {} of 101 rounds \
          timed); idle after: {idle_cores:.3} cores",
