@@ -13,8 +13,8 @@
 //! wait in a lane is seen later than about [`SLOWEST`] after its event completes. A wait behind
 //! its lane's front cannot be complete before the front is, unless its event's order was not its
 //! stream's (the front's event was recorded again on another stream, or two threads recorded on
-//! one stream at once): every wait is also queried at least every [`BEHIND_FRONT`], by a slow walk
-//! over all of them.
+//! one stream at once): every wait is also queried about every [`BEHIND_FRONT`] at most (while
+//! the walk keeps its pace, see there), by a slow walk over all of them in short steps.
 //!
 //! Nothing here runs a thread or waits: the reactor thread calls in, and [`check`] is the one
 //! place that asks CUDA.
@@ -99,10 +99,11 @@ impl StreamWaits {
     }
 }
 
-/// A walk over every wait in the lanes, a chunk at a time: one starts every [`BEHIND_FRONT`]/2
-/// (or as soon as the last one ended, if later) with the waits there are then (later ones are the
-/// next walk's) and is paced to end within [`BEHIND_FRONT`]/2, so that a wait waits for the next
-/// walk and then through it, [`BEHIND_FRONT`] at most. A wait it finds complete behind waits still
+/// A walk over every wait in the lanes, a step at a time: one starts every [`BEHIND_FRONT`]/2
+/// (or as soon as the last one ended, if later) over the lanes there are then, each up to the last
+/// wait it held then (a wait filed later behind it is the next walk's), and is paced to end within
+/// [`BEHIND_FRONT`]/2, so that a wait waits for the next walk and then through it,
+/// [`BEHIND_FRONT`] at most, where the steps keep that pace. A wait it finds complete behind waits still
 /// pending in its lane shows that the lane's order is not its events' (see the module's docs):
 /// those pending waits ahead of it (asked again first) leave the lane for the unordered ones, so
 /// that they hold up no one; those behind it stay.

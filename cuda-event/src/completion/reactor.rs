@@ -137,7 +137,7 @@ impl Reactor {
         let waits = &mut running.waits;
         let alive = RefCell::new(Vec::new());
         let check = |wait: &Wait| check(d, wait, &alive);
-        let mut next_poll = None;
+        let (mut next_poll, mut next_walk) = (None, None);
         loop {
             alive.borrow_mut().clear();
             let registered = std::mem::take(&mut self.inbox.lock().registered);
@@ -149,12 +149,14 @@ impl Reactor {
             // lane unswept for longer than its bound (STEPPING while one is stepping).
             let longest = if stepping { STEPPING } else { SLOWEST };
             let rest = (sweep_start.elapsed() * LANE_CPU).min(longest);
-            // A walk still behind its pace takes its next step after resting LANE_CPU times as
-            // long as this one took.
-            let walk_start = Instant::now();
-            let next_walk = waits
-                .walk_a_chunk(&check)
-                .then(|| Instant::now() + walk_start.elapsed() * LANE_CPU);
+            if next_walk.is_none_or(|at| at <= Instant::now()) {
+                // A walk still behind its pace takes its next step after resting LANE_CPU times
+                // as long as this one took, whatever wakes the thread before.
+                let walk_start = Instant::now();
+                next_walk = waits
+                    .walk_a_chunk(&check)
+                    .then(|| Instant::now() + walk_start.elapsed() * LANE_CPU);
+            }
             alive.borrow_mut().clear();
             if next_poll.is_none_or(|at| at <= Instant::now()) {
                 // Each polling step costs about 1/CPU_SHARE of a core, but a whole walk over the
