@@ -103,10 +103,10 @@ impl StreamWaits {
 /// (or as soon as the last one ended, if later) over the lanes there are then, each up to the last
 /// wait it held then (a wait filed later behind it is the next walk's), and is paced to end within
 /// [`BEHIND_FRONT`]/2, so that a wait waits for the next walk and then through it,
-/// [`BEHIND_FRONT`] at most, where the steps keep that pace. A wait it finds complete behind waits still
-/// pending in its lane shows that the lane's order is not its events' (see the module's docs):
-/// those pending waits ahead of it (asked again first) leave the lane for the unordered ones, so
-/// that they hold up no one; those behind it stay.
+/// [`BEHIND_FRONT`] at most, where the steps keep that pace. A wait it finds complete behind waits
+/// still pending in its lane shows that the lane's order is not its events' (see the module's
+/// docs): those pending waits ahead of it (asked again first) leave the lane for the unordered
+/// ones, so that they hold up no one; those behind it stay.
 struct Walk {
     started: Instant,
     /// The lanes as they were at the start, each with its last wait then (waits filed later are
