@@ -3,7 +3,8 @@
 //!   they were recorded, so a sweep queries each lane from its oldest wait until one is still
 //!   pending, which costs one query per busy stream however many waits it has; or
 //! - **unordered** (an event recorded on a default stream or by other code, an imported one):
-//!   queried in chunks of [`CHUNK`], as the thread paces them (see [`reactor`](super::reactor)).
+//!   queried in steps of [`CHUNK`] (or fewer, [`QUERY_STEP`]), as the thread paces them (see
+//!   [`reactor`](super::reactor)).
 //!
 //! Sweeps follow each other closely after news (a wait registered, a completion found) and back
 //! off as time passes without any, from [`FASTEST`] to [`STEPPING`] apart while the lane's news
@@ -48,11 +49,11 @@ const QUIET_AFTER: Duration = Duration::from_millis(100);
 const PATIENCE: u32 = 32;
 /// Unordered queries in one step.
 const CHUNK: usize = 256;
-/// The longest one step of the walk over all waits (see [`Walk`]) goes on querying: the walk is a
-/// backstop paced over [`BEHIND_FRONT`], the sweeps of the lanes are what wakes a future soon after
-/// its work, so a walk behind its pace catches up in short steps between sweeps instead of holding
-/// the next sweep up for as many queries as it is behind. A step makes at least 15 queries.
-const WALK_STEP: Duration = Duration::from_micros(50);
+/// The longest one step of the walk over all waits (see [`Walk`]) or of the polling of unordered
+/// waits goes on querying: the sweeps of the lanes are what wakes a future soon after its work, so
+/// neither holds the next sweep up for more than about this (a walk behind its pace catches up in
+/// short steps between sweeps). A step makes at least 15 queries.
+const QUERY_STEP: Duration = Duration::from_micros(50);
 
 /// One registered wait.
 pub(super) struct Wait {
@@ -238,11 +239,11 @@ impl Waits {
     }
 
     /// Queries waits of the walk over all waits in the lanes, as many as it is behind its pace
-    /// (at least [`CHUNK`]), for at most about [`WALK_STEP`]. True if the walk is still behind its
+    /// (at least [`CHUNK`]), for at most about [`QUERY_STEP`]. True if the walk is still behind its
     /// pace after it: its next step is due as soon as the thread can spare the time.
     pub(super) fn walk_a_chunk(&mut self, check: &impl Fn(&Wait) -> Outcome) -> bool {
         let now = Instant::now();
-        let step_ends = now + WALK_STEP;
+        let step_ends = now + QUERY_STEP;
         let walk = &mut self.walk;
         if walk.at >= walk.lanes.len() {
             if now < walk.started + BEHIND_FRONT / 2 || self.lanes.is_empty() {
@@ -324,12 +325,18 @@ impl Waits {
         walk.at < walk.lanes.len() && walk.queried < due
     }
 
-    /// Queries the next chunk of unordered waits; returns how many chunks a walk over them takes,
-    /// or `None` when there are none.
+    /// Queries the next chunk of unordered waits ([`CHUNK`] of them, or as many as
+    /// [`QUERY_STEP`] allows); returns how many steps like it a walk over them takes, or `None`
+    /// when there are none.
     pub(super) fn poll_chunk(&mut self, check: &impl Fn(&Wait) -> Outcome) -> Option<usize> {
+        let step_ends = Instant::now() + QUERY_STEP;
         let mut at = self.next.min(self.polled.len());
-        let mut queried = 0;
+        let (mut queried, mut per_step) = (0, CHUNK);
         while at < self.polled.len() && queried < CHUNK {
+            if (queried + 1).is_multiple_of(16) && Instant::now() >= step_ends {
+                per_step = queried; // at least 15
+                break;
+            }
             queried += 1;
             match check(&self.polled[at]) {
                 Outcome::Pending => at += 1,
@@ -338,7 +345,7 @@ impl Waits {
             }
         }
         self.next = if at < self.polled.len() { at } else { 0 };
-        (!self.polled.is_empty()).then(|| self.polled.len().div_ceil(CHUNK))
+        (!self.polled.is_empty()).then(|| self.polled.len().div_ceil(per_step))
     }
 }
 
@@ -547,7 +554,7 @@ mod tests {
         // Queries so slow that 15 outlast a step.
         let (events, mut waits, _) = walk_due(1..=4096, vec![]);
         let slow = |wait: &Wait| {
-            std::thread::sleep(WALK_STEP / 8);
+            std::thread::sleep(QUERY_STEP / 8);
             events.check()(wait)
         };
         assert!(!waits.walk_a_chunk(&slow), "a walk just started is not behind");
@@ -560,6 +567,30 @@ mod tests {
         assert!(waits.walk_a_chunk(&slow), "still behind");
         assert_eq!(events.queries(), 30, "a step of a walk far behind is as short");
         assert_eq!(waits.walk.from.0, 31, "the walk goes on from the 31st wait");
+    }
+
+    #[test]
+    fn a_step_of_the_unordered_polling_is_as_short_and_says_how_many_such_steps_a_pass_takes() {
+        let events = Events::complete([]);
+        let mut waits = Waits::new(Instant::now());
+        let unordered = (1..=600).map(|id| Registered {
+            wait: wait(id).0,
+            order: None,
+        });
+        waits.take(unordered.collect());
+        // Queries so slow that 15 outlast a step.
+        let slow = |wait: &Wait| {
+            std::thread::sleep(QUERY_STEP / 8);
+            events.check()(wait)
+        };
+        assert_eq!(waits.poll_chunk(&slow), Some(40), "600 waits in steps of 15");
+        assert_eq!(events.queries(), 15);
+        assert_eq!(waits.poll_chunk(&slow), Some(40));
+        assert_eq!(
+            (events.queries(), waits.next),
+            (30, 30),
+            "each step goes on from the last"
+        );
     }
 
     #[test]
