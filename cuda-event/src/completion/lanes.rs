@@ -51,8 +51,8 @@ const PATIENCE: u32 = 32;
 const CHUNK: usize = 256;
 /// The longest one step of the walk over all waits (see [`Walk`]) or of the polling of unordered
 /// waits goes on querying: the sweeps of the lanes are what wakes a future soon after its work, so
-/// neither holds the next sweep up for more than about this (a walk behind its pace catches up in
-/// short steps between sweeps). A step makes at least 15 queries.
+/// a step of each holds the next sweep up for about this at most (a walk behind its pace catches
+/// up in short steps between sweeps). A step makes at least 15 queries, which may take longer.
 const QUERY_STEP: Duration = Duration::from_micros(50);
 
 /// One registered wait.
@@ -326,15 +326,16 @@ impl Waits {
     }
 
     /// Queries the next chunk of unordered waits ([`CHUNK`] of them, or as many as
-    /// [`QUERY_STEP`] allows); returns how many steps like it a walk over them takes, or `None`
-    /// when there are none.
-    pub(super) fn poll_chunk(&mut self, check: &impl Fn(&Wait) -> Outcome) -> Option<usize> {
+    /// [`QUERY_STEP`] allows); returns the share of a pass over them that it made (what it queried
+    /// over how many there were), or `None` when there are none left.
+    pub(super) fn poll_chunk(&mut self, check: &impl Fn(&Wait) -> Outcome) -> Option<f64> {
         let step_ends = Instant::now() + QUERY_STEP;
-        let mut at = self.next.min(self.polled.len());
-        let (mut queried, mut per_step) = (0, CHUNK);
+        let there_were = self.polled.len();
+        let mut at = self.next.min(there_were);
+        let mut queried = 0;
         while at < self.polled.len() && queried < CHUNK {
+            // The clock read before every 16th query: a step makes at least 15.
             if (queried + 1).is_multiple_of(16) && Instant::now() >= step_ends {
-                per_step = queried; // at least 15
                 break;
             }
             queried += 1;
@@ -345,7 +346,7 @@ impl Waits {
             }
         }
         self.next = if at < self.polled.len() { at } else { 0 };
-        (!self.polled.is_empty()).then(|| self.polled.len().div_ceil(per_step))
+        (!self.polled.is_empty()).then(|| queried as f64 / there_were as f64)
     }
 }
 
@@ -570,7 +571,7 @@ mod tests {
     }
 
     #[test]
-    fn a_step_of_the_unordered_polling_is_as_short_and_says_how_many_such_steps_a_pass_takes() {
+    fn a_step_of_the_unordered_polling_is_as_short_and_says_what_share_of_a_pass_it_made() {
         let events = Events::complete([]);
         let mut waits = Waits::new(Instant::now());
         let unordered = (1..=600).map(|id| Registered {
@@ -583,14 +584,18 @@ mod tests {
             std::thread::sleep(QUERY_STEP / 8);
             events.check()(wait)
         };
-        assert_eq!(waits.poll_chunk(&slow), Some(40), "600 waits in steps of 15");
+        assert_eq!(waits.poll_chunk(&slow), Some(15.0 / 600.0), "15 of 600 waits");
         assert_eq!(events.queries(), 15);
-        assert_eq!(waits.poll_chunk(&slow), Some(40));
+        assert_eq!(waits.poll_chunk(&slow), Some(15.0 / 600.0));
         assert_eq!(
             (events.queries(), waits.next),
             (30, 30),
             "each step goes on from the last"
         );
+        // The last step of a pass, cut short by the end: its own share.
+        waits.next = 590;
+        assert_eq!(waits.poll_chunk(&slow), Some(10.0 / 600.0));
+        assert_eq!(waits.next, 0, "the next pass starts over");
     }
 
     #[test]

@@ -159,14 +159,14 @@ impl Reactor {
             }
             alive.borrow_mut().clear();
             if next_poll.is_none_or(|at| at <= Instant::now()) {
-                // Each polling step costs about 1/CPU_SHARE of a core, but a whole walk over the
-                // unordered waits takes at most BACKSTOP.
+                // Each polling step costs about 1/CPU_SHARE of a core, but the pauses of a pass
+                // over the unordered waits add up to BACKSTOP at most (each its step's share).
                 let before = thread_cpu_time();
-                let chunks = waits.poll_chunk(&check);
+                let share = waits.poll_chunk(&check);
                 let cost = thread_cpu_time().saturating_sub(before);
-                next_poll = chunks.map(|chunks| {
+                next_poll = share.map(|share| {
                     let paced = (cost * CPU_SHARE).max(MIN_POLL);
-                    Instant::now() + paced.min(BACKSTOP / chunks.max(1) as u32)
+                    Instant::now() + paced.min(BACKSTOP.mul_f64(share))
                 });
             }
             let next_sweep = waits.next_sweep().map(|due| due.max(Instant::now() + rest));
