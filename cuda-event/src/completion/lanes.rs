@@ -106,8 +106,8 @@ impl StreamWaits {
 /// [`BEHIND_FRONT`]/2, so that a wait waits for the next walk and then through it,
 /// [`BEHIND_FRONT`] at most, where the steps keep that pace. A wait it finds complete behind waits
 /// still pending in its lane shows that the lane's order is not its events' (see the module's
-/// docs): those pending waits ahead of it (asked again first) leave the lane for the unordered
-/// ones, so that they hold up no one; those behind it stay.
+/// docs): those pending waits ahead of it (asked again first, as far as the step's time allows)
+/// leave the lane for the unordered ones, so that they hold up no one; those behind it stay.
 struct Walk {
     started: Instant,
     /// The lanes as they were at the start, each with its last wait then (waits filed later are
@@ -300,9 +300,15 @@ impl Waits {
                 lane.waits.remove(&key);
             }
             if ahead > 0 {
-                // Asked again: one that has completed since is no sign of disorder.
-                for key in walk.pending.drain(..ahead) {
-                    let Some(outcome) = lane.waits.get(&key).map(check) else {
+                // Asked again: one that has completed since is no sign of disorder. Past the
+                // step's time (at least 15 asked), the rest move unasked: the polling finds them.
+                let mut in_time = true;
+                for (asked_again, key) in walk.pending.drain(..ahead).enumerate() {
+                    in_time = in_time && (asked_again < 15 || Instant::now() < step_ends);
+                    let Some(outcome) = lane.waits.get(&key).map(|wait| match in_time {
+                        true => check(wait),
+                        false => Outcome::Pending,
+                    }) else {
                         continue;
                     };
                     let wait = lane.waits.remove(&key);
@@ -596,6 +602,26 @@ mod tests {
         waits.next = 590;
         assert_eq!(waits.poll_chunk(&slow), Some(10.0 / 600.0));
         assert_eq!(waits.next, 0, "the next pass starts over");
+    }
+
+    #[test]
+    fn the_waits_ahead_of_a_completed_one_are_asked_again_only_in_the_steps_time() {
+        // 1..=2000 pending, then 2001 complete: out of order. The walk's queries are quick until
+        // it finds 2001, and slow after, when it asks those ahead again.
+        let (events, mut waits, cells) = walk_due(1..=2001, vec![2001]);
+        let check = |wait: &Wait| {
+            if events.queries() >= 2001 {
+                std::thread::sleep(QUERY_STEP / 8);
+            }
+            events.check()(wait)
+        };
+        while !done(&cells[2000]) {
+            waits.walk.started -= BEHIND_FRONT; // every wait due
+            waits.walk_a_chunk(&check);
+        }
+        assert_eq!(events.queries(), 2001 + 15, "15 of those ahead asked again");
+        assert_eq!(waits.polled.len(), 2000, "every one ahead moved all the same");
+        assert!(waits.lanes.is_empty());
     }
 
     #[test]
