@@ -625,6 +625,38 @@ mod tests {
     }
 
     #[test]
+    fn a_walk_behind_its_pace_steps_at_its_own_time_whatever_wakes_the_thread() {
+        use crate::completion::reactor::Pacing;
+        // Queries so slow that a walk's step of 15 takes 750 us, and its rest three times that.
+        let (events, mut waits, _) = walk_due(1..=4096, vec![]);
+        let slow = |wait: &Wait| {
+            std::thread::sleep(QUERY_STEP);
+            events.check()(wait)
+        };
+        let mut pacing = Pacing::default();
+        pacing.turn(&mut waits, &slow, || {}); // the walk starts
+        waits.walk.started -= BEHIND_FRONT; // and is far behind
+        let turn_start = Instant::now();
+        let deadline = pacing.turn(&mut waits, &slow, || {});
+        let next_walk = pacing.next_walk.expect("behind: its next step is due");
+        assert!(
+            next_walk >= turn_start + 4 * 15 * QUERY_STEP,
+            "a step and its rest"
+        );
+        assert!(deadline.is_some_and(|deadline| deadline <= next_walk));
+        // A turn before that time (news woke the thread) takes no step of the walk. (Only
+        // where the whole turn ended before it, on a machine that held this test up longer.)
+        let walked = waits.walk.queried;
+        pacing.turn(&mut waits, &slow, || {});
+        if Instant::now() < next_walk {
+            assert_eq!(waits.walk.queried, walked, "no step before its time");
+        }
+        std::thread::sleep(next_walk.saturating_duration_since(Instant::now()));
+        pacing.turn(&mut waits, &slow, || {});
+        assert!(waits.walk.queried >= walked + 15, "a step at its time");
+    }
+
+    #[test]
     fn the_walk_keeps_a_lane_whose_waits_complete_in_order() {
         let (events, mut waits, cells) = walk_due(1..=10, vec![]);
         waits.walk_a_chunk(&events.check());

@@ -23,7 +23,7 @@
 //! thread.
 
 use crate::capture_mode::RelaxedCapture;
-use crate::completion::lanes::{Registered, SLOWEST, STEPPING, Wait, Waits, check};
+use crate::completion::lanes::{Outcome, Registered, SLOWEST, STEPPING, Wait, Waits, check};
 use crate::driver::{Driver, driver};
 use crate::error::{Error, Result};
 use crate::event::handle::QueryTarget;
@@ -137,40 +137,14 @@ impl Reactor {
         let waits = &mut running.waits;
         let alive = RefCell::new(Vec::new());
         let check = |wait: &Wait| check(d, wait, &alive);
-        let (mut next_poll, mut next_walk) = (None, None);
+        let mut pacing = Pacing::default();
         loop {
             alive.borrow_mut().clear();
             let registered = std::mem::take(&mut self.inbox.lock().registered);
             waits.take(registered);
-            let sweep_start = Instant::now();
-            let stepping = waits.sweep_lanes(&check);
-            alive.borrow_mut().clear(); // the walk and the poll check again: a short window
-            // Sweeps take at most about 1/(1 + LANE_CPU) of a core, unless that would leave a
-            // lane unswept for longer than its bound (STEPPING while one is stepping).
-            let longest = if stepping { STEPPING } else { SLOWEST };
-            let rest = (sweep_start.elapsed() * LANE_CPU).min(longest);
-            if next_walk.is_none_or(|at| at <= Instant::now()) {
-                // A walk still behind its pace takes its next step after resting LANE_CPU times
-                // as long as this one took, whatever wakes the thread before.
-                let walk_start = Instant::now();
-                next_walk = waits
-                    .walk_a_chunk(&check)
-                    .then(|| Instant::now() + walk_start.elapsed() * LANE_CPU);
-            }
-            alive.borrow_mut().clear();
-            if next_poll.is_none_or(|at| at <= Instant::now()) {
-                // Each polling step costs about 1/CPU_SHARE of a core, but the pauses of a pass
-                // over the unordered waits add up to BACKSTOP at most (each its step's share).
-                let before = thread_cpu_time();
-                let share = waits.poll_chunk(&check);
-                let cost = thread_cpu_time().saturating_sub(before);
-                next_poll = share.map(|share| {
-                    let paced = (cost * CPU_SHARE).max(MIN_POLL);
-                    Instant::now() + paced.min(BACKSTOP.mul_f64(share))
-                });
-            }
-            let next_sweep = waits.next_sweep().map(|due| due.max(Instant::now() + rest));
-            let deadline = [next_sweep, next_poll, next_walk].into_iter().flatten().min();
+            // Each phase of a turn (the sweeps, the walk, the poll) makes its own reset checks
+            // (`alive` emptied between them): a short window.
+            let deadline = pacing.turn(waits, &check, || alive.borrow_mut().clear());
             let mut inbox = self.inbox.lock();
             if inbox.registered.is_empty() {
                 inbox.sleeping_until = deadline;
@@ -189,6 +163,59 @@ impl Reactor {
             }
             inbox.sleeping_until = Some(Instant::now());
         }
+    }
+}
+
+/// When the thread's work is next due, between its turns: one turn sweeps the lanes that are due,
+/// takes a step of the walk over every wait in them and a step of the polling of unordered waits,
+/// each when its own time has come, whatever woke the thread.
+#[derive(Default)]
+pub(super) struct Pacing {
+    next_poll: Option<Instant>,
+    pub(super) next_walk: Option<Instant>,
+}
+
+impl Pacing {
+    /// One turn of the thread over `waits`, `new_phase` called between the sweeps, the walk and
+    /// the poll; returns when the next is due (`None`: only when told).
+    pub(super) fn turn(
+        &mut self,
+        waits: &mut Waits,
+        check: &impl Fn(&Wait) -> Outcome,
+        new_phase: impl Fn(),
+    ) -> Option<Instant> {
+        let sweep_start = Instant::now();
+        let stepping = waits.sweep_lanes(check);
+        new_phase();
+        // Sweeps take at most about 1/(1 + LANE_CPU) of a core, unless that would leave a lane
+        // unswept for longer than its bound (STEPPING while one is stepping).
+        let longest = if stepping { STEPPING } else { SLOWEST };
+        let rest = (sweep_start.elapsed() * LANE_CPU).min(longest);
+        if self.next_walk.is_none_or(|at| at <= Instant::now()) {
+            // A walk still behind its pace takes its next step after resting LANE_CPU times as
+            // long as this one took.
+            let walk_start = Instant::now();
+            self.next_walk = waits
+                .walk_a_chunk(check)
+                .then(|| Instant::now() + walk_start.elapsed() * LANE_CPU);
+        }
+        new_phase();
+        if self.next_poll.is_none_or(|at| at <= Instant::now()) {
+            // Each polling step costs about 1/CPU_SHARE of a core, but the pauses of a pass over
+            // the unordered waits add up to BACKSTOP at most (each its step's share).
+            let before = thread_cpu_time();
+            let share = waits.poll_chunk(check);
+            let cost = thread_cpu_time().saturating_sub(before);
+            self.next_poll = share.map(|share| {
+                let paced = (cost * CPU_SHARE).max(MIN_POLL);
+                Instant::now() + paced.min(BACKSTOP.mul_f64(share))
+            });
+        }
+        let next_sweep = waits.next_sweep().map(|due| due.max(Instant::now() + rest));
+        [next_sweep, self.next_poll, self.next_walk]
+            .into_iter()
+            .flatten()
+            .min()
     }
 }
 
