@@ -52,7 +52,8 @@ const CHUNK: usize = 256;
 /// The longest one step of the walk over all waits (see [`Walk`]) or of the polling of unordered
 /// waits goes on querying: the sweeps of the lanes are what wakes a future soon after its work, so
 /// a step of each holds the next sweep up for about this at most (a walk behind its pace catches
-/// up in short steps between sweeps). A step makes at least 15 queries, which may take longer.
+/// up in short steps between sweeps). A step makes at least 15 queries, which may take longer, and
+/// in each lane where the walk finds disorder asks again at least 15 of the waits ahead of it.
 const QUERY_STEP: Duration = Duration::from_micros(50);
 
 /// One registered wait.
@@ -302,14 +303,19 @@ impl Waits {
             if ahead > 0 {
                 // Asked again: one that has completed since is no sign of disorder. Past the
                 // step's time (at least 15 asked), the rest move unasked: the polling finds them.
-                let mut in_time = true;
-                for (asked_again, key) in walk.pending.drain(..ahead).enumerate() {
-                    in_time = in_time && (asked_again < 15 || Instant::now() < step_ends);
-                    let Some(outcome) = lane.waits.get(&key).map(|wait| match in_time {
-                        true => check(wait),
-                        false => Outcome::Pending,
-                    }) else {
+                let (mut asked_again, mut in_time) = (0, true);
+                for key in walk.pending.drain(..ahead) {
+                    // Those a sweep finished since are gone: no query, and not counted.
+                    let Some(wait) = lane.waits.get(&key) else {
                         continue;
+                    };
+                    in_time = in_time && (asked_again < 15 || Instant::now() < step_ends);
+                    let outcome = match in_time {
+                        true => {
+                            asked_again += 1;
+                            check(wait)
+                        }
+                        false => Outcome::Pending,
                     };
                     let wait = lane.waits.remove(&key);
                     match (outcome, wait) {
@@ -622,6 +628,35 @@ mod tests {
         assert_eq!(events.queries(), 2001 + 15, "15 of those ahead asked again");
         assert_eq!(waits.polled.len(), 2000, "every one ahead moved all the same");
         assert!(waits.lanes.is_empty());
+    }
+
+    #[test]
+    fn the_waits_a_sweep_finished_count_for_none_of_those_asked_again() {
+        // The walk, halfway through the lane, has found its waits pending; then 1..=100 complete,
+        // in order, and a sweep finishes them; then the walk goes on and finds 2001 complete: of
+        // those ahead it asks 15 still in the lane again and moves the rest. Queries so slow that
+        // each step makes 15.
+        let (events, mut waits, cells) = walk_due(1..=2001, vec![]);
+        let slow = |wait: &Wait| {
+            std::thread::sleep(QUERY_STEP / 8);
+            events.check()(wait)
+        };
+        while waits.walk.pending.len() < 1000 {
+            waits.walk.started -= BEHIND_FRONT;
+            waits.walk_a_chunk(&slow);
+        }
+        let walked = waits.walk.pending.len();
+        events.complete.lock().extend((1..=100).chain([2001]));
+        due_now(&mut waits);
+        waits.sweep_lanes(&events.check());
+        assert!(cells[..100].iter().all(|cell| done(cell)));
+        let queried = events.queries();
+        while !done(&cells[2000]) {
+            waits.walk.started -= BEHIND_FRONT;
+            waits.walk_a_chunk(&slow);
+        }
+        assert_eq!(events.queries(), queried + (2001 - walked) + 15);
+        assert_eq!(waits.polled.len(), 1900);
     }
 
     #[test]
