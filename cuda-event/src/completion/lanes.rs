@@ -56,6 +56,25 @@ const CHUNK: usize = 256;
 /// in each lane where the walk finds disorder asks again at least 15 of the waits ahead of it.
 const QUERY_STEP: Duration = Duration::from_micros(50);
 
+/// One step of queries, [`QUERY_STEP`] long.
+struct Step {
+    ends: Instant,
+}
+
+impl Step {
+    fn new(now: Instant) -> Step {
+        Step {
+            ends: now + QUERY_STEP,
+        }
+    }
+
+    /// Whether a step that made `made` queries so far is over: the clock is read before every
+    /// 16th query, so a step makes at least 15.
+    fn over(&self, made: usize) -> bool {
+        (made + 1).is_multiple_of(16) && Instant::now() >= self.ends
+    }
+}
+
 /// One registered wait.
 pub(super) struct Wait {
     pub(super) target: QueryTarget,
@@ -244,7 +263,7 @@ impl Waits {
     /// pace after it: its next step is due as soon as the thread can spare the time.
     pub(super) fn walk_a_chunk(&mut self, check: &impl Fn(&Wait) -> Outcome) -> bool {
         let now = Instant::now();
-        let step_ends = now + QUERY_STEP;
+        let step = Step::new(now);
         let walk = &mut self.walk;
         if walk.at >= walk.lanes.len() {
             if now < walk.started + BEHIND_FRONT / 2 || self.lanes.is_empty() {
@@ -278,13 +297,12 @@ impl Waits {
             // How many of the pending waits found so far stand ahead of a completed one.
             let mut ahead = 0;
             for (key, wait) in lane.waits.range(walk.from..=end) {
-                asked += 1;
-                // The clock read at every 16th wait: a step makes at least 15 queries.
-                if budget == 0 || (asked.is_multiple_of(16) && Instant::now() >= step_ends) {
+                if budget == 0 || step.over(asked) {
                     budget = 0;
                     rest = Some(*key);
                     break;
                 }
+                asked += 1;
                 budget -= 1;
                 walk.queried += 1;
                 match check(wait) {
@@ -309,7 +327,7 @@ impl Waits {
                     let Some(wait) = lane.waits.get(&key) else {
                         continue;
                     };
-                    in_time = in_time && (asked_again < 15 || Instant::now() < step_ends);
+                    in_time = in_time && (asked_again < 15 || Instant::now() < step.ends);
                     let outcome = match in_time {
                         true => {
                             asked_again += 1;
@@ -341,13 +359,12 @@ impl Waits {
     /// [`QUERY_STEP`] allows); returns the share of a pass over them that it made (what it queried
     /// over how many there were), or `None` when there are none left.
     pub(super) fn poll_chunk(&mut self, check: &impl Fn(&Wait) -> Outcome) -> Option<f64> {
-        let step_ends = Instant::now() + QUERY_STEP;
+        let step = Step::new(Instant::now());
         let there_were = self.polled.len();
         let mut at = self.next.min(there_were);
         let mut queried = 0;
         while at < self.polled.len() && queried < CHUNK {
-            // The clock read before every 16th query: a step makes at least 15.
-            if (queried + 1).is_multiple_of(16) && Instant::now() >= step_ends {
+            if step.over(queried) {
                 break;
             }
             queried += 1;
@@ -444,6 +461,14 @@ mod tests {
 
         fn queries(&self) -> usize {
             self.queries.load(Ordering::Relaxed)
+        }
+
+        /// [`check`](Self::check), each query taking at least `each`.
+        fn slow_check(&self, each: Duration) -> impl Fn(&Wait) -> Outcome + '_ {
+            move |wait: &Wait| {
+                std::thread::sleep(each);
+                self.check()(wait)
+            }
         }
     }
 
@@ -566,10 +591,7 @@ mod tests {
     fn a_walk_far_behind_its_pace_queries_for_one_short_step_at_a_time() {
         // Queries so slow that 15 outlast a step.
         let (events, mut waits, _) = walk_due(1..=4096, vec![]);
-        let slow = |wait: &Wait| {
-            std::thread::sleep(QUERY_STEP / 8);
-            events.check()(wait)
-        };
+        let slow = events.slow_check(QUERY_STEP / 8);
         assert!(!waits.walk_a_chunk(&slow), "a walk just started is not behind");
         assert_eq!(
             events.queries(),
@@ -592,10 +614,7 @@ mod tests {
         });
         waits.take(unordered.collect());
         // Queries so slow that 15 outlast a step.
-        let slow = |wait: &Wait| {
-            std::thread::sleep(QUERY_STEP / 8);
-            events.check()(wait)
-        };
+        let slow = events.slow_check(QUERY_STEP / 8);
         assert_eq!(waits.poll_chunk(&slow), Some(15.0 / 600.0), "15 of 600 waits");
         assert_eq!(events.queries(), 15);
         assert_eq!(waits.poll_chunk(&slow), Some(15.0 / 600.0));
@@ -637,10 +656,7 @@ mod tests {
         // those ahead it asks 15 still in the lane again and moves the rest. Queries so slow that
         // each step makes 15.
         let (events, mut waits, cells) = walk_due(1..=2001, vec![]);
-        let slow = |wait: &Wait| {
-            std::thread::sleep(QUERY_STEP / 8);
-            events.check()(wait)
-        };
+        let slow = events.slow_check(QUERY_STEP / 8);
         while waits.walk.pending.len() < 1000 {
             waits.walk.started -= BEHIND_FRONT;
             waits.walk_a_chunk(&slow);
@@ -664,10 +680,7 @@ mod tests {
         use crate::completion::reactor::Pacing;
         // Queries so slow that a walk's step of 15 takes 750 us, and its rest three times that.
         let (events, mut waits, _) = walk_due(1..=4096, vec![]);
-        let slow = |wait: &Wait| {
-            std::thread::sleep(QUERY_STEP);
-            events.check()(wait)
-        };
+        let slow = events.slow_check(QUERY_STEP);
         let mut pacing = Pacing::default();
         pacing.turn(&mut waits, &slow, || {}); // the walk starts
         waits.walk.started -= BEHIND_FRONT; // and is far behind
