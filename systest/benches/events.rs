@@ -430,7 +430,10 @@ fn ops() -> Vec<Op> {
             [
                 c_run!(|n| bench_c_record(raw.plain, raw.stream, n)),
                 run!(=> unsafe { ok(sys::cudaEventRecord(raw.plain, raw.stream)) }),
-                record_with_checks_off(plain.clone(), stream.clone(), false),
+                {
+                    let (plain, stream) = (plain.clone(), stream.clone());
+                    with_checks_off(false, move || plain.record(&stream).unwrap())
+                },
                 run!(cu_plain, cu_stream => cu_plain.record(&cu_stream).unwrap()),
                 run!(=> unsafe { drv(d.event_record.unwrap()(raw.plain, raw.stream)) }),
             ],
@@ -443,7 +446,10 @@ fn ops() -> Vec<Op> {
             [
                 None,
                 run!(=> unsafe { ok(sys::cudaEventRecord(raw.plain, raw.stream)) }),
-                record_with_checks_off(plain.clone(), stream.clone(), true),
+                {
+                    let (plain, stream) = (plain.clone(), stream.clone());
+                    with_checks_off(true, move || plain.record(&stream).unwrap())
+                },
                 None,
                 run!(=> unsafe { drv(d.event_record.unwrap()(raw.plain, raw.stream)) }),
             ],
@@ -569,6 +575,45 @@ fn ops() -> Vec<Op> {
                 }),
             ],
         ),
+        // elapsed_time's one check: the reset check's cuCtxGetId (both events of one context
+        // instance), then the raw driver's call; and the crate with it off, its own code alone.
+        op(
+            "elapsed_time: + reset check (driver: cuCtxGetId, cuEventElapsedTime)",
+            5000,
+            [
+                None,
+                None,
+                run!(start, end => start.elapsed_time(&end).unwrap()),
+                None,
+                run!(=> unsafe {
+                    let (mut id, mut ms) = (0, 0.0);
+                    drv(d.ctx_get_id.unwrap()(ctx_raw as sys::CUcontext, &mut id));
+                    drv(d.event_elapsed_time.unwrap()(&mut ms, raw.timing_start, raw.timing_end));
+                }),
+            ],
+        ),
+        op(
+            "elapsed_time, reset checks off",
+            5000,
+            [
+                None,
+                run!(=> unsafe {
+                    let mut ms = 0.0;
+                    ok(sys::cudaEventElapsedTime(&mut ms, raw.timing_start, raw.timing_end));
+                }),
+                {
+                    let (start, end) = (start.clone(), end.clone());
+                    with_checks_off(true, move || {
+                        start.elapsed_time(&end).unwrap();
+                    })
+                },
+                None,
+                run!(=> unsafe {
+                    let mut ms = 0.0;
+                    drv(d.event_elapsed_time.unwrap()(&mut ms, raw.timing_start, raw.timing_end));
+                }),
+            ],
+        ),
         op(
             "ipc_handle",
             5000,
@@ -684,16 +729,16 @@ fn measure(ops: &mut [Op]) {
     }
 }
 
-/// cuda-event's record of `event` on `stream`, timed with its capture checks off, and its
+/// A cuda-event call (a record, an `elapsed_time`), timed with the capture checks off, and the
 /// device-reset checks too where `reset_too`; both are on again after.
-fn record_with_checks_off(event: Arc<Event>, stream: Arc<Stream>, reset_too: bool) -> Option<Run> {
+fn with_checks_off(reset_too: bool, mut call: impl FnMut() + 'static) -> Option<Run> {
     Some(Box::new(move |n: usize| {
         // SAFETY: no stream is captured and no device is reset in this benchmark.
         unsafe {
             cuda_event::capture::set_capture_checks(false);
             cuda_event::set_device_reset_checks(!reset_too);
         }
-        let ns = timed(|| event.record(&stream).unwrap())(n);
+        let ns = timed(&mut call)(n);
         // SAFETY: turning the checks (back) on is always sound.
         unsafe {
             cuda_event::capture::set_capture_checks(true);
