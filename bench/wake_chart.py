@@ -1,7 +1,9 @@
 """Draws the wake benchmark's latencies (wake.json from cuda-event/benches/wake.rs) as an SVG: p50
-and p99 per waiter, one group per set of pending futures, on a log scale, with each waiter's CPU
-cost (its waiting thread's CPU over its waits, in cores; wake.md also has the process's) written
-above its bars where the run measured it.
+and p99 per waiter, on a log scale, with each waiter's CPU cost (its waiting thread's CPU over its
+waits, in cores; wake.md also has the process's) written above its bars where the run measured
+it. One group per number of waiters: a lone waiter (section 3) per set of futures pending beside
+it, 64 waiters at once (section 6), and section 2's 9,984 event futures over 64 streams (the
+reactor's, the flag lane's, and the thread blocked in synchronize that is their floor).
 Python 3 only.
 
     python3 bench/wake_chart.py WAKE_JSON OUT_SVG "title"
@@ -23,14 +25,39 @@ COLORS = {"Stream::completion": "#e15759", "Event::completion": "#f28e2b",
 LEGEND_COLUMNS = 3
 
 
+# Section 2's observers over 64 streams, as the waiters of section 3 they are: (phase, observer).
+EVERY_FUTURE = {("(a) over 64 streams", "Event::completion"): "Event::completion",
+                ("(a) over 64 flag-lane streams", "Event::completion"): "Event::completion (flag lane)",
+                ("(a) over 64 streams", "blocked synchronize (floor)"): "blocking synchronize"}
+
+
+def every_future_rows(rows):
+    """Section 2's rows over 64 streams, as one group of the chart's (no CPU measured)."""
+    every = [r for r in rows if r.get("section") == "every" and (r.get("phase"), r.get("observer")) in EVERY_FUTURE]
+    futures = max((r["n"] for r in every), default=0)  # the floor's row counts steps, not futures
+    return [dict(waiter=EVERY_FUTURE[r["phase"], r["observer"]], group=f"{futures:,} futures over 64 streams",
+                 p50_us=r["p50_us"], p99_us=r["p99_us"]) for r in every]
+
+
+def key(r):
+    """The chart's group of a row: how many wait, and what else is pending beside a lone waiter."""
+    if "group" in r:
+        return r["group"]
+    if r.get("waiters", 1) > 1:
+        return f"{r['waiters']} waiters at once"
+    return "1 waiter, " + (f"{r['pending']} {r['pending_kind']} pending" if r["pending"] else "nothing pending")
+
+
 def main():
-    rows = [r for r in json.load(open(sys.argv[1])) if "waiter" in r]
+    rows = json.load(open(sys.argv[1]))
+    rows = [r for r in rows if "waiter" in r] + every_future_rows(rows)
     out, title = sys.argv[2], sys.argv[3]
-    key = lambda r: f"{r['pending']} pending" + (f" ({r['pending_kind']})" if r["pending"] else "")
     groups = []
     for r in rows:
         if key(r) not in groups:
             groups.append(key(r))
+    # Fewest waiters first: the lone waiter's groups, 64 at once, then ten thousand.
+    groups.sort(key=lambda g: 0 if g.startswith("1 waiter") else 1 if "at once" in g else 2)
     lo, hi = 1.0, 10 ** math.ceil(math.log10(max(r["p99_us"] for r in rows)))
     legend_rows = math.ceil(len(COLORS) / LEGEND_COLUMNS)
     width, left, top, plot_h = 1100, 70, 40, 300

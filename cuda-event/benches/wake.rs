@@ -50,13 +50,18 @@
 //!    five windows of 1 s in a row.
 //! 5. **Throughput**: 64 tasks, each with its own stream, submit a 20 us kernel and await its
 //!    completion, for 2 s; against the same loop with a blocking `synchronize` on `spawn_blocking`.
+//! 6. **64 waiters at once** (run first: the other sections leave kernels running that would hold
+//!    its streams' hardware queues): for each of section 3's waiters, 64 threads, each on a stream
+//!    of its own, released together, each running one of section 3's trials; 10 rounds (quick:
+//!    4). Latency and CPU as in section 3; between its lone waiter and section 2's ten thousand
+//!    futures, for the chart of each way of waiting at 1, 64 and 10,000 waiters.
 //!
 //! About a minute (most of it the idle windows and the held kernels' end before the
 //! throughput phase). `CUDA_EVENT_WAKE_QUICK=1`: sections 1 and 2 in full (a 2 s hold in section 1),
-//! and section 3 with none and with 10,000 stream futures pending; no idle or throughput phase
-//! (about 20 s). A deadline ends a run that hangs after 6 minutes (quick: 150 s); what was
-//! measured until then is saved. `CUDA_EVENT_WAKE_SECTIONS` (say `13`) runs only the sections it
-//! names.
+//! section 3 with none and with 10,000 stream futures pending, section 6 in 4 rounds; no idle or
+//! throughput phase (about 20 s). A deadline ends a run that hangs after 6 minutes (quick: 150 s); what was
+//! measured until then is saved. `CUDA_EVENT_WAKE_SECTIONS` (say `13`; default `1236`) runs only
+//! the sections it names.
 
 use cuda_event_testkit as common;
 
@@ -138,7 +143,11 @@ fn main() {
         runtime.block_on(event.completion()).unwrap();
     }
 
-    let sections = std::env::var("CUDA_EVENT_WAKE_SECTIONS").unwrap_or_else(|_| "123".into());
+    let sections = std::env::var("CUDA_EVENT_WAKE_SECTIONS").unwrap_or_else(|_| "1236".into());
+    // First: the other sections leave kernels running that would hold its streams' queues.
+    if sections.contains('6') {
+        together_section(&mut out, &runtime, devices, quick, epoch);
+    }
     if sections.contains('1') {
         select_section(&mut out, select_hold);
     }
@@ -1072,6 +1081,100 @@ fn latency_section(
         println!("throughput: futures {futures:.0}/s, spawn_blocking synchronize {blocking:.0}/s");
         out.save();
     }
+}
+
+/// Section 6's waiters at once, each on a stream of its own, and its rounds (quick: fewer).
+const TOGETHER: usize = 64;
+const TOGETHER_ROUNDS: usize = 10;
+const TOGETHER_ROUNDS_QUICK: usize = 4;
+
+/// Section 6: [`TOGETHER`] waiters of one kind at once, for each of section 3's waiters, between
+/// section 3's lone waiter and section 2's ten thousand futures. Each waiter is a thread of its
+/// own running section 3's trial on its own stream (a future is awaited by `block_on` on that
+/// thread), all released together; [`TOGETHER_ROUNDS`] rounds.
+fn together_section(
+    out: &mut Output,
+    runtime: &tokio::runtime::Runtime,
+    devices: i32,
+    quick: bool,
+    epoch: Instant,
+) {
+    let streams_with = |options: StreamOptions| -> Vec<Stream> {
+        (0..TOGETHER)
+            .map(|i| Stream::with_options(i as i32 % devices, options).unwrap())
+            .collect()
+    };
+    let plain = streams_with(StreamOptions::default());
+    let lane = streams_with(StreamOptions::default().flag_lane(true));
+    for stream in plain.iter().chain(&lane) {
+        gpu_sleep(stream, Duration::from_micros(10));
+        stream.synchronize().unwrap();
+    }
+    let rounds = if quick {
+        TOGETHER_ROUNDS_QUICK
+    } else {
+        TOGETHER_ROUNDS
+    };
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let mut rows = String::new();
+    for waiter in WAITERS {
+        let streams = match waiter.contains("flag lane") {
+            true => &lane,
+            false => &plain,
+        };
+        let (process_cpu, process_wall) = (common::process_cpu_time(), Instant::now());
+        let mut woken: Vec<Woke> = Vec::with_capacity(rounds * TOGETHER);
+        for _ in 0..rounds {
+            let start = std::sync::Barrier::new(TOGETHER);
+            std::thread::scope(|s| {
+                let threads: Vec<_> = streams
+                    .iter()
+                    .map(|stream| {
+                        let start = &start;
+                        s.spawn(move || {
+                            start.wait();
+                            wake_once(runtime, stream, waiter, epoch)
+                        })
+                    })
+                    .collect();
+                woken.extend(threads.into_iter().map(|t| t.join().unwrap()));
+            });
+        }
+        let process =
+            (common::process_cpu_time() - process_cpu).as_secs_f64() / process_wall.elapsed().as_secs_f64();
+        let (cpu, wall) = woken.iter().fold((Duration::ZERO, Duration::ZERO), |(c, w), k| {
+            (c + k.cpu, w + k.wall)
+        });
+        let cores_each = cpu.as_secs_f64() / wall.as_secs_f64();
+        let mut samples: Vec<f64> = woken.iter().map(|w| w.latency_us).collect();
+        let n = samples.len();
+        let [p50, p99, max] = summary(&mut samples).unwrap();
+        let _ = writeln!(
+            rows,
+            "| {waiter} | {n} | {p50:.1} | {p99:.1} | {max:.1} | {cores_each:.2} | {process:.2} |"
+        );
+        out.json.push(format!(
+            "{{\"section\":\"together\",\"waiter\":\"{waiter}\",\"waiters\":{TOGETHER},\"pending\":0,\"pending_kind\":\"none\",\"n\":{n},\"p50_us\":{p50:.2},\"p99_us\":{p99:.2},\"max_us\":{max:.2},\"cpu_cores\":{cores_each:.4},\"process_cpu_cores\":{process:.4}}}"
+        ));
+        println!(
+            "{TOGETHER} at once: {waiter:32} p50 {p50:8.1} us  p99 {p99:8.1} us  CPU {cores_each:.2} cores each (process {process:.2})"
+        );
+    }
+    let _ = write!(
+        out.report,
+        "## {TOGETHER} waiters at once\n\n\
+         For each waiter of the wake-latency section: {TOGETHER} threads, each on a stream of its own \
+         (the flag lane's rows on flag-lane streams), released together, each running one trial \
+         of that section (1 ms of work, a host function's clock read, the waiter's return; a \
+         future awaited by `block_on` on its thread), {rounds} rounds. {cores} cores: more spinning \
+         waiters than cores share them with CUDA's host-function thread, whose clock read is \
+         the reference, so a spinning row's latency is a lower bound there.\n\n\
+         CPU, in cores: each waiting thread's CPU time over its wait, divided by the wall time \
+         (the mean of the {TOGETHER}); the process's over the waiter's rounds.\n\n\
+         | waiter | n | p50 us | p99 us | max us | CPU, each waiting thread | CPU, process |\n\
+         |---|---|---|---|---|---|---|\n{rows}\n"
+    );
+    out.save();
 }
 
 /// Issue 43's goals for one waiter: a flag-lane wait's p50 and p99, and `Wait::Spin` against the
