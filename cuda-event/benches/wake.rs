@@ -5,7 +5,7 @@
 //! `$CUDA_EVENT_BENCH_OUT` (default: the current folder), rewritten after each section, so that a
 //! run cut short keeps what it measured. The header names the GPUs, the driver and the parameters.
 //!
-//! Sections, in the order they run:
+//! Sections, in the order they run (but section 6, listed last, runs first):
 //!
 //! 1. **The `select!` pattern** (issue 18 item 4): on a fresh stream of device 0 held by a kernel of
 //!    [`SELECT_HOLD`] with [`SELECT_QUEUED`] near-empty kernels queued behind it, 5,000 times: make a
@@ -52,8 +52,8 @@
 //!    completion, for 2 s; against the same loop with a blocking `synchronize` on `spawn_blocking`.
 //! 6. **64 waiters at once** (run first: the other sections leave kernels running that would hold
 //!    its streams' hardware queues): for each of section 3's waiters, 64 threads, each on a stream
-//!    of its own, released together, each running one of section 3's trials; 10 rounds (quick:
-//!    4). Latency and CPU as in section 3; between its lone waiter and section 2's ten thousand
+//!    of its own; work queued on every stream first, then the threads released together, each
+//!    running one of section 3's trials behind it; 10 rounds (quick: 4) after one uncounted. Latency and CPU as in section 3; between its lone waiter and section 2's ten thousand
 //!    futures, for the chart of each way of waiting at 1, 64 and 10,000 waiters.
 //!
 //! About a minute (most of it the idle windows and the held kernels' end before the
@@ -233,7 +233,8 @@ fn header(devices: i32, quick: bool, select_hold: Duration) -> (String, String) 
          - every future: (a) {} event futures over {SPREAD_STREAMS} streams, (b) {} on one stream \
          with {} pending on another (details in its section)\n\
          - wake latency: {TRIALS} trials per waiter; pending futures on {HELD_PER_DEVICE} streams per GPU \
-         held {} s\n\n",
+         held {} s\n\
+         - {TOGETHER} waiters at once: {} rounds per waiter\n\n",
         gpus.join(", "),
         version(driver_api),
         version(runtime_api),
@@ -243,16 +244,18 @@ fn header(devices: i32, quick: bool, select_hold: Duration) -> (String, String) 
         ONE_STREAM_STEPS * (ONE_STREAM_EVENT_FUTURES + ONE_STREAM_STREAM_FUTURES),
         HELD_EVENT_FUTURES + HELD_STREAM_FUTURES,
         OLD_HOLD.as_secs(),
+        together_rounds(quick),
     );
     let quoted: Vec<String> = names.iter().map(|n| format!("{n:?}")).collect();
     let json = format!(
         "{{\"gpus\":[{}],\"driver\":{module:?},\"cuda_driver_api\":{driver_api},\"cuda_runtime\":{runtime_api},\
          \"quick\":{quick},\"select_pairs\":{SELECT_PAIRS},\"select_queued_kernels\":{SELECT_QUEUED},\
          \"select_hold_s\":{},\"every_spread_streams\":{SPREAD_STREAMS},\"trials\":{TRIALS},\
-         \"held_per_device\":{HELD_PER_DEVICE},\"held_s\":{}}}",
+         \"held_per_device\":{HELD_PER_DEVICE},\"held_s\":{},\"together\":{TOGETHER},\"together_rounds\":{}}}",
         quoted.join(","),
         select_hold.as_secs_f64(),
         OLD_HOLD.as_secs(),
+        together_rounds(quick),
     );
     (report, json)
 }
@@ -1088,6 +1091,13 @@ const TOGETHER: usize = 64;
 const TOGETHER_ROUNDS: usize = 10;
 const TOGETHER_ROUNDS_QUICK: usize = 4;
 
+fn together_rounds(quick: bool) -> usize {
+    match quick {
+        true => TOGETHER_ROUNDS_QUICK,
+        false => TOGETHER_ROUNDS,
+    }
+}
+
 /// Section 6: [`TOGETHER`] waiters of one kind at once, for each of section 3's waiters, between
 /// section 3's lone waiter and section 2's ten thousand futures. Each waiter is a thread of its
 /// own running section 3's trial on its own stream (a future is awaited by `block_on` on that
@@ -1110,11 +1120,11 @@ fn together_section(
         gpu_sleep(stream, Duration::from_micros(10));
         stream.synchronize().unwrap();
     }
-    let rounds = if quick {
-        TOGETHER_ROUNDS_QUICK
-    } else {
-        TOGETHER_ROUNDS
-    };
+    let rounds = together_rounds(quick);
+    // Each thread queues its host function and its waiter's record behind work queued on every
+    // stream first: so that no stream's work starts behind another's host function on a shared
+    // hardware queue.
+    let hold = Duration::from_millis(2);
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     let mut rows = String::new();
     for waiter in WAITERS {
@@ -1124,21 +1134,29 @@ fn together_section(
         };
         let (process_cpu, process_wall) = (common::process_cpu_time(), Instant::now());
         let mut woken: Vec<Woke> = Vec::with_capacity(rounds * TOGETHER);
-        for _ in 0..rounds {
-            let start = std::sync::Barrier::new(TOGETHER);
-            std::thread::scope(|s| {
+        // A first round uncounted: the waiter's events created, the lanes of its streams made.
+        for round in 0..=rounds {
+            let start = std::sync::Barrier::new(TOGETHER + 1);
+            let round_woken: Vec<Woke> = std::thread::scope(|s| {
                 let threads: Vec<_> = streams
                     .iter()
                     .map(|stream| {
                         let start = &start;
                         s.spawn(move || {
                             start.wait();
-                            wake_once(runtime, stream, waiter, epoch)
+                            wake_behind(runtime, stream, waiter, epoch)
                         })
                     })
                     .collect();
-                woken.extend(threads.into_iter().map(|t| t.join().unwrap()));
+                for stream in streams {
+                    gpu_sleep(stream, hold);
+                }
+                start.wait();
+                threads.into_iter().map(|t| t.join().unwrap()).collect()
             });
+            if round > 0 {
+                woken.extend(round_woken);
+            }
         }
         let process =
             (common::process_cpu_time() - process_cpu).as_secs_f64() / process_wall.elapsed().as_secs_f64();
@@ -1164,15 +1182,19 @@ fn together_section(
         out.report,
         "## {TOGETHER} waiters at once\n\n\
          For each waiter of the wake-latency section: {TOGETHER} threads, each on a stream of its own \
-         (the flag lane's rows on flag-lane streams), released together, each running one trial \
-         of that section (1 ms of work, a host function's clock read, the waiter's return; a \
-         future awaited by `block_on` on its thread), {rounds} rounds. {cores} cores: more spinning \
-         waiters than cores share them with CUDA's host-function thread, whose clock read is \
-         the reference, so a spinning row's latency is a lower bound there.\n\n\
+         (the flag lane's rows on flag-lane streams). Work of {} ms is queued on every stream \
+         first, then the threads are released together, each running one trial of that section \
+         behind it (a host function's clock read, the waiter's return; a future awaited by \
+         `block_on` on its thread); {rounds} rounds after one uncounted. CUDA runs a context's host \
+         functions one at a time, so the {TOGETHER} measured points come one after another, a \
+         host function's run apart; the {TOGETHER} streams share CUDA_DEVICE_MAX_CONNECTIONS \
+         hardware queues. {cores} cores: with more spinning waiters than cores, a row's latency \
+         includes waiting for a core.\n\n\
          CPU, in cores: each waiting thread's CPU time over its wait, divided by the wall time \
          (the mean of the {TOGETHER}); the process's over the waiter's rounds.\n\n\
          | waiter | n | p50 us | p99 us | max us | CPU, each waiting thread | CPU, process |\n\
-         |---|---|---|---|---|---|---|\n{rows}\n"
+         |---|---|---|---|---|---|---|\n{rows}\n",
+        hold.as_millis(),
     );
     out.save();
 }
@@ -1274,9 +1296,15 @@ fn waiting(epoch: Instant, wait: impl FnOnce()) -> (Duration, Duration, Duration
 
 /// One trial: the measured point is reached 1 ms after the waiter starts waiting.
 fn wake_once(runtime: &tokio::runtime::Runtime, stream: &Stream, waiter: &str, epoch: Instant) -> Woke {
-    let reached = Arc::new(AtomicU64::new(0));
     // The measured point is reached 1 ms from now, after the waiter is waiting.
     gpu_sleep(stream, Duration::from_millis(1));
+    wake_behind(runtime, stream, waiter, epoch)
+}
+
+/// A trial behind the work already queued on `stream`: a host function's clock read (the measured
+/// point), then what the waiter waits on, then its wait.
+fn wake_behind(runtime: &tokio::runtime::Runtime, stream: &Stream, waiter: &str, epoch: Instant) -> Woke {
+    let reached = Arc::new(AtomicU64::new(0));
     let clock = reached.clone();
     stream
         .launch_host_fn(move || clock.store(epoch.elapsed().as_nanos() as u64, Ordering::Release))

@@ -3,8 +3,9 @@
 //! (the driver functions cuda-event calls, resolved as it resolves them). One process, the
 //! implementations interleaved round by round (order rotated each round), a warm-up round first;
 //! reports the median ns/call of each and the medians of per-round ratios against raw Rust FFI and
-//! against the raw driver calls. The "record:" rows break a record down: the raw driver column
-//! makes the driver calls named, the cuda-event column the crate's record with its checks.
+//! against the raw driver calls. The "record:" and "elapsed_time:" rows break a call down: the raw
+//! driver column makes the driver calls named, the cuda-event column the crate's call with its
+//! checks; the "checks off" rows time the crate's call without them.
 //! Then thread scaling, and CPU time over a 200 ms wait.
 //!
 //! cargo bench -p cuda-event-systest --bench events   (writes events.md and events.json into
