@@ -6,7 +6,8 @@ use crate::stream::Stream;
 use crate::timing::engine::sampler::Sampler;
 use crate::timing::measurement::{Measurement, StopReason};
 use crate::timing::options::MeasureOptions;
-use crate::timing::statistics::{median_bounds, median_of_sorted, smallest_step};
+use crate::timing::statistics::clusters::two_clusters;
+use crate::timing::statistics::{median_bounds, median_of_sorted, saturating_secs, smallest_step};
 use std::fmt;
 use std::time::Duration;
 
@@ -64,8 +65,9 @@ pub enum Verdict {
     Slower,
     /// None of the above before the timeout (a difference about the size of the margin, or too
     /// much noise), or the samples cannot resolve the margin (the timing events' resolution is
-    /// too coarse for the work's time, or every sample reads the same), or a side is not
-    /// trusted ([`Measurement::trust`]).
+    /// too coarse for the work's time, or every sample reads the same), or the pairs' ratios fall
+    /// in two clusters ([`Comparison::ratio_clusters`]), or a side is not trusted
+    /// ([`Measurement::trust`]).
     Ambiguous,
 }
 
@@ -77,6 +79,32 @@ impl fmt::Display for Verdict {
             Verdict::Slower => "slower",
             Verdict::Ambiguous => "ambiguous",
         })
+    }
+}
+
+/// The pairs' ratios (B over A) in two clusters, as [`Clusters`](crate::timing::Clusters) finds
+/// them in samples: B against A is not one number in this run, as when one side ran two ways in
+/// turn that the other did not (a median of the ratios would read one of them as the whole).
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct RatioClusters {
+    /// The lower cluster's median ratio.
+    pub low: f64,
+    /// The higher cluster's median ratio.
+    pub high: f64,
+    /// The share of the pairs in the higher cluster.
+    pub high_share: f64,
+}
+
+impl fmt::Display for RatioClusters {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "B/A {:.4} and {:.4}, {:.0}% in the higher",
+            self.low,
+            self.high,
+            100.0 * self.high_share
+        )
     }
 }
 
@@ -120,9 +148,16 @@ impl Comparison {
     pub fn pairs(&self) -> usize {
         self.ratio.pairs
     }
-    /// The verdict on B against A: [`Verdict::Ambiguous`] whatever the ratio when either side
-    /// is not trusted ([`Measurement::trust`]: samples in two clusters, throttling, a lost gate, a
-    /// flush that did not evict, work below the timer's resolution, a calibration in doubt).
+    /// The pairs' ratios in two clusters, if they fall in two: then the verdict is
+    /// [`Verdict::Ambiguous`]. A side's own two modes that both sides share (the order of a pair,
+    /// the GPU's clocks) leave the ratios in one; a mode of one side alone splits them.
+    pub fn ratio_clusters(&self) -> Option<RatioClusters> {
+        self.ratio.clusters
+    }
+    /// The verdict on B against A: [`Verdict::Ambiguous`] whatever the ratio when the pairs'
+    /// ratios fall in two clusters ([`ratio_clusters`](Self::ratio_clusters)) or either side is not
+    /// trusted ([`Measurement::trust`]: for a comparison's side, throttling, a lost gate, a flush
+    /// that did not evict).
     pub fn verdict(&self) -> Verdict {
         if !(self.a.trust().is_trusted() && self.b.trust().is_trusted()) {
             return Verdict::Ambiguous;
@@ -254,6 +289,8 @@ struct Ratio {
     /// The smallest step between two different samples, relative to A's median time (infinite
     /// when every sample reads the same, or A's median is 0).
     resolution: f64,
+    /// The ratios in two clusters, if they are.
+    clusters: Option<RatioClusters>,
 }
 
 impl Ratio {
@@ -279,6 +316,13 @@ impl Ratio {
         let mut a_times: Vec<f64> = a.iter().map(Duration::as_secs_f64).collect();
         a_times.sort_unstable_by(f64::total_cmp);
         let a_median = median(&a_times);
+        // The samples' test for two clusters, on the ratios read as seconds.
+        let as_seconds: Vec<Duration> = ratios.iter().map(|&r| saturating_secs(r)).collect();
+        let clusters = two_clusters(&as_seconds).map(|c| RatioClusters {
+            low: c.low.as_secs_f64(),
+            high: c.high.as_secs_f64(),
+            high_share: c.high_share,
+        });
         Ratio {
             median: median(&ratios),
             low,
@@ -289,6 +333,7 @@ impl Ratio {
             } else {
                 f64::INFINITY
             },
+            clusters,
         }
     }
 
@@ -296,7 +341,7 @@ impl Ratio {
     fn verdict(&self, margin: f64) -> Verdict {
         let (low, high, ratio) = (self.low, self.high, self.median);
         let (above, below) = (1.0 + margin, 1.0 / (1.0 + margin));
-        if self.resolution > margin / 2.0 {
+        if self.resolution > margin / 2.0 || self.clusters.is_some() {
             Verdict::Ambiguous
         } else if low >= below && high <= above {
             Verdict::Same
@@ -398,6 +443,33 @@ mod tests {
         let ratio = Ratio::of(&us(&a), &us(&b), ALPHA);
         assert_eq!(ratio.pairs, 100);
         assert_eq!(ratio.verdict(0.01), Verdict::Same);
+    }
+
+    #[test]
+    fn a_mode_of_one_side_alone_makes_the_verdict_ambiguous_and_a_shared_one_does_not() {
+        // B takes 120 us in three pairs of ten and 100 us otherwise: the ratios' median reads
+        // "same", yet B is not A.
+        let a = jittered(1000, 1.0);
+        let moded = |side: &[f64]| -> Vec<f64> {
+            let raised = |i: usize, v: f64| if i % 10 < 3 { v * 1.2 } else { v };
+            side.iter().enumerate().map(|(i, &v)| raised(i, v)).collect()
+        };
+        let other_jitter: Vec<f64> = (0..1000).map(|i| 100.0 + ((i + 3) % 11) as f64 * 0.03).collect();
+        let b = moded(&other_jitter);
+        let ratio = Ratio::of(&us(&a), &us(&b), ALPHA);
+        let clusters = ratio.clusters.expect("two clusters of ratios");
+        assert!(
+            (clusters.low - 1.0).abs() < 0.01 && (clusters.high - 1.2).abs() < 0.01,
+            "{clusters}"
+        );
+        assert!((clusters.high_share - 0.3).abs() < 0.02, "{clusters}");
+        assert_eq!(ratio.verdict(0.01), Verdict::Ambiguous);
+        // Both sides slow in the same pairs (the GPU's clocks, say): the ratios stay in one.
+        let shared = Ratio::of(&us(&moded(&a)), &us(&b), ALPHA);
+        assert_eq!((shared.clusters, shared.verdict(0.01)), (None, Verdict::Same));
+        let slower: Vec<f64> = other_jitter.iter().map(|v| v * 1.03).collect();
+        let slower = Ratio::of(&us(&moded(&a)), &us(&moded(&slower)), ALPHA);
+        assert_eq!((slower.clusters, slower.verdict(0.01)), (None, Verdict::Slower));
     }
 
     #[test]

@@ -26,7 +26,7 @@ pub(crate) mod statistics;
 pub(crate) mod timer;
 
 pub use self::calibration::{Calibration, NoNet};
-pub use self::compare::{CONFIDENCE, CompareOptions, Comparison, Verdict, compare};
+pub use self::compare::{CONFIDENCE, CompareOptions, Comparison, RatioClusters, Verdict, compare};
 #[cfg(feature = "criterion")]
 pub use self::criterion::GpuTime;
 pub use self::cupti::times::CuptiTimes;

@@ -8,7 +8,7 @@ pub(crate) mod fixed_cost;
 use crate::timing::calibration::fixed_cost::{EMPTY, RUNGS, Rung, fit};
 use crate::timing::statistics::clusters::{Clusters, Drift, drift, two_clusters};
 use crate::timing::statistics::places::{balanced_half_width, balanced_median, without_places};
-use crate::timing::statistics::smallest_step;
+use crate::timing::statistics::{saturating_secs, smallest_step};
 use std::fmt;
 use std::time::Duration;
 
@@ -121,7 +121,7 @@ impl Calibration {
             })
             .collect();
         lengths.sort_by(|a, b| a.length.total_cmp(&b.length));
-        let secs = |s: f64| Duration::from_secs_f64(s.max(0.0));
+        let secs = saturating_secs;
         // Without a kernel that runs (every such repetition throttled away), the empty kernel's
         // interval is the only reading there is.
         let (fixed_cost, uncertainty, largest_residual, slope) = match fit(&lengths) {
@@ -166,7 +166,7 @@ impl Calibration {
 pub(crate) fn step_of_sorted(sorted: &[Duration]) -> Option<Duration> {
     let secs: Vec<f64> = sorted.iter().map(Duration::as_secs_f64).collect();
     let step = smallest_step(&secs);
-    step.is_finite().then(|| Duration::from_secs_f64(step))
+    step.is_finite().then(|| saturating_secs(step))
 }
 
 /// Why a [`Measurement`](crate::timing::Measurement) has no net time

@@ -12,7 +12,9 @@ use crate::timing::measurement::flush_check::{FlushCheck, FlushVerdict};
 use crate::timing::measurement::trust::{Doubt, Trust};
 use crate::timing::statistics::clusters::two_clusters;
 use crate::timing::statistics::places::{balanced_median, without_places};
-use crate::timing::statistics::{median, median_half_width, percentile_of_sorted, relative_deviation};
+use crate::timing::statistics::{
+    median, median_half_width, percentile_of_sorted, relative_deviation, saturating_secs,
+};
 use std::time::Duration;
 
 /// How far (a share of CUPTI's net time, beyond the calibration's uncertainty) the net time may be
@@ -332,7 +334,7 @@ impl Measurement {
                 self.net().unwrap_or(self.median()).as_secs_f64() * self.conditions.max_calibration_share;
             let beyond = |d: Duration| d.as_secs_f64() > material;
             // A slope off 1 moves the fixed cost by about its error times the rungs' mean length.
-            let moves = |slope: f64| Duration::from_secs_f64((slope - 1.0).abs() * mean_rung_length());
+            let moves = |slope: f64| saturating_secs((slope - 1.0).abs() * mean_rung_length());
             if let Some(slope) = calibration.slope.filter(|&slope| {
                 (slope - 1.0).abs() > SLOPE_TOLERANCE.max(2.0 * calibration.slope_uncertainty)
                     && beyond(moves(slope))
@@ -492,6 +494,18 @@ mod tests {
         let m = plain(vec![Duration::MAX; 3], StopReason::Timeout);
         assert_eq!(m.mean(), Duration::from_nanos(u64::MAX));
         assert_eq!(m.median(), Duration::MAX);
+        // The verdict and the net time, in two places and calibrated, read them without panicking.
+        let samples = vec![Duration::MAX; 4];
+        let m = Measurement::synthetic_in_places(
+            samples,
+            vec![0, 1, 0, 1],
+            Conditions::plain(StopReason::Timeout),
+        )
+        .calibrated(Calibrated::Done(of_empty_kernels(
+            &[Duration::from_micros(4); 30],
+        )));
+        let _ = (m.trust().to_string(), m.net());
+        assert!(crate::timing::calibration::step_of_sorted(&[Duration::ZERO, Duration::MAX]).is_some());
     }
 
     #[test]

@@ -8,6 +8,13 @@ pub(crate) mod places;
 
 use std::time::Duration;
 
+/// `secs` seconds as a `Duration`, saturating: `Duration::MAX` above what one holds (a sample of an
+/// infinite or huge reading, see `Timer`'s elapsed time), zero below zero or for NaN. Arithmetic
+/// in seconds on such samples must never panic.
+pub(crate) fn saturating_secs(secs: f64) -> Duration {
+    Duration::try_from_secs_f64(secs.max(0.0)).unwrap_or(Duration::MAX)
+}
+
 /// The median of `values` (none when there are none).
 pub(crate) fn median(values: &[f64]) -> Option<f64> {
     let mut sorted = values.to_vec();

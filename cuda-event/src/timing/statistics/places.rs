@@ -5,7 +5,7 @@
 //! samples. The place-balanced median weighs each place once: the mean of the places' own
 //! medians, which moves only as those medians do.
 
-use crate::timing::statistics::{median_duration, median_half_width};
+use crate::timing::statistics::{median_duration, median_half_width, saturating_secs};
 use std::time::Duration;
 
 /// Each place's samples of `samples` (taken in `places`, one each), sorted, by place (empty for a
@@ -35,7 +35,7 @@ fn place_medians(samples: &[Duration], places: &[usize]) -> (Vec<Option<f64>>, f
 /// The place-balanced median of `samples` (not empty), taken in `places`: the mean of each
 /// place's median. With one place, the median.
 pub(crate) fn balanced_median(samples: &[Duration], places: &[usize]) -> Duration {
-    Duration::from_secs_f64(place_medians(samples, places).1)
+    saturating_secs(place_medians(samples, places).1)
 }
 
 /// The half-width of the 95% confidence interval of [`balanced_median`]: each place's half-width
@@ -51,7 +51,7 @@ pub(crate) fn balanced_half_width(
         .clone()
         .map(|sorted| median_half_width(sorted, resolution).as_secs_f64().powi(2))
         .sum();
-    Duration::from_secs_f64(squares.sqrt() / taken.count().max(1) as f64)
+    saturating_secs(squares.sqrt() / taken.count().max(1) as f64)
 }
 
 /// `samples` each moved by what its place adds: less its place's median, plus the
@@ -63,7 +63,7 @@ pub(crate) fn without_places(samples: &[Duration], places: &[usize]) -> Vec<Dura
         .zip(places)
         .map(|(&sample, &place)| {
             let own = medians[place].expect("a sample in this place");
-            Duration::from_secs_f64((sample.as_secs_f64() - own + balanced).max(0.0))
+            saturating_secs(sample.as_secs_f64() - own + balanced)
         })
         .collect()
 }
