@@ -207,6 +207,16 @@ impl Event {
         if !self.options.external {
             return self.record_captured(d, handle, stream, ask.capture);
         }
+        // Into a capture the crate makes, the crate's end of it waits until the record returns
+        // (`Capture::end`), as for a plain record.
+        let _entry = match ask.capture {
+            Some(capture) => match capture.enter() {
+                Some(entry) => Some(entry),
+                // The crate ended it since the check: the stream is in no capture of it any more.
+                None => return self.record_handle(d, handle, stream, Ask::default()),
+            },
+            None => None,
+        };
         d.event_record_with_flags.call(|f| {
             // SAFETY: a live event and stream of one device (checked by the caller); the flag is a
             // record flag.
