@@ -76,7 +76,7 @@ impl Exclusive {
 
 /// Held by a record or host-function launch on `stream` from its capture check to its CUDA call.
 /// Whether `a`'s and `b`'s calls share one gate (for tests that need two streams apart).
-#[cfg(test)]
+#[cfg(all(test, cuda_event_model))]
 pub(crate) fn same_gate(a: sys::cudaStream_t, b: sys::cudaStream_t) -> bool {
     std::ptr::eq(gate(a), gate(b))
 }
