@@ -17,7 +17,10 @@
 //!
 //! The gates are a fixed set, picked by the stream's raw handle (two `Stream`s borrowing one CUDA
 //! stream share a gate), each on a cache line of its own so that threads on different streams
-//! rarely meet.
+//! rarely meet. Unrelated streams of one set do meet where CUDA blocks a record or a host
+//! function's launch (a full queue): it holds the gate shared meanwhile, and a begin, an end or a
+//! fork of a capture on another stream of the set waits for it. A stream's drop takes its gate
+//! exclusive only where the stream is listed, so that it never waits for such a record.
 
 use crate::stream::known_capture::Capture;
 use crate::sync::{Lazy, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -44,6 +47,10 @@ fn gate(stream: sys::cudaStream_t) -> &'static RwLock<Listed> {
 pub(crate) struct Shared(RwLockReadGuard<'static, Listed>);
 
 impl Shared {
+    fn lists(&self, stream: sys::cudaStream_t) -> bool {
+        self.0.iter().any(|(s, _)| *s == stream as usize)
+    }
+
     /// The capture that the crate ends and `stream` is in, if any: known without asking CUDA,
     /// and certain while this is held.
     pub(crate) fn capture_of(&self, stream: sys::cudaStream_t) -> Option<&Arc<Capture>> {
@@ -92,5 +99,11 @@ pub(crate) fn exclusive(stream: sys::cudaStream_t) -> Exclusive {
 
 /// `stream` is destroyed: CUDA may give its handle to the next stream made, which is in no capture.
 pub(crate) fn forget(stream: sys::cudaStream_t) {
-    exclusive(stream).ended(stream);
+    // Exclusive only where the stream is listed: a record on another stream of this gate holds it
+    // shared for as long as CUDA blocks that record (a full queue), and a drop waiting for it could
+    // be what would have freed the queue. Nothing lists a stream being dropped meanwhile: its
+    // owner is the dropping thread.
+    if shared(stream).lists(stream) {
+        exclusive(stream).ended(stream);
+    }
 }

@@ -3,7 +3,8 @@
 //! (an interprocess event's, a stream future's).
 
 use super::scenario::{
-    GLOBAL, THREAD_LOCAL, begin_capture, captured_round, end_capture, ok_or_captured, stream,
+    GLOBAL, THREAD_LOCAL, begin_capture, captured_round, end_capture, fill, ok_or_captured, release, stream,
+    stream_beside,
 };
 use super::{check, check_once, poll_until_ready};
 use crate::model::world::with;
@@ -99,5 +100,27 @@ fn a_stream_completion_on_a_capturing_stream_records_nothing() {
         assert_eq!(held, 0, "the completion's event went into the capture");
         end_capture(&cap).expect("the capture ends valid");
         assert_eq!(crate::pool::cuda_events_alive(), alive);
+    });
+}
+
+/// A record blocked on a full queue holds its stream's capture gate shared for as long as CUDA
+/// blocks it; dropping another stream of the same gate must not wait for it (here the dropping
+/// thread is the one that would free the queue, as a host function waiting for it would).
+#[test]
+fn dropping_a_stream_never_waits_for_a_record_blocked_on_another_stream_of_its_gate() {
+    check(50, || {
+        let full = stream();
+        let beside = stream_beside(&full);
+        fill(&full);
+        let recorder = {
+            let full = full.clone();
+            thread::spawn(move || {
+                let _ = Event::new().record(&full);
+            })
+        };
+        thread::yield_now();
+        drop(beside); // the last Arc: the stream is dropped here
+        release(&full);
+        recorder.join().unwrap();
     });
 }

@@ -42,6 +42,18 @@ pub(super) fn stream() -> Arc<Stream> {
     Arc::new(Stream::new(0).expect("a model stream"))
 }
 
+/// A new stream that shares a capture gate with `other`.
+pub(super) fn stream_beside(other: &Stream) -> Arc<Stream> {
+    let mut apart = Vec::new();
+    loop {
+        let candidate = stream();
+        if crate::stream::capture_gate::same_gate(candidate.as_raw(), other.as_raw()) {
+            return candidate;
+        }
+        apart.push(candidate);
+    }
+}
+
 /// A new stream that shares no capture gate with `other`: what keeps its calls apart from the end
 /// of a capture of `other` is that capture's own entry, not a lock the two streams happen to share.
 pub(super) fn stream_apart_from(other: &Stream) -> Arc<Stream> {
