@@ -180,10 +180,14 @@ impl Waits {
         }
     }
 
-    /// Files newly registered waits.
+    /// Files newly registered waits, but for those that already ended (given up at once, as a
+    /// zero-timeout wait does): behind a pending front, only the walk would meet them.
     pub(super) fn take(&mut self, registered: Vec<Registered>) {
         let now = Instant::now();
         for Registered { wait, order } in registered {
+            if wait.cell.is_settled() {
+                continue;
+            }
             let Some(order) = order else {
                 self.polled.push(wait);
                 continue;
@@ -535,6 +539,34 @@ mod tests {
         due_now(&mut waits);
         waits.sweep_lanes(&check);
         assert!(done(&cells[0]) && !done(&cells[1]));
+    }
+
+    #[test]
+    fn waits_given_up_before_they_are_filed_are_not_filed() {
+        let mut waits = Waits::new(Instant::now());
+        let front = file(&mut waits, 7, [1]);
+        let (given_up, kept) = ((wait(2), wait(3)), wait(4));
+        given_up.0.1.abandon();
+        given_up.1.1.abandon();
+        let order = |stamp| Some(Order { lane: 7, stamp });
+        waits.take(vec![
+            Registered {
+                wait: given_up.0.0,
+                order: order(2),
+            },
+            Registered {
+                wait: given_up.1.0,
+                order: None,
+            },
+            Registered {
+                wait: kept.0,
+                order: order(4),
+            },
+        ]);
+        // Behind the pending front, only the walk would have met the given-up one.
+        assert_eq!(waits.lanes[&7].waits.len(), 2);
+        assert!(waits.polled.is_empty());
+        drop(front);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! ([`Event::synchronize_with`], [`Stream::synchronize_with`], and for a future
 //! [`Completion::with_wait`](crate::Completion::with_wait)), each with what it costs.
 
-use crate::capture_mode::relaxed_if_loaded;
+use crate::capture_mode::{is_capture_interference, relaxed_if_loaded};
 use crate::completion::block_on_until;
 use crate::error::Result;
 use crate::event::Event;
@@ -108,12 +108,15 @@ impl Event {
 
     /// Queries until complete (`Ok(true)`) or `until` has passed (`Ok(false)`; `None`: never),
     /// yielding the thread between queries if `yielding`, spinning otherwise; in relaxed capture
-    /// mode, as the reactor's queries are.
+    /// mode, as the reactor's queries are, and, as they do, reading an answer that another
+    /// thread's capture caused as "not yet".
     pub(crate) fn poll_until(&self, until: Option<Instant>, yielding: bool) -> Result<bool> {
         let _relaxed = relaxed_if_loaded();
         loop {
-            if self.query()? {
-                return Ok(true);
+            match self.query() {
+                Ok(true) => return Ok(true),
+                Err(e) if !is_capture_interference(&e) => return Err(e),
+                Ok(false) | Err(_) => {}
             }
             if until.is_some_and(|until| Instant::now() >= until) {
                 return Ok(false);
