@@ -737,6 +737,32 @@ mod tests {
     }
 
     #[test]
+    fn one_unordered_wait_costs_the_pollings_share_of_a_core_its_wake_ups_included() {
+        use crate::completion::reactor::{Pacing, thread_cpu_time};
+        let events = Events::complete([]);
+        let mut waits = Waits::new(Instant::now());
+        let (pending, _cell) = wait(1);
+        waits.take(vec![Registered {
+            wait: pending,
+            order: None,
+        }]);
+        // The reactor's loop: a turn, then a sleep until the next is due.
+        let mut pacing = Pacing::default();
+        let (cpu, start) = (thread_cpu_time(), Instant::now());
+        let mut turns = 0;
+        while start.elapsed() < Duration::from_millis(300) {
+            turns += 1;
+            let next = pacing.turn(&mut waits, &events.check(), || {});
+            let next = next.expect("a pending wait: a next poll");
+            std::thread::sleep(next.saturating_duration_since(Instant::now()));
+        }
+        let share = (thread_cpu_time() - cpu).as_secs_f64() / start.elapsed().as_secs_f64();
+        // About 1/CPU_SHARE (0.5%) of a core; a sleep's wake-up alone costs microseconds, which
+        // uncounted made turns every MIN_POLL and several percent.
+        assert!(share < 0.02, "{:.2}% of a core over {turns} turns", share * 100.0);
+    }
+
+    #[test]
     fn the_walk_keeps_a_lane_whose_waits_complete_in_order() {
         let (events, mut waits, cells) = walk_due(1..=10, vec![]);
         waits.walk_a_chunk(&events.check());

@@ -173,6 +173,8 @@ impl Reactor {
 pub(super) struct Pacing {
     next_poll: Option<Instant>,
     pub(super) next_walk: Option<Instant>,
+    /// The thread's CPU time when its last turn ended.
+    cpu_at_rest: Option<Duration>,
 }
 
 impl Pacing {
@@ -184,6 +186,12 @@ impl Pacing {
         check: &impl Fn(&Wait) -> Outcome,
         new_phase: impl Fn(),
     ) -> Option<Instant> {
+        // What the thread spent between turns: its sleep and wake-up, the inbox. Charged to the
+        // polling, which is what wakes it while only unordered waits are pending.
+        let woke = thread_cpu_time();
+        let between = self
+            .cpu_at_rest
+            .map_or(Duration::ZERO, |at| woke.saturating_sub(at));
         let sweep_start = Instant::now();
         let stepping = waits.sweep_lanes(check);
         new_phase();
@@ -201,17 +209,19 @@ impl Pacing {
         }
         new_phase();
         if self.next_poll.is_none_or(|at| at <= Instant::now()) {
-            // Each polling step costs about 1/CPU_SHARE of a core, but the pauses of a pass over
-            // the unordered waits add up to BACKSTOP at most (each its step's share).
+            // Each polling step costs about 1/CPU_SHARE of a core, its wake-up included, but the
+            // pauses of a pass over the unordered waits add up to BACKSTOP at most (each its
+            // step's share).
             let before = thread_cpu_time();
             let share = waits.poll_chunk(check);
-            let cost = thread_cpu_time().saturating_sub(before);
+            let cost = thread_cpu_time().saturating_sub(before) + between;
             self.next_poll = share.map(|share| {
                 let paced = (cost * CPU_SHARE).max(MIN_POLL);
                 Instant::now() + paced.min(BACKSTOP.mul_f64(share))
             });
         }
         let next_sweep = waits.next_sweep().map(|due| due.max(Instant::now() + rest));
+        self.cpu_at_rest = Some(thread_cpu_time());
         [next_sweep, self.next_poll, self.next_walk]
             .into_iter()
             .flatten()
@@ -230,7 +240,7 @@ fn precise_sleeps() {
 }
 
 /// CPU time this thread has used.
-fn thread_cpu_time() -> Duration {
+pub(super) fn thread_cpu_time() -> Duration {
     let mut now = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
