@@ -81,7 +81,9 @@ pub enum Error {
     /// A future could not wait: the thread that watches pending GPU work could not be started
     /// (the process's thread limit, say), or it ended, or an earlier poll of the future panicked
     /// while it handed its wait over (a waker's `clone` panicked). Nothing was queued; a new
-    /// future tries again.
+    /// future tries again. Also a blocking wait by the reactor (`synchronize_timeout`,
+    /// `synchronize_with`) made on the thread that would wake it: a waker that ran its task on
+    /// the crate's own thread.
     ReactorUnavailable {
         /// Why: the operating system's word on a thread that did not start, the thread's end,
         /// or the panic that interrupted an earlier poll.

@@ -498,8 +498,21 @@ impl IntoFuture for &Stream {
     }
 }
 
+crate::sync::thread_local! {
+    /// Set on the crate's threads that run wakers (the reactor's, the lane's scanner's).
+    static WAKING_THREAD: std::cell::Cell<bool> = std::cell::Cell::new(false);
+}
+
+/// Marks the calling thread as one of the crate's threads that run wakers: a waker that runs its
+/// task there, and a task that then sleeps until those threads wake it, would wait for itself.
+pub(crate) fn mark_waking_thread() {
+    WAKING_THREAD.with(|waking| waking.set(true));
+}
+
 /// Runs `completion` on this thread, sleeping between polls, until it is ready (`Ok(true)`, or its
-/// error) or `deadline` passes (`Ok(false)`; `None`: no deadline).
+/// error) or `deadline` passes (`Ok(false)`; `None`: no deadline). On a thread of the crate's that
+/// runs wakers (a waker that ran its task there), a pending one is
+/// [`Error::ReactorUnavailable`] at once: nothing else would wake it.
 pub(crate) fn block_on_until(completion: Completion<'_>, deadline: Option<Instant>) -> Result<bool> {
     struct Unpark(crate::sync::thread::Thread);
     impl Wake for Unpark {
@@ -516,6 +529,13 @@ pub(crate) fn block_on_until(completion: Completion<'_>, deadline: Option<Instan
     loop {
         if let Poll::Ready(result) = completion.as_mut().poll(&mut cx) {
             return result.map(|()| true);
+        }
+        if WAKING_THREAD.with(std::cell::Cell::get) {
+            return Err(Error::ReactorUnavailable {
+                reason: "a wait by the reactor on the crate's own thread that runs wakers (a \
+                         waker that runs its task there)"
+                    .into(),
+            });
         }
         match deadline {
             None => crate::sync::thread::park(),

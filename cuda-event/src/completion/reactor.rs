@@ -134,6 +134,7 @@ impl Reactor {
         };
         RelaxedCapture::enter(d).forever();
         precise_sleeps();
+        super::mark_waking_thread();
         let waits = &mut running.waits;
         let alive = RefCell::new(Vec::new());
         let check = |wait: &Wait| check(d, wait, &alive);

@@ -181,6 +181,7 @@ impl Scanner {
         }
         let _running = Running(self);
         RelaxedCapture::enter(d).forever();
+        super::mark_waking_thread();
         let alive = RefCell::new(Vec::new());
         let check = |wait: &Wait| {
             alive.borrow_mut().clear();

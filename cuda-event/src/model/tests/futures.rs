@@ -234,3 +234,52 @@ fn a_panic_during_a_polls_hand_over_never_leaves_the_future_ok() {
         assert_eq!(poll_until_ready(fresh), Ok(()));
     });
 }
+
+/// A waker that runs its task at once, on the thread that wakes it (the reactor's), where the task
+/// waits by the reactor on other pending work: that wait cannot be served by the thread it runs
+/// on, so it is refused at once rather than stalling every wait in the process.
+#[test]
+fn a_wait_by_the_reactor_on_the_reactors_own_thread_is_refused() {
+    use crate::Wait;
+    use std::task::{Context, Wake, Waker};
+    struct RunsInline {
+        other: Arc<Event>,
+        answer: crate::sync::Mutex<Option<crate::Result<bool>>>,
+    }
+    impl Wake for RunsInline {
+        fn wake(self: Arc<Self>) {
+            self.wake_by_ref();
+        }
+        fn wake_by_ref(self: &Arc<Self>) {
+            let answer = self.other.synchronize_with(Wait::Reactor, None);
+            *self.answer.lock() = Some(answer);
+        }
+    }
+    check(100, || {
+        let (held, event) = pending_event();
+        let (other_held, other) = pending_event();
+        let inline = Arc::new(RunsInline {
+            other: Arc::new(other),
+            answer: crate::sync::Mutex::new(None),
+        });
+        let waker = Waker::from(inline.clone());
+        let mut future = std::pin::pin!(event.completion());
+        assert!(
+            future
+                .as_mut()
+                .poll(&mut Context::from_waker(&waker))
+                .is_pending()
+        );
+        release(&held);
+        // The reactor wakes the task, whose wait ends at once; the first future is ready.
+        while inline.answer.lock().is_none() {
+            thread::yield_now();
+        }
+        assert!(matches!(
+            inline.answer.lock().take(),
+            Some(Err(crate::Error::ReactorUnavailable { .. }))
+        ));
+        release(&other_held);
+        assert_eq!(poll_until_ready(future), Ok(()));
+    });
+}
