@@ -500,7 +500,7 @@ impl IntoFuture for &Stream {
 
 crate::sync::thread_local! {
     /// Set on the crate's threads that run wakers (the reactor's, the lane's scanner's).
-    static WAKING_THREAD: std::cell::Cell<bool> = std::cell::Cell::new(false);
+    static WAKING_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// Marks the calling thread as one of the crate's threads that run wakers: a waker that runs its
