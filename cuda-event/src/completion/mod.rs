@@ -481,6 +481,12 @@ impl Stream {
     /// (it waits as [`completion`](Self::completion) does), so no core spins while it waits. For
     /// diagnosing hangs: a stream stuck behind a host function or an event of a dead process.
     ///
+    /// It records an event on the stream first, and CUDA blocks a record while the stream's
+    /// hardware queue is full (about a thousand operations queued behind the stuck one): then this
+    /// call blocks with it, past its timeout. A watchdog of a stream that may fill its queue
+    /// records an event as the work is submitted and waits on that with
+    /// [`Event::synchronize_timeout`](crate::Event::synchronize_timeout), which queues nothing.
+    ///
     /// # Errors
     /// [`Error::StreamCapturing`] while the stream is being captured; CUDA's errors otherwise.
     #[doc(alias = "cudaStreamSynchronize")]

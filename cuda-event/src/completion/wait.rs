@@ -133,7 +133,9 @@ impl Stream {
     /// Waits on this thread, the way `wait` says, until all work submitted to the stream so far
     /// has completed (`Ok(true)`) or `timeout` has passed (`Ok(false)`; `None`: no timeout). But
     /// for [`Wait::Driver`] without a timeout (`cuStreamSynchronize`), it records an event on the
-    /// stream and waits on that, as [`completion`](Self::completion) does.
+    /// stream and waits on that, as [`completion`](Self::completion) does; where CUDA blocks that
+    /// record (a full queue), the call blocks past its timeout (see
+    /// [`synchronize_timeout`](Self::synchronize_timeout)).
     ///
     /// # Errors
     /// [`Error::StreamCapturing`](crate::Error::StreamCapturing) while the stream is being
