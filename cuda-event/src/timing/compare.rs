@@ -248,7 +248,7 @@ where
         measure,
         2,
         &mut |stream, arm| if arm == 0 { a(stream) } else { b(stream) },
-        &mut |arms, wall_time| {
+        &mut |arms, _places, wall_time| {
             let pairs = arms[0].len();
             let timeout = wall_time >= measure.timeout && pairs >= 2;
             if !(timeout || (pairs >= next_look && wall_time >= measure.min_time)) {

@@ -8,6 +8,7 @@ use crate::stream::Stream;
 use crate::timing::engine::sampler::Sampler;
 use crate::timing::measurement::{Measurement, StopReason};
 use crate::timing::options::MeasureOptions;
+use crate::timing::statistics::places::without_places;
 use crate::timing::statistics::relative_deviation;
 use std::time::Duration;
 
@@ -115,14 +116,15 @@ where
         options,
         1,
         &mut |stream, _| work(stream),
-        &mut |arms, wall_time| {
+        &mut |arms, places, wall_time| {
             if arms[0].len() < seen {
                 // The samples were dropped (the measurement went on without the gate): so goes
                 // the noise history they made.
                 noises.clear();
             }
             seen = arms[0].len();
-            let noise = relative_deviation(&arms[0]);
+            // Without what the places in the repetitions add, as the measurement's noise.
+            let noise = relative_deviation(&without_places(&arms[0], &places[0]));
             stop_reason(options, arms[0].len(), noise, &mut noises, wall_time)
         },
     )?;

@@ -33,7 +33,10 @@ use crate::timing::timer::{Timer, from_ms, timing_event};
 use std::time::{Duration, Instant};
 
 /// Whether to stop, given each arm's samples so far and the wall time spent in timed repetitions.
-pub(crate) type StopRule<'s> = dyn FnMut(&[Vec<Duration>], Duration) -> Option<StopReason> + 's;
+/// Whether to stop, from each arm's samples so far, their places in their repetitions
+/// (`Arms::places`) and the wall time.
+pub(crate) type StopRule<'s> =
+    dyn FnMut(&[Vec<Duration>], &[Vec<usize>], Duration) -> Option<StopReason> + 's;
 
 /// One call of [`Sampler::run`]: what it times, how, and what it has kept so far.
 pub(crate) struct Sampler<'r, 'w, E> {
@@ -251,7 +254,7 @@ where
             let pause =
                 taken.and_then(|taken| self.kept.keep_unthrottled(taken, self.arms.calibration.as_mut()));
             let wall_time = started.elapsed();
-            if let Some(stop) = (self.stop)(&self.kept.samples, wall_time) {
+            if let Some(stop) = (self.stop)(&self.kept.samples, &self.kept.places, wall_time) {
                 return self.measurements(stop, wall_time);
             }
             if let Some(throttled) = self.throttled_throughout(wall_time) {

@@ -11,10 +11,8 @@ use crate::timing::cupti::times::CuptiTimes;
 use crate::timing::measurement::flush_check::{FlushCheck, FlushVerdict};
 use crate::timing::measurement::trust::{Doubt, Trust};
 use crate::timing::statistics::clusters::two_clusters;
-use crate::timing::statistics::places::{balanced_median, without_places};
-use crate::timing::statistics::{
-    median, median_half_width, percentile_of_sorted, relative_deviation, saturating_secs,
-};
+use crate::timing::statistics::places::{balanced_half_width, balanced_median, without_places};
+use crate::timing::statistics::{median, percentile_of_sorted, relative_deviation, saturating_secs};
 use std::time::Duration;
 
 /// How far (a share of CUPTI's net time, beyond the calibration's uncertainty) the net time may be
@@ -110,7 +108,9 @@ impl Measurement {
         percentile_of_sorted(&self.sorted, p)
     }
     /// The samples' relative standard deviation (standard deviation / mean); 0 when every sample
-    /// is 0 (work shorter than the timing events' resolution, such as an empty closure).
+    /// is 0 (work shorter than the timing events' resolution, such as an empty closure). In a
+    /// calibrated measurement, of the samples less what their place in the repetition adds (see
+    /// [`net`](Self::net)), as the place-balanced median leaves it out.
     pub fn noise(&self) -> f64 {
         self.noise
     }
@@ -298,10 +298,12 @@ impl Measurement {
             self.conditions.max_spread,
             self.conditions.stop != StopReason::NoiseBelowMax,
         ) {
-            let half_width = median_half_width(&self.sorted, step);
-            if half_width.as_secs_f64() > max_share * median.as_secs_f64() {
+            // The place-balanced median's precision: the median the net time takes.
+            let balanced = balanced_median(&self.samples, &self.places);
+            let half_width = balanced_half_width(&self.samples, &self.places, step);
+            if half_width.as_secs_f64() > max_share * balanced.as_secs_f64() {
                 doubts.push(Doubt::Spread {
-                    median,
+                    median: balanced,
                     half_width,
                     max_share,
                 });
@@ -390,7 +392,7 @@ impl Measurement {
         sorted.sort_unstable();
         let total: u128 = samples.iter().map(Duration::as_nanos).sum();
         let mean = Duration::from_nanos(u64::try_from(total / samples.len() as u128).unwrap_or(u64::MAX));
-        let noise = relative_deviation(&samples);
+        let noise = relative_deviation(&without_places(&samples, &places));
         Measurement {
             samples,
             sorted,
@@ -472,6 +474,7 @@ impl Measurement {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::timing::statistics::median_half_width;
 
     fn secs(samples: &[f64]) -> Vec<Duration> {
         samples.iter().map(|&s| Duration::from_secs_f64(s)).collect()
@@ -804,5 +807,37 @@ mod tests {
         let within =
             Measurement::synthetic_in_places(mixed, places, Conditions::plain(StopReason::NoiseBelowMax));
         assert!(doubts(&within).iter().any(|d| matches!(d, Doubt::TwoClusters(_))));
+    }
+
+    #[test]
+    fn what_the_places_add_is_neither_noise_nor_spread() {
+        // Every interval timed first reads 736 ns more: a run that stopped with its noise
+        // settled (the places' difference would keep the samples' own deviation above 0.5%).
+        let settled = |m: Measurement| {
+            let mut conditions = m.conditions;
+            conditions.stop = StopReason::NoiseSettled;
+            Measurement::synthetic_in_places(m.samples.clone(), m.places.clone(), conditions)
+                .calibrated(m.calibrated)
+        };
+        let by_place = settled(in_two_places(1.0, 0.0));
+        assert!(by_place.noise() < 0.005, "noise {}", by_place.noise());
+        let raw_spread = median_half_width(&by_place.sorted, by_place.timer_step());
+        assert!(raw_spread.as_secs_f64() > 0.005 * by_place.median().as_secs_f64());
+        assert!(by_place.trust().is_trusted(), "{}", by_place.trust());
+        assert!(relative_deviation(&by_place.samples) > 0.05);
+        // The same spread within the places is a doubt.
+        let (low, high) = (around(4_672, 64, 1000), around(5_408, 64, 1000));
+        let within: Vec<Duration> = (0..1000)
+            .map(|i| if (i / 2) % 2 == 0 { high[i] } else { low[i] })
+            .collect();
+        let places = (0..1000).map(|i| i % 2).collect();
+        let noisy =
+            Measurement::synthetic_in_places(within, places, Conditions::plain(StopReason::NoiseSettled));
+        assert!(noisy.noise() > 0.05);
+        assert!(
+            doubts(&noisy).iter().any(|d| matches!(d, Doubt::Spread { .. })),
+            "{}",
+            noisy.trust()
+        );
     }
 }

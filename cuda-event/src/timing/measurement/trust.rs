@@ -51,7 +51,9 @@ impl fmt::Display for Trust {
 pub enum Doubt {
     /// The median's 95% confidence half-width (at least half the timer's step) is more than
     /// [`MeasureOptions::max_noise`](crate::timing::MeasureOptions::max_noise) of the median, in a
-    /// measurement that stopped at its timeout or with its noise settled above the maximum. Not
+    /// measurement that stopped at its timeout or with its noise settled above the maximum. In a
+    /// calibrated measurement, the place-balanced median's, which the net time takes (see
+    /// [`Measurement::net`](crate::timing::Measurement::net)). Not
     /// a doubt of [`compare`](crate::timing::compare)'s sides, whose pairs' ratio has its own interval.
     Spread {
         /// The median.

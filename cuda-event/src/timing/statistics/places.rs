@@ -58,6 +58,9 @@ pub(crate) fn balanced_half_width(
 /// [`balanced_median`]. What is left of two clusters then is not the places' doing.
 pub(crate) fn without_places(samples: &[Duration], places: &[usize]) -> Vec<Duration> {
     let (medians, balanced) = place_medians(samples, places);
+    if medians.iter().flatten().count() < 2 {
+        return samples.to_vec(); // one place: nothing to take away
+    }
     samples
         .iter()
         .zip(places)
