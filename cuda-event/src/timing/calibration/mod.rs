@@ -200,6 +200,19 @@ pub enum NoNet {
         /// The share allowed.
         max_share: f64,
     },
+    /// The calibration's uncertainty and the 95% half-width of the work's place-balanced median
+    /// together are more than
+    /// [`MeasureOptions::max_calibration_share`](crate::timing::MeasureOptions::max_calibration_share)
+    /// of the net time it would give: each alone may be within it, but a small net time (a median
+    /// just above the fixed cost) is known less well than either.
+    Imprecise {
+        /// The net time it would have given.
+        net: Duration,
+        /// The calibration's uncertainty plus the work's median's half-width.
+        uncertainty: Duration,
+        /// The share allowed.
+        max_share: f64,
+    },
 }
 
 impl fmt::Display for NoNet {
@@ -224,6 +237,16 @@ impl fmt::Display for NoNet {
                 f,
                 "the calibration's uncertainty ({uncertainty:?}) is more than {:.1}% of the net \
                  time ({net:?})",
+                100.0 * max_share
+            ),
+            NoNet::Imprecise {
+                net,
+                uncertainty,
+                max_share,
+            } => write!(
+                f,
+                "the net time ({net:?}) is known to +-{uncertainty:?} (the calibration and the \
+                 work's median together), more than {:.1}% of it",
                 100.0 * max_share
             ),
         }

@@ -216,15 +216,30 @@ impl Measurement {
     ///
     /// # Errors
     /// [`NoNet`]: not calibrated, the work's place-balanced median not above the fixed cost (never a negative
-    /// or zero net time), or the calibration's uncertainty above
+    /// or zero net time), or the calibration's uncertainty, alone or with the half-width of the
+    /// work's median, above
     /// [`MeasureOptions::max_calibration_share`](crate::timing::MeasureOptions::max_calibration_share) of
     /// the net time.
     pub fn net(&self) -> Result<Duration, NoNet> {
-        net(
+        let max_share = self.conditions.max_calibration_share;
+        let net = net(
             balanced_median(&self.samples, &self.places),
             self.calibrated,
-            self.conditions.max_calibration_share,
-        )
+            max_share,
+        )?;
+        let Calibrated::Done(calibration) = self.calibrated else {
+            return Ok(net); // unreachable: `net` gives a net time only with a calibration
+        };
+        let work = balanced_half_width(&self.samples, &self.places, self.timer_step());
+        let uncertainty = calibration.uncertainty.saturating_add(work);
+        if uncertainty.as_secs_f64() > max_share * net.as_secs_f64() {
+            return Err(NoNet::Imprecise {
+                net,
+                uncertainty,
+                max_share,
+            });
+        }
+        Ok(net)
     }
     /// The check of the L2 flush, run once before the samples
     /// ([`MeasureOptions::flush_l2`](crate::timing::MeasureOptions::flush_l2)); `None` without a flush, or
@@ -807,6 +822,27 @@ mod tests {
         let within =
             Measurement::synthetic_in_places(mixed, places, Conditions::plain(StopReason::NoiseBelowMax));
         assert!(doubts(&within).iter().any(|d| matches!(d, Doubt::TwoClusters(_))));
+    }
+
+    #[test]
+    fn a_net_time_known_less_well_than_the_share_allows_is_none() {
+        let calibration = of_empty_kernels(&around(3_600, 64, 1000));
+        let measured = |width_ns: u64| {
+            plain(around(4_400, width_ns, 1000), StopReason::NoiseSettled)
+                .calibrated(Calibrated::Done(calibration))
+        };
+        let (steady, wide) = (measured(64), measured(1200));
+        let net = steady.net().expect("a net time");
+        // Each alone within 5% of the net time; together, not.
+        let share = |d: Duration| d.as_secs_f64() / net.as_secs_f64();
+        let work = balanced_half_width(&wide.samples, &wide.places, wide.timer_step());
+        assert!(share(calibration.uncertainty) < 0.05 && share(work) < 0.05);
+        assert!(
+            matches!(wide.net(), Err(NoNet::Imprecise { .. })),
+            "{:?}, work +-{work:?}, calibration +-{:?}",
+            wide.net(),
+            calibration.uncertainty
+        );
     }
 
     #[test]
