@@ -89,26 +89,11 @@ impl Stream {
         self.made_in().ensure_alive(d, None)?;
         let made_in = ContextInstance::of_primary(d, self.device()).ok();
         self.in_context(d, || {
-            let raw = self.as_raw();
-            let capture = {
-                let mut alone = capture_gate::exclusive(raw);
-                d.stream_begin_capture.call(|f| {
-                    // SAFETY: a live stream; capture only changes how later work on it is queued.
-                    unsafe { f(raw, mode.to_driver()) }
-                })?;
-                match captured::capture_of(d, self) {
-                    Ok(captured::Capturing::Into(capture)) => {
-                        capture.to_be_ended_by_the_crate();
-                        alone.began(raw, capture.clone());
-                        Some(capture)
-                    }
-                    _ => None,
-                }
-            };
+            let capture = CrateCapture::begin(d, self, mode.to_driver())
+                .map_err(|code| d.stream_begin_capture.error(code))?;
             let open = Open {
                 d,
-                stream: raw,
-                capture,
+                capture: Some(capture),
             };
             let worked = work(self);
             let ended = open.end();
@@ -124,37 +109,82 @@ impl Stream {
     }
 }
 
-/// A capture the crate began: ended on drop if not before (a panicking `work`).
-struct Open {
-    d: &'static Driver,
+/// A capture of a stream that the crate begins and ends ([`Stream::capture`], `measure`'s graph
+/// mode): listed in the stream's capture gate from its begin to its end, so that the crate's
+/// records on the stream and forks from it (`Event::wait`) know it without asking CUDA, and ended
+/// apart from them and from records into it, so that none overlaps the end.
+pub(crate) struct CrateCapture {
     stream: sys::CUstream,
     /// The capture as the crate's captured events know it (none where CUDA would not say).
     capture: Option<Arc<captured::Capture>>,
+}
+
+impl CrateCapture {
+    /// Begins a capture of `stream` (a live stream whose context is current) in `mode`; CUDA's
+    /// code where it would not begin.
+    pub(crate) fn begin(
+        d: &Driver,
+        stream: &Stream,
+        mode: sys::CUstreamCaptureMode,
+    ) -> std::result::Result<CrateCapture, sys::CUresult> {
+        let raw = stream.as_raw();
+        // No record the crate makes on the stream straddles the begin.
+        let mut alone = capture_gate::exclusive(raw);
+        // SAFETY: a live stream; capture only changes how later work on it is queued.
+        let code = d.stream_begin_capture.code(|f| unsafe { f(raw, mode) });
+        if code != sys::CUresult::CUDA_SUCCESS {
+            return Err(code);
+        }
+        let capture = match captured::capture_of(d, stream) {
+            Ok(captured::Capturing::Into(capture)) => {
+                capture.to_be_ended_by_the_crate();
+                alone.began(raw, capture.clone());
+                Some(capture)
+            }
+            _ => None,
+        };
+        Ok(CrateCapture { stream: raw, capture })
+    }
+
+    /// Ends the capture, writing the graph through `graph` (null if the capture failed), apart
+    /// from the crate's records on its stream (the stream's gate) and into it or forks from it on
+    /// any stream (the capture's own); CUDA's code. The stream must be alive (no device reset).
+    pub(crate) fn end(self, d: &Driver, graph: &mut sys::CUgraph) -> sys::CUresult {
+        let stream = self.stream;
+        let mut code = sys::CUresult::CUDA_SUCCESS;
+        let mut end = || {
+            // SAFETY: the stream this capture began on; writes the graph through a live reference.
+            code = d.stream_end_capture.code(|f| unsafe { f(stream, graph) });
+            d.stream_end_capture.check(code)
+        };
+        let mut alone = capture_gate::exclusive(stream);
+        let _ = match &self.capture {
+            Some(capture) => capture.end(end),
+            None => end(),
+        };
+        alone.ended(stream);
+        code
+    }
+}
+
+/// A capture [`Stream::capture`] began: ended on drop if not before (a panicking `work`).
+struct Open {
+    d: &'static Driver,
+    capture: Option<CrateCapture>,
 }
 
 impl Open {
     fn end(mut self) -> Result<sys::CUgraph> {
         let mut graph = std::ptr::null_mut();
         let result = self.end_into(&mut graph);
-        std::mem::forget(self);
         result.map(|()| graph)
     }
 
-    /// Ends the capture apart from the crate's records on its stream (the stream's gate) and into
-    /// it or forks from it on any stream (the capture's own), so that none overlaps the end.
     fn end_into(&mut self, graph: &mut sys::CUgraph) -> Result<()> {
-        let (d, stream) = (self.d, self.stream);
-        let mut end = || {
-            // SAFETY: the stream this capture began on; writes the graph through a live reference.
-            d.stream_end_capture.call(|f| unsafe { f(stream, graph) })
-        };
-        let mut alone = capture_gate::exclusive(stream);
-        let ended = match &self.capture {
-            Some(capture) => capture.end(end),
-            None => end(),
-        };
-        alone.ended(stream);
-        ended
+        match self.capture.take() {
+            Some(capture) => self.d.stream_end_capture.check(capture.end(self.d, graph)),
+            None => Ok(()),
+        }
     }
 }
 

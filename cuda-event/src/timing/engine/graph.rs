@@ -2,12 +2,12 @@
 //! flush, a start event, the work, an end event) and replayed, so that the GPU runs them back to
 //! back with no launch gap and the flush stays outside every interval.
 
+use crate::capture::CrateCapture;
 use crate::capture_mode::is_capture_interference;
 use crate::context::ContextInstance;
 use crate::driver::{Driver, Entry};
 use crate::error::{Error, MeasureError, Result};
 use crate::stream::Stream;
-use crate::stream::capture_gate;
 use crate::timing::timer::from_ms;
 use cuda_event_sys as sys;
 use std::time::Duration;
@@ -65,17 +65,20 @@ impl GraphBatch {
                 }
             }
         }
-        let raw = stream.as_raw();
         let mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
-        let code = {
-            // No record the crate makes on the stream straddles the begin (`capture_gate`).
-            let _alone = capture_gate::exclusive(raw);
-            // SAFETY: a live stream of the current context; capture only changes how later work
-            // on it is queued, until the end below.
-            d.stream_begin_capture.code(|f| unsafe { f(raw, mode) })
+        // As `Stream::capture`'s: the crate's records on the stream and forks from it (the work's
+        // `Event::wait`s) know it, and none overlaps its end.
+        let capture = match CrateCapture::begin(d, stream, mode) {
+            Ok(capture) => capture,
+            Err(code) => {
+                let hint = "the legacy default stream cannot be captured: use a created stream";
+                let refused = check_step(&d.stream_begin_capture, "beginning the capture", code, hint);
+                return Err(refused
+                    .err()
+                    .unwrap_or_else(|| d.stream_begin_capture.error(code))
+                    .into());
+            }
         };
-        let hint = "the legacy default stream cannot be captured: use a created stream";
-        check_step(&d.stream_begin_capture, "beginning the capture", code, hint)?;
         let recorded: Vec<Interval> = batch
             .events
             .iter()
@@ -88,7 +91,7 @@ impl GraphBatch {
         let capturing = Capturing {
             d,
             made_in,
-            stream: raw,
+            capture: Some(capture),
         };
         if let Err(e) = queue(&recorded) {
             // The drop ends the capture and destroys its graph, unless a device reset in the
@@ -182,31 +185,29 @@ impl Drop for GraphBatch {
 struct Capturing {
     d: &'static Driver,
     made_in: Option<ContextInstance>,
-    stream: sys::CUstream,
+    /// Until ended.
+    capture: Option<CrateCapture>,
 }
 
 impl Capturing {
     /// Ends the capture, writing the graph (null if the capture failed) through `graph`.
-    fn end(self, graph: &mut sys::CUgraph) -> sys::CUresult {
-        let (d, stream) = (self.d, self.stream);
-        std::mem::forget(self);
-        let _alone = capture_gate::exclusive(stream);
-        // SAFETY: ends the capture begun on this stream by this thread; writes through a live
-        // reference.
-        d.stream_end_capture.code(|f| unsafe { f(stream, graph) })
+    fn end(mut self, graph: &mut sys::CUgraph) -> sys::CUresult {
+        match self.capture.take() {
+            Some(capture) => capture.end(self.d, graph),
+            None => sys::CUresult::CUDA_SUCCESS,
+        }
     }
 }
 
 impl Drop for Capturing {
     fn drop(&mut self) {
-        let stream = self.stream;
+        let Some(capture) = self.capture.take() else {
+            return; // ended
+        };
         // After a reset (a panic in the captured work can follow one) the stream is gone.
         let _ = ContextInstance::destroy_unless_reset(self.made_in, |d| {
             let mut graph = std::ptr::null_mut();
-            let alone = capture_gate::exclusive(stream);
-            // SAFETY: as in `end`; writes through a live local.
-            let _ = d.stream_end_capture.code(|f| unsafe { f(stream, &mut graph) });
-            drop(alone);
+            let _ = capture.end(d, &mut graph);
             if !graph.is_null() {
                 // SAFETY: the graph just ended, never instantiated or shared; destroyed once.
                 let _ = d.graph_destroy.code(|f| unsafe { f(graph) });
