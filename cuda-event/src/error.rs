@@ -82,8 +82,8 @@ pub enum Error {
     /// (the process's thread limit, say), or it ended, or an earlier poll of the future panicked
     /// while it handed its wait over (a waker's `clone` panicked). Nothing was queued; a new
     /// future tries again. Also a blocking wait by the reactor (`synchronize_timeout`,
-    /// `synchronize_with`) made on the thread that would wake it: a waker that ran its task on
-    /// the crate's own thread.
+    /// `synchronize_with`) made on one of the crate's threads that run wakers (the reactor's, the
+    /// flag lane's scanner's): a waker that ran its task there.
     ReactorUnavailable {
         /// Why: the operating system's word on a thread that did not start, the thread's end,
         /// or the panic that interrupted an earlier poll.

@@ -187,12 +187,14 @@ impl Pacing {
         check: &impl Fn(&Wait) -> Outcome,
         new_phase: impl Fn(),
     ) -> Option<Instant> {
-        // What the thread spent between turns: its sleep and wake-up, the inbox. Charged to the
-        // polling, which is what wakes it while only unordered waits are pending.
+        // What the thread spent between turns, its sleep and wake-up: charged to the polling,
+        // which is what wakes it while only unordered waits are pending. At most MIN_POLL: more
+        // is the inbox's work (a burst of registrations), not a wake-up's.
         let woke = thread_cpu_time();
         let between = self
             .cpu_at_rest
-            .map_or(Duration::ZERO, |at| woke.saturating_sub(at));
+            .map_or(Duration::ZERO, |at| woke.saturating_sub(at))
+            .min(MIN_POLL);
         let sweep_start = Instant::now();
         let stepping = waits.sweep_lanes(check);
         new_phase();

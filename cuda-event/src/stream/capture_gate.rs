@@ -19,10 +19,12 @@
 //! stream share a gate), each on a cache line of its own so that threads on different streams
 //! rarely meet. Unrelated streams of one set do meet where CUDA blocks a record or a host
 //! function's launch (a full queue): it holds the gate shared meanwhile, and a begin, an end or a
-//! fork of a capture on another stream of the set waits for it. A stream's drop takes its gate
-//! exclusive only where the stream is listed, so that it never waits for such a record.
+//! fork of a capture on another stream of the set waits for it. A stream's drop takes no lock
+//! while no stream of its gate is listed (a count beside the gate says so), so that it does not
+//! wait for such a record, nor queue behind a begin or an end that waits for one.
 
 use crate::stream::known_capture::Capture;
+use crate::sync::atomic::{AtomicUsize, Ordering};
 use crate::sync::{Lazy, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use cuda_event_sys as sys;
 use std::sync::Arc;
@@ -33,24 +35,31 @@ const GATES: usize = 64;
 type Listed = Vec<(usize, Arc<Capture>)>;
 
 #[repr(align(128))]
-struct Gate(RwLock<Listed>);
+struct Gate {
+    lock: RwLock<Listed>,
+    /// How many entries the list has, written under the lock held exclusive, read without it.
+    listed: AtomicUsize,
+}
 
-static ALL: Lazy<Vec<Gate>> = Lazy::new(|| (0..GATES).map(|_| Gate(RwLock::new(Vec::new()))).collect());
+static ALL: Lazy<Vec<Gate>> = Lazy::new(|| {
+    (0..GATES)
+        .map(|_| Gate {
+            lock: RwLock::new(Vec::new()),
+            listed: AtomicUsize::new(0),
+        })
+        .collect()
+});
 
-fn gate(stream: sys::cudaStream_t) -> &'static RwLock<Listed> {
+fn gate(stream: sys::cudaStream_t) -> &'static Gate {
     // Stream handles are pointers to allocations of at least 64 bytes: the low bits carry nothing.
     let at = ((stream as usize) >> 6) % GATES;
-    &ALL.get()[at].0
+    &ALL.get()[at]
 }
 
 /// Held by a record or host-function launch on a stream from its capture check to its CUDA call.
 pub(crate) struct Shared(RwLockReadGuard<'static, Listed>);
 
 impl Shared {
-    fn lists(&self, stream: sys::cudaStream_t) -> bool {
-        self.0.iter().any(|(s, _)| *s == stream as usize)
-    }
-
     /// The capture that the crate ends and `stream` is in, if any: known without asking CUDA,
     /// and certain while this is held.
     pub(crate) fn capture_of(&self, stream: sys::cudaStream_t) -> Option<&Arc<Capture>> {
@@ -62,7 +71,7 @@ impl Shared {
 }
 
 /// Held by the crate's begin and end of a capture of a stream, and by its forks into it.
-pub(crate) struct Exclusive(RwLockWriteGuard<'static, Listed>);
+pub(crate) struct Exclusive(RwLockWriteGuard<'static, Listed>, &'static AtomicUsize);
 
 impl Exclusive {
     /// `stream` is in `capture`, which the crate ends: the crate began it there, or forked the
@@ -73,37 +82,41 @@ impl Exclusive {
         if stream != sys::cudaStreamPerThread {
             self.0.push((stream as usize, capture));
         }
+        self.1.store(self.0.len(), Ordering::Release);
     }
 
-    /// `stream` is in none of the crate's captures any more (it ended, or the stream is gone).
+    /// `stream` is in none of the crate's captures any more (it ended, or the stream is gone);
+    /// nor is any stream whose capture is over.
     pub(crate) fn ended(&mut self, stream: sys::cudaStream_t) {
-        self.0.retain(|(s, _)| *s != stream as usize);
+        self.0.retain(|(s, c)| *s != stream as usize && !c.is_over());
+        self.1.store(self.0.len(), Ordering::Release);
     }
 }
 
-/// Held by a record or host-function launch on `stream` from its capture check to its CUDA call.
 /// Whether `a`'s and `b`'s calls share one gate (for tests that need two streams apart).
 #[cfg(all(test, cuda_event_model))]
 pub(crate) fn same_gate(a: sys::cudaStream_t, b: sys::cudaStream_t) -> bool {
     std::ptr::eq(gate(a), gate(b))
 }
 
+/// Held by a record or host-function launch on `stream` from its capture check to its CUDA call.
 pub(crate) fn shared(stream: sys::cudaStream_t) -> Shared {
-    Shared(gate(stream).read())
+    Shared(gate(stream).lock.read())
 }
 
 /// Held by the crate's begin and end of a capture of `stream`, and by its forks into `stream`.
 pub(crate) fn exclusive(stream: sys::cudaStream_t) -> Exclusive {
-    Exclusive(gate(stream).write())
+    let gate = gate(stream);
+    Exclusive(gate.lock.write(), &gate.listed)
 }
 
 /// `stream` is destroyed: CUDA may give its handle to the next stream made, which is in no capture.
 pub(crate) fn forget(stream: sys::cudaStream_t) {
-    // Exclusive only where the stream is listed: a record on another stream of this gate holds it
-    // shared for as long as CUDA blocks that record (a full queue), and a drop waiting for it could
-    // be what would have freed the queue. Nothing lists a stream being dropped meanwhile: its
-    // owner is the dropping thread.
-    if shared(stream).lists(stream) {
+    // No lock while nothing of this gate is listed: a record on another stream of it holds it
+    // shared for as long as CUDA blocks that record (a full queue), and a drop waiting for it, or
+    // queued behind a begin that waits for it, could be what would have freed the queue. Nothing
+    // lists a stream being dropped meanwhile: its owner is the dropping thread.
+    if gate(stream).listed.load(Ordering::Acquire) > 0 {
         exclusive(stream).ended(stream);
     }
 }

@@ -92,7 +92,8 @@ pub struct RatioClusters {
     pub low: f64,
     /// The higher cluster's median ratio.
     pub high: f64,
-    /// The share of the pairs in the higher cluster.
+    /// The share of the pairs in the higher cluster, among those of the order (A first, or B
+    /// first) where the clusters were found.
     pub high_share: f64,
 }
 
@@ -248,7 +249,7 @@ where
         measure,
         2,
         &mut |stream, arm| if arm == 0 { a(stream) } else { b(stream) },
-        &mut |arms, _places, wall_time| {
+        &mut |arms, places, wall_time| {
             let pairs = arms[0].len();
             let timeout = wall_time >= measure.timeout && pairs >= 2;
             if !(timeout || (pairs >= next_look && wall_time >= measure.min_time)) {
@@ -256,7 +257,7 @@ where
             }
             looks += 1;
             next_look = 2 * pairs;
-            let ratio = Ratio::of(&arms[0], &arms[1], alpha(looks));
+            let ratio = Ratio::of_in_places(&arms[0], &arms[1], &places[0], alpha(looks));
             let decided = ratio.pairs >= measure.min_samples && ratio.verdict(margin) != Verdict::Ambiguous;
             last = Some((ratio, looks));
             match (decided, timeout) {
@@ -294,15 +295,24 @@ struct Ratio {
 }
 
 impl Ratio {
-    /// The ratio of `b` to `a`, pair by pair, with an interval at `1 - alpha`. A pair where both
-    /// read 0 does not count; one where only one side reads 0 counts (as 0 or infinity).
+    /// [`of_in_places`](Self::of_in_places) of pairs all in one order.
+    #[cfg(test)]
     fn of(a: &[Duration], b: &[Duration], alpha: f64) -> Ratio {
-        let mut ratios: Vec<f64> = a
+        Ratio::of_in_places(a, b, &vec![0; a.len()], alpha)
+    }
+
+    /// The ratio of `b` to `a`, pair by pair, with an interval at `1 - alpha`; `a_places` says
+    /// where A ran in each pair (first or second). A pair where both read 0 does not count; one
+    /// where only one side reads 0 counts (as 0 or infinity).
+    fn of_in_places(a: &[Duration], b: &[Duration], a_places: &[usize], alpha: f64) -> Ratio {
+        let pairs: Vec<(f64, usize)> = a
             .iter()
             .zip(b)
-            .filter(|(a, b)| !(a.is_zero() && b.is_zero()))
-            .map(|(a, b)| b.as_secs_f64() / a.as_secs_f64())
+            .zip(a_places)
+            .filter(|((a, b), _)| !(a.is_zero() && b.is_zero()))
+            .map(|((a, b), &place)| (b.as_secs_f64() / a.as_secs_f64(), place))
             .collect();
+        let mut ratios: Vec<f64> = pairs.iter().map(|&(ratio, _)| ratio).collect();
         ratios.sort_unstable_by(f64::total_cmp);
         let n = ratios.len();
         let median = |sorted: &[f64]| median_of_sorted(sorted).unwrap_or(f64::NAN);
@@ -316,23 +326,25 @@ impl Ratio {
         let mut a_times: Vec<f64> = a.iter().map(Duration::as_secs_f64).collect();
         a_times.sort_unstable_by(f64::total_cmp);
         let a_median = median(&a_times);
-        // The samples' test for two clusters, on the ratios read as seconds.
-        let as_seconds: Vec<Duration> = ratios.iter().map(|&r| saturating_secs(r)).collect();
-        let clusters = two_clusters(&as_seconds).map(|c| RatioClusters {
-            low: c.low.as_secs_f64(),
-            high: c.high.as_secs_f64(),
-            high_share: c.high_share,
+        let resolution = if a_median > 0.0 {
+            step / a_median
+        } else {
+            f64::INFINITY
+        };
+        // Within one order of the pair: an interval timed first reads more on some GPUs, which
+        // parts the two orders' ratios though neither side runs two ways.
+        let clusters = [0, 1].into_iter().find_map(|first| {
+            let in_order = pairs.iter().filter(|&&(_, place)| place == first);
+            let mut ratios: Vec<f64> = in_order.map(|&(ratio, _)| ratio).collect();
+            ratios.sort_unstable_by(f64::total_cmp);
+            ratio_clusters(&ratios, resolution)
         });
         Ratio {
             median: median(&ratios),
             low,
             high,
             pairs: n,
-            resolution: if a_median > 0.0 {
-                step / a_median
-            } else {
-                f64::INFINITY
-            },
+            resolution,
             clusters,
         }
     }
@@ -353,6 +365,20 @@ impl Ratio {
             Verdict::Ambiguous
         }
     }
+}
+
+/// Two clusters of `sorted` ratios (ascending), as the samples' test finds them (the ratios read as
+/// seconds), but for clusters closer than three steps of the timer relative to the work's time
+/// (`resolution`): ratios of samples on a coarse grid fall on a lattice of such values.
+fn ratio_clusters(sorted: &[f64], resolution: f64) -> Option<RatioClusters> {
+    let as_seconds: Vec<Duration> = sorted.iter().map(|&r| saturating_secs(r)).collect();
+    let c = two_clusters(&as_seconds)?;
+    let (low, high) = (c.low.as_secs_f64(), c.high.as_secs_f64());
+    (high - low >= 3.0 * resolution).then_some(RatioClusters {
+        low,
+        high,
+        high_share: c.high_share,
+    })
 }
 
 #[cfg(test)]
@@ -470,6 +496,44 @@ mod tests {
         let slower: Vec<f64> = other_jitter.iter().map(|v| v * 1.03).collect();
         let slower = Ratio::of(&us(&moded(&a)), &us(&moded(&slower)), ALPHA);
         assert_eq!((slower.clusters, slower.verdict(0.01)), (None, Verdict::Slower));
+    }
+
+    #[test]
+    fn what_the_first_place_adds_or_a_coarse_timer_makes_no_clusters_of_ratios() {
+        // Identical work, 5 us, where an interval timed first reads 736 ns more; A first in
+        // repetitions 0 and 3 of every 4 (the arms' alternation).
+        let a_places: Vec<usize> = (0..2000).map(|i| usize::from(!matches!(i % 4, 0 | 3))).collect();
+        let jitter = |i: usize, k: usize| ((i * k) % 13) as f64 * 0.01;
+        let first = |place: usize| if place == 0 { 0.736 } else { 0.0 };
+        let a: Vec<f64> = (0..2000)
+            .map(|i| 5.0 + jitter(i, 7) + first(a_places[i]))
+            .collect();
+        let b: Vec<f64> = (0..2000)
+            .map(|i| 5.0 + jitter(i, 11) + first(1 - a_places[i]))
+            .collect();
+        let ratio = Ratio::of_in_places(&us(&a), &us(&b), &a_places, ALPHA);
+        assert_eq!(ratio.clusters, None, "{ratio:?}");
+        // The same pairs as if all in one order: the two orders' ratios read as two clusters.
+        assert!(Ratio::of(&us(&a), &us(&b), ALPHA).clusters.is_some());
+        // 1.5 us with 0.9% of normal jitter read on a 32 ns grid: most pairs read the same or one
+        // step apart, ratios on a lattice (1, 48/47, ...) with nothing between: one cluster.
+        let mut seed = 12345u64;
+        let mut normal = move || {
+            let mut uniform = || {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                ((seed >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+            };
+            let (u, v) = (uniform(), uniform());
+            (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
+        };
+        let grid = |t: f64| (t * 1000.0 / 32.0).round() * 32.0 / 1000.0;
+        let mut read = || grid(1.5 * (1.0 + 0.009 * normal()));
+        let (a, b): (Vec<f64>, Vec<f64>) = (0..2000).map(|_| (read(), read())).unzip();
+        let ratio = Ratio::of(&us(&a), &us(&b), ALPHA);
+        assert!(ratio.resolution < 0.05 / 2.0, "{ratio:?}");
+        assert_eq!(ratio.clusters, None, "{ratio:?}");
     }
 
     #[test]

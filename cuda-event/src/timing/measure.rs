@@ -8,8 +8,7 @@ use crate::stream::Stream;
 use crate::timing::engine::sampler::Sampler;
 use crate::timing::measurement::{Measurement, StopReason};
 use crate::timing::options::MeasureOptions;
-use crate::timing::statistics::places::without_places;
-use crate::timing::statistics::relative_deviation;
+use crate::timing::statistics::places::relative_deviation_in_places;
 use std::time::Duration;
 
 /// Times the GPU work that `work` submits to `stream`, repeatedly, and returns the samples and their
@@ -124,7 +123,7 @@ where
             }
             seen = arms[0].len();
             // Without what the places in the repetitions add, as the measurement's noise.
-            let noise = relative_deviation(&without_places(&arms[0], &places[0]));
+            let noise = relative_deviation_in_places(&arms[0], &places[0]);
             stop_reason(options, arms[0].len(), noise, &mut noises, wall_time)
         },
     )?;
@@ -173,6 +172,7 @@ fn settled(noises: &[f64]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::timing::statistics::relative_deviation;
 
     #[test]
     fn noise_settles_only_when_four_figures_agree() {

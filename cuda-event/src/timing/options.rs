@@ -21,7 +21,7 @@ pub struct MeasureOptions {
     pub min_time: Duration,
     /// Stop once the samples' relative standard deviation is at most this (0.005 = 0.5%); with
     /// [`calibrate`](Self::calibrate), of the samples less what their place in the repetition
-    /// adds ([`Measurement::noise`](crate::timing::Measurement::noise)).
+    /// adds ([`Measurement::noise`](crate::timing::Measurement::noise)). Not used by `compare`.
     pub max_noise: f64,
     /// Stop after this much wall time in timed repetitions, whatever the noise. At most a day.
     pub timeout: Duration,

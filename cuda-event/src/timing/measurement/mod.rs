@@ -11,8 +11,10 @@ use crate::timing::cupti::times::CuptiTimes;
 use crate::timing::measurement::flush_check::{FlushCheck, FlushVerdict};
 use crate::timing::measurement::trust::{Doubt, Trust};
 use crate::timing::statistics::clusters::two_clusters;
-use crate::timing::statistics::places::{balanced_half_width, balanced_median, without_places};
-use crate::timing::statistics::{median, percentile_of_sorted, relative_deviation, saturating_secs};
+use crate::timing::statistics::places::{
+    balanced_half_width, balanced_median, relative_deviation_in_places, without_places,
+};
+use crate::timing::statistics::{median, percentile_of_sorted, saturating_secs};
 use std::time::Duration;
 
 /// How far (a share of CUPTI's net time, beyond the calibration's uncertainty) the net time may be
@@ -108,9 +110,10 @@ impl Measurement {
         percentile_of_sorted(&self.sorted, p)
     }
     /// The samples' relative standard deviation (standard deviation / mean); 0 when every sample
-    /// is 0 (work shorter than the timing events' resolution, such as an empty closure). In a
-    /// calibrated measurement, of the samples less what their place in the repetition adds (see
-    /// [`net`](Self::net)), as the place-balanced median leaves it out.
+    /// is 0 (work shorter than the timing events' resolution, such as an empty closure). Where the
+    /// repetitions time the work in more than one place (calibrated, or a side of `compare`), of
+    /// the samples less what their place adds (see [`net`](Self::net)), as the place-balanced
+    /// median leaves it out.
     pub fn noise(&self) -> f64 {
         self.noise
     }
@@ -407,7 +410,7 @@ impl Measurement {
         sorted.sort_unstable();
         let total: u128 = samples.iter().map(Duration::as_nanos).sum();
         let mean = Duration::from_nanos(u64::try_from(total / samples.len() as u128).unwrap_or(u64::MAX));
-        let noise = relative_deviation(&without_places(&samples, &places));
+        let noise = relative_deviation_in_places(&samples, &places);
         Measurement {
             samples,
             sorted,
@@ -490,6 +493,7 @@ impl Measurement {
 mod tests {
     use super::*;
     use crate::timing::statistics::median_half_width;
+    use crate::timing::statistics::relative_deviation;
 
     fn secs(samples: &[f64]) -> Vec<Duration> {
         samples.iter().map(|&s| Duration::from_secs_f64(s)).collect()

@@ -103,23 +103,10 @@ pub(crate) fn median_half_width(sorted: &[Duration], resolution: Option<Duration
     interval.max(resolution.unwrap_or(Duration::ZERO)) / 2
 }
 
-/// Standard deviation (of a sample, n - 1) over mean; infinite for fewer than two samples, 0 when
-/// every sample is 0 (they do not deviate; the ratio would be 0/0).
+/// The samples' relative standard deviation (standard deviation / mean), all in one place.
+#[cfg(test)]
 pub(crate) fn relative_deviation(samples: &[Duration]) -> f64 {
-    if samples.len() < 2 {
-        return f64::INFINITY;
-    }
-    let n = samples.len() as f64;
-    let mean = samples.iter().map(Duration::as_secs_f64).sum::<f64>() / n;
-    if mean == 0.0 {
-        return 0.0;
-    }
-    let variance = samples
-        .iter()
-        .map(|s| (s.as_secs_f64() - mean).powi(2))
-        .sum::<f64>()
-        / (n - 1.0);
-    variance.sqrt() / mean
+    places::relative_deviation_in_places(samples, &vec![0; samples.len()])
 }
 
 #[cfg(test)]

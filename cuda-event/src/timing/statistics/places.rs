@@ -57,10 +57,10 @@ pub(crate) fn balanced_half_width(
 /// `samples` each moved by what its place adds: less its place's median, plus the
 /// [`balanced_median`]. What is left of two clusters then is not the places' doing.
 pub(crate) fn without_places(samples: &[Duration], places: &[usize]) -> Vec<Duration> {
-    let (medians, balanced) = place_medians(samples, places);
-    if medians.iter().flatten().count() < 2 {
-        return samples.to_vec(); // one place: nothing to take away
+    if places.iter().all(|&place| place == places[0]) {
+        return samples.to_vec(); // one place: nothing to take away (and nothing to sort)
     }
+    let (medians, balanced) = place_medians(samples, places);
     samples
         .iter()
         .zip(places)
@@ -69,6 +69,38 @@ pub(crate) fn without_places(samples: &[Duration], places: &[usize]) -> Vec<Dura
             saturating_secs(sample.as_secs_f64() - own + balanced)
         })
         .collect()
+}
+
+/// The samples' relative standard deviation (standard deviation / mean) less what their places
+/// add: each sample's deviation from its place's mean, pooled, over the mean of the places' means
+/// (infinite without two samples in a place, 0 when every sample is 0). Linear in the samples, no
+/// sort: the stop rule reads it after every batch.
+pub(crate) fn relative_deviation_in_places(samples: &[Duration], places: &[usize]) -> f64 {
+    let count = places.iter().max().map_or(0, |&most| most + 1);
+    let mut sums = vec![(0usize, 0.0f64); count];
+    for (sample, &place) in samples.iter().zip(places) {
+        sums[place].0 += 1;
+        sums[place].1 += sample.as_secs_f64();
+    }
+    let means: Vec<Option<f64>> = sums
+        .iter()
+        .map(|&(n, sum)| (n > 0).then(|| sum / n as f64))
+        .collect();
+    let taken = means.iter().flatten().count();
+    let freedom = samples.len().saturating_sub(taken);
+    if freedom == 0 {
+        return f64::INFINITY;
+    }
+    let mean = means.iter().flatten().sum::<f64>() / taken as f64;
+    if mean == 0.0 {
+        return 0.0;
+    }
+    let squares: f64 = samples
+        .iter()
+        .zip(places)
+        .map(|(sample, &place)| (sample.as_secs_f64() - means[place].unwrap_or(0.0)).powi(2))
+        .sum();
+    (squares / freedom as f64).sqrt() / mean
 }
 
 #[cfg(test)]
