@@ -18,43 +18,16 @@
  *     -lpthread -o calls_beside_capture_end && ./calls_beside_capture_end */
 #include <cuda_runtime.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
-#include <sys/wait.h>
-#include <unistd.h>
-#define LD(x) __atomic_load_n(&(x), __ATOMIC_SEQ_CST)
-#define ST(x, v) __atomic_store_n(&(x), (v), __ATOMIC_SEQ_CST)
+#include "capture_ender.h"
+#include "variants.h"
 enum { ROUNDS = 3000 };
-static int phase, stop, round_no, out_fd; /* phase: 0 idle, 1 end asked, 2 in end, 3 ended */
-static int overlapped, end_failed;
+static int overlapped;
 static cudaStream_t C, Q;
 static cudaEvent_t done_on_q, in_capture;
 static cudaGraphExec_t exec;
 
-static void on_sig(int s) {
-  char b[80];
-  int n = snprintf(b, sizeof b, "%s@round%d", s == SIGALRM ? "HANG" : s == SIGSEGV ? "SIGSEGV" : "SIGNAL",
-                   round_no);
-  if (write(out_fd, b, n) < 0) {}
-  _exit(100);
-}
-
 static void nothing(void *unused) { (void)unused; }
-
-static void *ender(void *unused) {
-  (void)unused;
-  enum cudaStreamCaptureMode m = cudaStreamCaptureModeRelaxed;
-  cudaThreadExchangeStreamCaptureMode(&m);
-  while (!LD(stop)) {
-    if (LD(phase) != 1) continue;
-    ST(phase, 2);
-    cudaGraph_t g = 0;
-    if (cudaStreamEndCapture(C, &g) != cudaSuccess) end_failed++;
-    if (g) cudaGraphDestroy(g);
-    ST(phase, 3);
-  }
-  return 0;
-}
 
 static void call(char v) {
   cudaEvent_t fresh;
@@ -74,12 +47,10 @@ static void call(char v) {
 }
 
 static void child(char v) {
-  signal(SIGSEGV, on_sig); signal(SIGBUS, on_sig); signal(SIGABRT, on_sig); signal(SIGALRM, on_sig);
-  alarm(8);
-  enum cudaStreamCaptureMode m = cudaStreamCaptureModeRelaxed;
-  cudaThreadExchangeStreamCaptureMode(&m);
-  cudaFree(0);
+  watch_child(8);
+  relaxed_with_context();
   cudaStreamCreateWithFlags(&C, cudaStreamNonBlocking);
+  ended_stream = C;
   cudaStreamCreateWithFlags(&Q, cudaStreamNonBlocking);
   cudaEventCreateWithFlags(&done_on_q, cudaEventDisableTiming);
   cudaEventCreateWithFlags(&in_capture, cudaEventDisableTiming);
@@ -109,29 +80,13 @@ static void child(char v) {
   ST(stop, 1);
   pthread_join(t, 0);
   char b[160];
-  int n = snprintf(b, sizeof b, "OK(ends failed %d, calls that overlapped the end %d)", end_failed, overlapped);
-  if (write(out_fd, b, n) < 0) {}
+  snprintf(b, sizeof b, "OK(ends failed %d, calls that overlapped the end %d)", end_failed, overlapped);
+  report(b);
   _exit(0);
 }
 
 int main(int argc, char **argv) {
-  const char *variants = argc > 1 ? argv[1] : "newhlqs";
-  printf("calls beside a capture's end (%d rounds):", ROUNDS);
-  for (int i = 0; variants[i]; i++) {
-    int fds[2];
-    if (pipe(fds)) return 1;
-    pid_t pid = fork();
-    if (pid == 0) { close(fds[0]); out_fd = fds[1]; child(variants[i]); }
-    close(fds[1]);
-    char b[200] = {0};
-    ssize_t got = read(fds[0], b, sizeof b - 1);
-    (void)got;
-    int status = 0;
-    waitpid(pid, &status, 0);
-    close(fds[0]);
-    printf(" %c=%s", variants[i], b[0] ? b : "no-report");
-    fflush(stdout);
-  }
-  printf("\n");
-  return 0;
+  char title[120];
+  snprintf(title, sizeof title, "calls beside a capture's end (%d rounds)", ROUNDS);
+  return run_variants(title, argc > 1 ? argv[1] : "newhlqs", child);
 }

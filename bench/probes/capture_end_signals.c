@@ -23,26 +23,14 @@
  *     -o capture_end_signals && ./capture_end_signals */
 #include <cuda_runtime.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
-#include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
-#define LD(x) __atomic_load_n(&(x), __ATOMIC_SEQ_CST)
-#define ST(x, v) __atomic_store_n(&(x), (v), __ATOMIC_SEQ_CST)
+#include "capture_ender.h"
+#include "variants.h"
 enum { ROUNDS = 3000 };
-static int phase, stop, round_no, out_fd, gone; /* phase: 0 idle, 1 end asked, 2 in end, 3 ended */
-static int c1_bad, c2_bad, early, c2_records, e_done;
+static int gone;
+static int c2_bad, early, c2_records, e_done;
 static cudaStream_t C1, C2, Q;
 static cudaEvent_t X, never;
-
-static void on_sig(int s) {
-  char b[80];
-  int n = snprintf(b, sizeof b, "%s@round%d", s == SIGALRM ? "HANG" : s == SIGSEGV ? "SIGSEGV" : "SIGNAL",
-                   round_no);
-  if (write(out_fd, b, n) < 0) {}
-  _exit(100);
-}
 
 static cudaError_t capture_info(cudaStream_t s, enum cudaStreamCaptureStatus *st, unsigned long long *id,
                                 cudaGraph_t *g) {
@@ -51,21 +39,6 @@ static cudaError_t capture_info(cudaStream_t s, enum cudaStreamCaptureStatus *st
 #else
   return cudaStreamGetCaptureInfo(s, st, id, g, NULL, NULL);
 #endif
-}
-
-static void *ender(void *unused) {
-  (void)unused;
-  enum cudaStreamCaptureMode m = cudaStreamCaptureModeRelaxed;
-  cudaThreadExchangeStreamCaptureMode(&m);
-  while (!LD(stop)) {
-    if (LD(phase) != 1) continue;
-    ST(phase, 2);
-    cudaGraph_t g = 0;
-    if (cudaStreamEndCapture(C1, &g) != cudaSuccess) c1_bad++;
-    if (g) cudaGraphDestroy(g);
-    ST(phase, 3);
-  }
-  return 0;
 }
 
 static void on_destroy(void *unused) {
@@ -99,12 +72,10 @@ static int ended(char v, unsigned long long id) {
 }
 
 static void child(char v) {
-  signal(SIGSEGV, on_sig); signal(SIGBUS, on_sig); signal(SIGABRT, on_sig); signal(SIGALRM, on_sig);
-  alarm(8);
-  enum cudaStreamCaptureMode m = cudaStreamCaptureModeRelaxed;
-  cudaThreadExchangeStreamCaptureMode(&m);
-  cudaFree(0);
+  watch_child(8);
+  relaxed_with_context();
   cudaStreamCreateWithFlags(&C1, cudaStreamNonBlocking);
+  ended_stream = C1;
   cudaStreamCreateWithFlags(&C2, cudaStreamNonBlocking);
   cudaStreamCreateWithFlags(&Q, cudaStreamNonBlocking);
   cudaEventCreateWithFlags(&X, cudaEventDisableTiming);
@@ -161,30 +132,14 @@ static void child(char v) {
   ST(stop, 1);
   pthread_join(t, 0);
   char b[160];
-  int n = snprintf(b, sizeof b, "OK(C1 invalid %d, C2 invalid %d, signal seen during the end %d, calls %d)", c1_bad,
+  snprintf(b, sizeof b, "OK(C1 invalid %d, C2 invalid %d, signal seen during the end %d, calls %d)", end_failed,
                    c2_bad, early, c2_records);
-  if (write(out_fd, b, n) < 0) {}
+  report(b);
   _exit(0);
 }
 
 int main(int argc, char **argv) {
-  const char *variants = argc > 1 ? argv[1] : "rsuvdiqe";
-  printf("capture end signals (%d rounds):", ROUNDS);
-  for (int i = 0; variants[i]; i++) {
-    int fds[2];
-    if (pipe(fds)) return 1;
-    pid_t pid = fork();
-    if (pid == 0) { close(fds[0]); out_fd = fds[1]; child(variants[i]); }
-    close(fds[1]);
-    char b[200] = {0};
-    ssize_t got = read(fds[0], b, sizeof b - 1);
-    (void)got;
-    int status = 0;
-    waitpid(pid, &status, 0);
-    close(fds[0]);
-    printf(" %c=%s", variants[i], b[0] ? b : "no-report");
-    fflush(stdout);
-  }
-  printf("\n");
-  return 0;
+  char title[120];
+  snprintf(title, sizeof title, "capture end signals (%d rounds)", ROUNDS);
+  return run_variants(title, argc > 1 ? argv[1] : "rsuvdiqe", child);
 }
