@@ -115,6 +115,8 @@ impl Stream {
 /// apart from them and from records into it, so that none overlaps the end.
 pub(crate) struct CrateCapture {
     stream: sys::CUstream,
+    /// Where the stream was made, for the check that no device reset destroyed it before the end.
+    made_in: MadeIn,
     /// The capture as the crate's captured events know it (none where CUDA would not say).
     capture: Option<Arc<captured::Capture>>,
 }
@@ -143,27 +145,48 @@ impl CrateCapture {
             }
             _ => None,
         };
-        Ok(CrateCapture { stream: raw, capture })
+        // A borrowed stream has no instance of its own: its device's primary context's stands in.
+        let made_in = match stream.made_in().instance() {
+            Some(_) => stream.made_in(),
+            None => MadeIn::new(
+                stream.device(),
+                ContextInstance::of_primary(d, stream.device()).ok(),
+            ),
+        };
+        Ok(CrateCapture {
+            stream: raw,
+            made_in,
+            capture,
+        })
     }
 
     /// Ends the capture, writing the graph through `graph` (null if the capture failed), apart
     /// from the crate's records on its stream (the stream's gate) and into it or forks from it on
-    /// any stream (the capture's own); CUDA's code. The stream must be alive (no device reset).
-    pub(crate) fn end(self, d: &Driver, graph: &mut sys::CUgraph) -> sys::CUresult {
+    /// any stream (the capture's own); CUDA's code. [`Error::DeviceWasReset`] where a reset (made
+    /// by the captured work, say) destroyed the stream and the capture with it: then no CUDA call,
+    /// the stream leaves its gate and the capture is over.
+    pub(crate) fn end(self, d: &Driver, graph: &mut sys::CUgraph) -> Result<sys::CUresult> {
         let stream = self.stream;
+        let mut alone = capture_gate::exclusive(stream);
+        if let Err(reset) = self.made_in.ensure_alive(d, None) {
+            if let Some(capture) = &self.capture {
+                capture.mark_over();
+            }
+            alone.ended(stream);
+            return Err(reset);
+        }
         let mut code = sys::CUresult::CUDA_SUCCESS;
         let mut end = || {
             // SAFETY: the stream this capture began on; writes the graph through a live reference.
             code = d.stream_end_capture.code(|f| unsafe { f(stream, graph) });
             d.stream_end_capture.check(code)
         };
-        let mut alone = capture_gate::exclusive(stream);
         let _ = match &self.capture {
             Some(capture) => capture.end(end),
             None => end(),
         };
         alone.ended(stream);
-        code
+        Ok(code)
     }
 }
 
@@ -182,7 +205,7 @@ impl Open {
 
     fn end_into(&mut self, graph: &mut sys::CUgraph) -> Result<()> {
         match self.capture.take() {
-            Some(capture) => self.d.stream_end_capture.check(capture.end(self.d, graph)),
+            Some(capture) => self.d.stream_end_capture.check(capture.end(self.d, graph)?),
             None => Ok(()),
         }
     }

@@ -20,8 +20,8 @@
 //! rarely meet. Unrelated streams of one set do meet where CUDA blocks a record or a host
 //! function's launch (a full queue): it holds the gate shared meanwhile, and a begin, an end or a
 //! fork of a capture on another stream of the set waits for it. A stream's drop takes no lock
-//! while no stream of its gate is listed (a count beside the gate says so), so that it does not
-//! wait for such a record, nor queue behind a begin or an end that waits for one.
+//! while no stream of its gate is listed (a count beside the gate says so), and the gate exclusive
+//! only where it is listed itself, so that it does not wait for such a record.
 
 use crate::stream::known_capture::Capture;
 use crate::sync::atomic::{AtomicUsize, Ordering};
@@ -60,6 +60,10 @@ fn gate(stream: sys::cudaStream_t) -> &'static Gate {
 pub(crate) struct Shared(RwLockReadGuard<'static, Listed>);
 
 impl Shared {
+    fn lists(&self, stream: sys::cudaStream_t) -> bool {
+        self.0.iter().any(|(s, _)| *s == stream as usize)
+    }
+
     /// The capture that the crate ends and `stream` is in, if any: known without asking CUDA,
     /// and certain while this is held.
     pub(crate) fn capture_of(&self, stream: sys::cudaStream_t) -> Option<&Arc<Capture>> {
@@ -112,11 +116,13 @@ pub(crate) fn exclusive(stream: sys::cudaStream_t) -> Exclusive {
 
 /// `stream` is destroyed: CUDA may give its handle to the next stream made, which is in no capture.
 pub(crate) fn forget(stream: sys::cudaStream_t) {
-    // No lock while nothing of this gate is listed: a record on another stream of it holds it
-    // shared for as long as CUDA blocks that record (a full queue), and a drop waiting for it, or
-    // queued behind a begin that waits for it, could be what would have freed the queue. Nothing
-    // lists a stream being dropped meanwhile: its owner is the dropping thread.
-    if gate(stream).listed.load(Ordering::Acquire) > 0 {
+    // No lock while nothing of this gate is listed, and exclusive only where this stream is: a
+    // record on another stream of the gate holds it shared for as long as CUDA blocks that record
+    // (a full queue), and a drop waiting for it could be what would have freed the queue. (Where
+    // the gate lists another stream, the look queues behind a begin, end or fork of a capture
+    // that waits for such a record.) Nothing lists a stream being dropped meanwhile: its owner is
+    // the dropping thread.
+    if gate(stream).listed.load(Ordering::Acquire) > 0 && shared(stream).lists(stream) {
         exclusive(stream).ended(stream);
     }
 }

@@ -92,8 +92,8 @@ pub struct RatioClusters {
     pub low: f64,
     /// The higher cluster's median ratio.
     pub high: f64,
-    /// The share of the pairs in the higher cluster, among those of the order (A first, or B
-    /// first) where the clusters were found.
+    /// The share of the pairs in the higher cluster, among those where A and B ran in the places
+    /// (first, or after another) where the clusters were found.
     pub high_share: f64,
 }
 
@@ -257,7 +257,7 @@ where
             }
             looks += 1;
             next_look = 2 * pairs;
-            let ratio = Ratio::of_in_places(&arms[0], &arms[1], &places[0], alpha(looks));
+            let ratio = Ratio::of_in_places(&arms[0], &arms[1], [&places[0], &places[1]], alpha(looks));
             let decided = ratio.pairs >= measure.min_samples && ratio.verdict(margin) != Verdict::Ambiguous;
             last = Some((ratio, looks));
             match (decided, timeout) {
@@ -298,19 +298,19 @@ impl Ratio {
     /// [`of_in_places`](Self::of_in_places) of pairs all in one order.
     #[cfg(test)]
     fn of(a: &[Duration], b: &[Duration], alpha: f64) -> Ratio {
-        Ratio::of_in_places(a, b, &vec![0; a.len()], alpha)
+        Ratio::of_in_places(a, b, [&vec![0; a.len()], &vec![0; b.len()]], alpha)
     }
 
-    /// The ratio of `b` to `a`, pair by pair, with an interval at `1 - alpha`; `a_places` says
-    /// where A ran in each pair (first or second). A pair where both read 0 does not count; one
-    /// where only one side reads 0 counts (as 0 or infinity).
-    fn of_in_places(a: &[Duration], b: &[Duration], a_places: &[usize], alpha: f64) -> Ratio {
-        let pairs: Vec<(f64, usize)> = a
+    /// The ratio of `b` to `a`, pair by pair, with an interval at `1 - alpha`; `places` says
+    /// where A and B ran in each pair's repetition (`Arms::places`). A pair where both read 0
+    /// does not count; one where only one side reads 0 counts (as 0 or infinity).
+    fn of_in_places(a: &[Duration], b: &[Duration], places: [&[usize]; 2], alpha: f64) -> Ratio {
+        let pairs: Vec<(f64, (usize, usize))> = a
             .iter()
             .zip(b)
-            .zip(a_places)
+            .zip(places[0].iter().zip(places[1]))
             .filter(|((a, b), _)| !(a.is_zero() && b.is_zero()))
-            .map(|((a, b), &place)| (b.as_secs_f64() / a.as_secs_f64(), place))
+            .map(|((a, b), (&at_a, &at_b))| (b.as_secs_f64() / a.as_secs_f64(), (at_a, at_b)))
             .collect();
         let mut ratios: Vec<f64> = pairs.iter().map(|&(ratio, _)| ratio).collect();
         ratios.sort_unstable_by(f64::total_cmp);
@@ -331,10 +331,11 @@ impl Ratio {
         } else {
             f64::INFINITY
         };
-        // Within one order of the pair: an interval timed first reads more on some GPUs, which
-        // parts the two orders' ratios though neither side runs two ways.
-        let clusters = [0, 1].into_iter().find_map(|first| {
-            let in_order = pairs.iter().filter(|&&(_, place)| place == first);
+        // Within the pairs of one placing of A and B: an interval timed first reads more on some
+        // GPUs, which parts the placings' ratios though neither side runs two ways.
+        let placings = [(0, 0), (0, 1), (1, 0), (1, 1)];
+        let clusters = placings.into_iter().find_map(|placing| {
+            let in_order = pairs.iter().filter(|&&(_, at)| at == placing);
             let mut ratios: Vec<f64> = in_order.map(|&(ratio, _)| ratio).collect();
             ratios.sort_unstable_by(f64::total_cmp);
             ratio_clusters(&ratios, resolution)
@@ -511,7 +512,24 @@ mod tests {
         let b: Vec<f64> = (0..2000)
             .map(|i| 5.0 + jitter(i, 11) + first(1 - a_places[i]))
             .collect();
-        let ratio = Ratio::of_in_places(&us(&a), &us(&b), &a_places, ALPHA);
+        let b_places: Vec<usize> = a_places.iter().map(|&place| 1 - place).collect();
+        let ratio = Ratio::of_in_places(&us(&a), &us(&b), [&a_places, &b_places], ALPHA);
+        assert_eq!(ratio.clusters, None, "{ratio:?}");
+        // With the calibration's kernel, a third arm: A and B both after it in repetitions 0 and 2
+        // of every 4, B first in 1, A first in 3.
+        let placing = |i: usize| match i % 4 {
+            1 => (1, 0),
+            3 => (0, 1),
+            _ => (1, 1),
+        };
+        let (a_places, b_places): (Vec<usize>, Vec<usize>) = (0..2000).map(placing).unzip();
+        let a: Vec<f64> = (0..2000)
+            .map(|i| 5.0 + jitter(i, 7) + first(a_places[i]))
+            .collect();
+        let b: Vec<f64> = (0..2000)
+            .map(|i| 5.0 + jitter(i, 11) + first(b_places[i]))
+            .collect();
+        let ratio = Ratio::of_in_places(&us(&a), &us(&b), [&a_places, &b_places], ALPHA);
         assert_eq!(ratio.clusters, None, "{ratio:?}");
         // The same pairs as if all in one order: the two orders' ratios read as two clusters.
         assert!(Ratio::of(&us(&a), &us(&b), ALPHA).clusters.is_some());

@@ -90,7 +90,6 @@ impl GraphBatch {
         // Ended whatever happens, a panic in `queue` included, so that the stream is usable again.
         let capturing = Capturing {
             d,
-            made_in,
             capture: Some(capture),
         };
         if let Err(e) = queue(&recorded) {
@@ -100,7 +99,7 @@ impl GraphBatch {
             drop(capturing);
             return Err(e);
         }
-        let code = capturing.end(&mut batch.graph);
+        let code = capturing.end(&mut batch.graph)?;
         check_step(
             &d.stream_end_capture,
             "ending the capture",
@@ -184,17 +183,17 @@ impl Drop for GraphBatch {
 /// failed or panicked (its graph then destroyed; no call after a device reset).
 struct Capturing {
     d: &'static Driver,
-    made_in: Option<ContextInstance>,
     /// Until ended.
     capture: Option<CrateCapture>,
 }
 
 impl Capturing {
-    /// Ends the capture, writing the graph (null if the capture failed) through `graph`.
-    fn end(mut self, graph: &mut sys::CUgraph) -> sys::CUresult {
+    /// Ends the capture, writing the graph (null if the capture failed) through `graph`: CUDA's
+    /// code, or [`Error::DeviceWasReset`] (see [`CrateCapture::end`]).
+    fn end(mut self, graph: &mut sys::CUgraph) -> Result<sys::CUresult> {
         match self.capture.take() {
             Some(capture) => capture.end(self.d, graph),
-            None => sys::CUresult::CUDA_SUCCESS,
+            None => Ok(sys::CUresult::CUDA_SUCCESS),
         }
     }
 }
@@ -204,16 +203,13 @@ impl Drop for Capturing {
         let Some(capture) = self.capture.take() else {
             return; // ended
         };
-        // After a reset (a panic in the captured work can follow one) the stream is gone.
-        let _ = ContextInstance::destroy_unless_reset(self.made_in, |d| {
-            let mut graph = std::ptr::null_mut();
-            let _ = capture.end(d, &mut graph);
-            if !graph.is_null() {
-                // SAFETY: the graph just ended, never instantiated or shared; destroyed once.
-                let _ = d.graph_destroy.code(|f| unsafe { f(graph) });
-            }
-            Ok(())
-        });
+        // After a reset (a panic in the captured work can follow one) the stream is gone: the end
+        // makes no CUDA call then.
+        let mut graph = std::ptr::null_mut();
+        if capture.end(self.d, &mut graph).is_ok() && !graph.is_null() {
+            // SAFETY: the graph just ended, never instantiated or shared; destroyed once.
+            let _ = self.d.graph_destroy.code(|f| unsafe { f(graph) });
+        }
     }
 }
 
