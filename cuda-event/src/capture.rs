@@ -81,7 +81,8 @@ impl Stream {
     /// # Errors
     /// CUDA's error when the capture cannot begin (the legacy default stream, a stream already
     /// being captured) or ends invalid (the work made a call the mode forbids, or did not join a
-    /// forked stream back).
+    /// forked stream back); [`Error::DeviceWasReset`] where a reset (made by the work, say)
+    /// destroyed the stream before the end, which is then not made.
     #[doc(alias = "cudaStreamBeginCapture")]
     #[doc(alias = "cudaStreamEndCapture")]
     pub fn capture(&self, mode: CaptureMode, work: impl FnOnce(&Stream) -> Result<()>) -> Result<Graph> {
@@ -89,7 +90,7 @@ impl Stream {
         self.made_in().ensure_alive(d, None)?;
         let made_in = ContextInstance::of_primary(d, self.device()).ok();
         self.in_context(d, || {
-            let capture = CrateCapture::begin(d, self, mode.to_driver())
+            let capture = CrateCapture::begin(d, self, self.made_in(), mode.to_driver())
                 .map_err(|code| d.stream_begin_capture.error(code))?;
             let open = Open {
                 d,
@@ -122,11 +123,12 @@ pub(crate) struct CrateCapture {
 }
 
 impl CrateCapture {
-    /// Begins a capture of `stream` (a live stream whose context is current) in `mode`; CUDA's
-    /// code where it would not begin.
+    /// Begins a capture of `stream` (a live stream whose context is current, made in `made_in`,
+    /// which a device reset destroys) in `mode`; CUDA's code where it would not begin.
     pub(crate) fn begin(
         d: &Driver,
         stream: &Stream,
+        made_in: MadeIn,
         mode: sys::CUstreamCaptureMode,
     ) -> std::result::Result<CrateCapture, sys::CUresult> {
         let raw = stream.as_raw();
@@ -145,14 +147,6 @@ impl CrateCapture {
             }
             _ => None,
         };
-        // A borrowed stream has no instance of its own: its device's primary context's stands in.
-        let made_in = match stream.made_in().instance() {
-            Some(_) => stream.made_in(),
-            None => MadeIn::new(
-                stream.device(),
-                ContextInstance::of_primary(d, stream.device()).ok(),
-            ),
-        };
         Ok(CrateCapture {
             stream: raw,
             made_in,
@@ -170,7 +164,7 @@ impl CrateCapture {
         let mut alone = capture_gate::exclusive(stream);
         if let Err(reset) = self.made_in.ensure_alive(d, None) {
             if let Some(capture) = &self.capture {
-                capture.mark_over();
+                capture.destroyed();
             }
             alone.ended(stream);
             return Err(reset);

@@ -46,6 +46,13 @@ impl Capture {
         (!self.is_over()).then_some(entry)
     }
 
+    /// The capture is over without an end: a device reset destroyed its stream and graph. Marked
+    /// apart from every record into it and fork from it made through the crate, as an end is.
+    pub(crate) fn destroyed(&self) {
+        let _alone = self.gate.write();
+        self.mark_over();
+    }
+
     /// Runs `end`, the crate's own end of this capture, apart from every record into it and fork
     /// from it made through the crate, and marks the capture over once it has returned valid.
     /// A failed end leaves that to the graph's user object: a capture invalidated ends with its

@@ -4,7 +4,7 @@
 
 use crate::capture::CrateCapture;
 use crate::capture_mode::is_capture_interference;
-use crate::context::ContextInstance;
+use crate::context::{ContextInstance, MadeIn};
 use crate::driver::{Driver, Entry};
 use crate::error::{Error, MeasureError, Result};
 use crate::stream::Stream;
@@ -68,7 +68,8 @@ impl GraphBatch {
         let mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
         // As `Stream::capture`'s: the crate's records on the stream and forks from it (the work's
         // `Event::wait`s) know it, and none overlaps its end.
-        let capture = match CrateCapture::begin(d, stream, mode) {
+        // The device's primary context's instance: a borrowed stream has none of its own.
+        let capture = match CrateCapture::begin(d, stream, MadeIn::new(stream.device(), made_in), mode) {
             Ok(capture) => capture,
             Err(code) => {
                 let hint = "the legacy default stream cannot be captured: use a created stream";
