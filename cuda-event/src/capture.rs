@@ -90,8 +90,12 @@ impl Stream {
         self.made_in().ensure_alive(d, None)?;
         let made_in = ContextInstance::of_primary(d, self.device()).ok();
         self.in_context(d, || {
-            let capture = CrateCapture::begin(d, self, self.made_in(), mode.to_driver())
-                .map_err(|code| d.stream_begin_capture.error(code))?;
+            // A borrowed or per-thread stream has no instance of its own: the primary context's
+            // stands in, as for measure's.
+            let instance = self.made_in().instance().or(made_in);
+            let capture =
+                CrateCapture::begin(d, self, MadeIn::new(self.device(), instance), mode.to_driver())
+                    .map_err(|code| d.stream_begin_capture.error(code))?;
             let open = Open {
                 d,
                 capture: Some(capture),
