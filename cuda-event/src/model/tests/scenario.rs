@@ -44,26 +44,25 @@ pub(super) fn stream() -> Arc<Stream> {
 
 /// A new stream that shares a capture gate with `other`.
 pub(super) fn stream_beside(other: &Stream) -> Arc<Stream> {
-    let mut apart = Vec::new();
-    loop {
-        let candidate = stream();
-        if crate::stream::capture_gate::same_gate(candidate.as_raw(), other.as_raw()) {
-            return candidate;
-        }
-        apart.push(candidate);
-    }
+    stream_where(other, true)
 }
 
 /// A new stream that shares no capture gate with `other`: what keeps its calls apart from the end
 /// of a capture of `other` is that capture's own entry, not a lock the two streams happen to share.
 pub(super) fn stream_apart_from(other: &Stream) -> Arc<Stream> {
-    let mut sharing = Vec::new();
+    stream_where(other, false)
+}
+
+/// A new stream whose capture gate is `other`'s or not, as `same` says (the streams made on the
+/// way are kept until then, so that none hands its handle on).
+fn stream_where(other: &Stream, same: bool) -> Arc<Stream> {
+    let mut passed = Vec::new();
     loop {
         let candidate = stream();
-        if !crate::stream::capture_gate::same_gate(candidate.as_raw(), other.as_raw()) {
+        if crate::stream::capture_gate::same_gate(candidate.as_raw(), other.as_raw()) == same {
             return candidate;
         }
-        sharing.push(candidate);
+        passed.push(candidate);
     }
 }
 
