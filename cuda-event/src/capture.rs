@@ -96,12 +96,12 @@ impl Stream {
             let capture =
                 CrateCapture::begin(d, self, MadeIn::new(self.device(), instance), mode.to_driver())
                     .map_err(|code| d.stream_begin_capture.error(code))?;
-            let open = Open {
-                d,
-                capture: Some(capture),
-            };
             let worked = work(self);
-            let ended = open.end();
+            let mut graph = std::ptr::null_mut();
+            let ended = capture
+                .end(&mut graph)
+                .and_then(|code| d.stream_end_capture.check(code))
+                .map(|()| graph);
             let graph = ended.map(|graph| Graph {
                 made_in,
                 device: self.device(),
@@ -117,20 +117,24 @@ impl Stream {
 /// A capture of a stream that the crate begins and ends ([`Stream::capture`], `measure`'s graph
 /// mode): listed in the stream's capture gate from its begin to its end, so that the crate's
 /// records on the stream and forks from it (`Event::wait`) know it without asking CUDA, and ended
-/// apart from them and from records into it, so that none overlaps the end.
+/// apart from them and from records into it, so that none overlaps the end. Ended on drop if not
+/// before (the captured work failed or panicked), its graph then destroyed.
 pub(crate) struct CrateCapture {
+    d: &'static Driver,
     stream: sys::CUstream,
     /// Where the stream was made, for the check that no device reset destroyed it before the end.
     made_in: MadeIn,
     /// The capture as the crate's captured events know it (none where CUDA would not say).
     capture: Option<Arc<captured::Capture>>,
+    /// [`end`](Self::end) ran: nothing for the drop to do.
+    ended: bool,
 }
 
 impl CrateCapture {
     /// Begins a capture of `stream` (a live stream whose context is current, made in `made_in`,
     /// which a device reset destroys) in `mode`; CUDA's code where it would not begin.
     pub(crate) fn begin(
-        d: &Driver,
+        d: &'static Driver,
         stream: &Stream,
         made_in: MadeIn,
         mode: sys::CUstreamCaptureMode,
@@ -152,9 +156,11 @@ impl CrateCapture {
             _ => None,
         };
         Ok(CrateCapture {
+            d,
             stream: raw,
             made_in,
             capture,
+            ended: false,
         })
     }
 
@@ -163,8 +169,13 @@ impl CrateCapture {
     /// any stream (the capture's own); CUDA's code. [`Error::DeviceWasReset`] where a reset (made
     /// by the captured work, say) destroyed the stream and the capture with it: then no CUDA call,
     /// the stream leaves its gate and the capture is over.
-    pub(crate) fn end(self, d: &Driver, graph: &mut sys::CUgraph) -> Result<sys::CUresult> {
-        let stream = self.stream;
+    pub(crate) fn end(mut self, graph: &mut sys::CUgraph) -> Result<sys::CUresult> {
+        self.ended = true;
+        self.end_into(graph)
+    }
+
+    fn end_into(&self, graph: &mut sys::CUgraph) -> Result<sys::CUresult> {
+        let (d, stream) = (self.d, self.stream);
         let mut alone = capture_gate::exclusive(stream);
         if let Err(reset) = self.made_in.ensure_alive(d, None) {
             if let Some(capture) = &self.capture {
@@ -188,29 +199,13 @@ impl CrateCapture {
     }
 }
 
-/// A capture [`Stream::capture`] began: ended on drop if not before (a panicking `work`).
-struct Open {
-    d: &'static Driver,
-    capture: Option<CrateCapture>,
-}
-
-impl Open {
-    fn end(mut self) -> Result<sys::CUgraph> {
-        let mut graph = std::ptr::null_mut();
-        let result = self.end_into(&mut graph);
-        result.map(|()| graph)
-    }
-
-    fn end_into(&mut self, graph: &mut sys::CUgraph) -> Result<()> {
-        match self.capture.take() {
-            Some(capture) => self.d.stream_end_capture.check(capture.end(self.d, graph)?),
-            None => Ok(()),
-        }
-    }
-}
-
-impl Drop for Open {
+impl Drop for CrateCapture {
     fn drop(&mut self) {
+        if self.ended {
+            return;
+        }
+        // After a reset (a panic in the captured work can follow one) the stream is gone: the end
+        // makes no CUDA call then.
         let mut graph = std::ptr::null_mut();
         if self.end_into(&mut graph).is_ok() && !graph.is_null() {
             // SAFETY: the graph just ended, never instantiated or shared; destroyed once.

@@ -152,8 +152,8 @@ impl Comparison {
         self.ratio.pairs
     }
     /// The pairs' ratios in two clusters, if they fall in two: then the verdict is
-    /// [`Verdict::Ambiguous`]. A side's own two modes that both sides share (the order of a pair,
-    /// the GPU's clocks) leave the ratios in one; a mode of one side alone splits them.
+    /// [`Verdict::Ambiguous`]. Two modes that both sides share (the GPU's clocks) leave the ratios
+    /// in one; a mode of one side alone splits them (see [`RatioClusters`] for which pairs count).
     pub fn ratio_clusters(&self) -> Option<RatioClusters> {
         self.ratio.clusters
     }

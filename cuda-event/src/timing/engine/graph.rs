@@ -89,18 +89,14 @@ impl GraphBatch {
             })
             .collect();
         // Ended whatever happens, a panic in `queue` included, so that the stream is usable again.
-        let capturing = Capturing {
-            d,
-            capture: Some(capture),
-        };
         if let Err(e) = queue(&recorded) {
             // The drop ends the capture and destroys its graph, unless a device reset in the
             // caller's work (the error the check after that work returns) destroyed the stream:
             // ending it then would be a call on a freed stream.
-            drop(capturing);
+            drop(capture);
             return Err(e);
         }
-        let code = capturing.end(&mut batch.graph)?;
+        let code = capture.end(&mut batch.graph)?;
         check_step(
             &d.stream_end_capture,
             "ending the capture",
@@ -177,40 +173,6 @@ impl Drop for GraphBatch {
             }
             Ok(())
         });
-    }
-}
-
-/// A capture under way on a stream; ended by [`end`](Self::end), or by the drop if `queue`
-/// failed or panicked (its graph then destroyed; no call after a device reset).
-struct Capturing {
-    d: &'static Driver,
-    /// Until ended.
-    capture: Option<CrateCapture>,
-}
-
-impl Capturing {
-    /// Ends the capture, writing the graph (null if the capture failed) through `graph`: CUDA's
-    /// code, or [`Error::DeviceWasReset`] (see [`CrateCapture::end`]).
-    fn end(mut self, graph: &mut sys::CUgraph) -> Result<sys::CUresult> {
-        match self.capture.take() {
-            Some(capture) => capture.end(self.d, graph),
-            None => Ok(sys::CUresult::CUDA_SUCCESS),
-        }
-    }
-}
-
-impl Drop for Capturing {
-    fn drop(&mut self) {
-        let Some(capture) = self.capture.take() else {
-            return; // ended
-        };
-        // After a reset (a panic in the captured work can follow one) the stream is gone: the end
-        // makes no CUDA call then.
-        let mut graph = std::ptr::null_mut();
-        if capture.end(self.d, &mut graph).is_ok() && !graph.is_null() {
-            // SAFETY: the graph just ended, never instantiated or shared; destroyed once.
-            let _ = self.d.graph_destroy.code(|f| unsafe { f(graph) });
-        }
     }
 }
 
