@@ -52,9 +52,14 @@ const CHUNK: usize = 256;
 /// The longest one step of the walk over all waits (see [`Walk`]) or of the polling of unordered
 /// waits goes on querying: the sweeps of the lanes are what wakes a future soon after its work, so
 /// a step of each holds the next sweep up for about this at most (a walk behind its pace catches
-/// up in short steps between sweeps). A step makes at least 15 queries, which may take longer, and
-/// in each lane where the walk finds disorder asks again at least 15 of the waits ahead of it.
+/// up in short steps between sweeps). A step makes at least [`FEWEST_IN_A_STEP`] queries, which
+/// may take longer, and in each lane where the walk finds disorder asks again at least as many of
+/// the waits ahead of it.
 const QUERY_STEP: Duration = Duration::from_micros(50);
+
+/// The fewest queries a step makes, whatever the clock says: reading it costs about as much as a
+/// query, so it is read once every `FEWEST_IN_A_STEP + 1` of them.
+const FEWEST_IN_A_STEP: usize = 15;
 
 /// One step of queries, [`QUERY_STEP`] long.
 struct Step {
@@ -69,9 +74,9 @@ impl Step {
     }
 
     /// Whether a step that made `made` queries so far is over: the clock is read before every
-    /// 16th query, so a step makes at least 15.
+    /// `FEWEST_IN_A_STEP + 1`th query, so a step makes at least [`FEWEST_IN_A_STEP`].
     fn over(&self, made: usize) -> bool {
-        (made + 1).is_multiple_of(16) && Instant::now() >= self.ends
+        (made + 1).is_multiple_of(FEWEST_IN_A_STEP + 1) && Instant::now() >= self.ends
     }
 }
 
@@ -324,14 +329,15 @@ impl Waits {
             }
             if ahead > 0 {
                 // Asked again: one that has completed since is no sign of disorder. Past the
-                // step's time (at least 15 asked), the rest move unasked: the polling finds them.
+                // step's time (at least `FEWEST_IN_A_STEP` asked), the rest move unasked: the
+                // polling finds them.
                 let (mut asked_again, mut in_time) = (0, true);
                 for key in walk.pending.drain(..ahead) {
                     // Those a sweep finished since are gone: no query, and not counted.
                     let Some(wait) = lane.waits.get(&key) else {
                         continue;
                     };
-                    in_time = in_time && (asked_again < 15 || Instant::now() < step.ends);
+                    in_time = in_time && (asked_again < FEWEST_IN_A_STEP || Instant::now() < step.ends);
                     let outcome = match in_time {
                         true => {
                             asked_again += 1;
