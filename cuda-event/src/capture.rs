@@ -254,6 +254,9 @@ impl Graph {
             d.graph_instantiate.call(|f| unsafe { f(&mut *exec, graph, 0) })?;
         }
         let (exec, raw) = (*exec, stream.as_raw());
+        // A launch on a stream being captured adds to the capture, as a record does: no begin or
+        // end of a capture the crate makes of the stream falls beside it (`capture_gate`).
+        let _gate = capture_gate::shared(raw);
         stream.in_context(d, || {
             // SAFETY: a live instance of this graph, on a live stream of its device.
             d.graph_launch.call(|f| unsafe { f(exec, raw) })

@@ -114,7 +114,8 @@ use std::mem::ManuallyDrop;
 /// # Captures other threads make: what holds beside each
 /// Captures made with [`Stream::capture`] need no rule of the caller's, so long as raw CUDA leaves
 /// them alone: the crate's begin and end of such a capture, and its forks into it, never overlap
-/// the crate's records, host-function launches or forks on those streams and into it. Beside
+/// the crate's records, stream waits, host-function and graph launches, or forks on those streams
+/// and into it. Beside
 /// captures made by raw CUDA calls on other threads:
 ///
 /// | other threads' raw CUDA | what the crate guarantees | measured by |
@@ -230,7 +231,14 @@ impl Event {
         match self.last.get() {
             LastRecord::Plain => {
                 MadeIn::ensure_both_alive(d, handle.made_in(), stream.made_in(), None)?;
-                self.wait_handle(d, handle, stream, true)
+                // A wait on a stream being captured adds to the capture, as a record does: no
+                // begin or end of a capture the crate makes of the stream falls beside it
+                // (`capture_gate`).
+                let gate = capture_checks::on().then(|| capture_gate::shared(stream.as_raw()));
+                let in_crate_capture = gate
+                    .as_ref()
+                    .is_some_and(|gate| gate.capture_of(stream.as_raw()).is_some());
+                self.wait_handle(d, handle, stream, Some(in_crate_capture))
             }
             // On the thread that recorded it into the capture, a wait forks the capture into
             // `stream` (and asks nothing else of the event: a query would break the capture);
@@ -267,7 +275,7 @@ impl Event {
             return Err(d.stream_wait_event.error(CUresult::CUDA_ERROR_CAPTURED_EVENT));
         };
         MadeIn::ensure_both_alive(d, mine.handle.made_in(), stream.made_in(), None)?;
-        self.wait_handle(d, &mine.handle, stream, false)?;
+        self.wait_handle(d, &mine.handle, stream, None)?;
         // Listed with the stream's gate: records on it then know the capture without
         // `cuStreamGetCaptureInfo`, which crashes beside the capture's end (capture_end_signals i).
         // Only a capture the crate ends: a raw one's streams may be captured again while its graph
@@ -278,15 +286,18 @@ impl Event {
         Ok(())
     }
 
-    /// The stream wait; `check_exporter`: first ask whether an imported event's exporter is gone.
+    /// The stream wait. `plain`, for a wait on the event's plain record: whether the stream is
+    /// in a capture the crate makes (then known without asking CUDA, whose capture info crashes
+    /// beside that capture's end); and first ask whether an imported event's exporter is gone.
+    /// `None` for a fork (a wait on this thread's captured event).
     fn wait_handle(
         &self,
         d: &Driver,
         handle: &EventHandle,
         stream: &Stream,
-        check_exporter: bool,
+        plain: Option<bool>,
     ) -> Result<()> {
-        if let Some(exporter) = self.exporter.filter(|_| check_exporter) {
+        if let Some(exporter) = self.exporter.filter(|_| plain.is_some()) {
             // A wait on work that will never complete would hang the stream for good. The query is
             // the crate's: relaxed, so it never breaks another thread's global capture.
             let complete = {
@@ -298,7 +309,11 @@ impl Event {
             }
         }
         stream.in_context(d, || {
-            let external = self.options.external && stream.is_capturing_with(d)?;
+            let external = self.options.external
+                && match plain {
+                    Some(true) => true,
+                    _ => stream.is_capturing_with(d)?,
+                };
             let flags = if external {
                 sys::cudaEventWaitExternal
             } else {

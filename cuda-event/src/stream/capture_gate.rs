@@ -1,13 +1,15 @@
 //! The gates that keep the crate's own begin and end of a capture of a stream
-//! ([`Stream::capture`](crate::Stream::capture)) apart from the crate's records and host functions
-//! on that stream.
+//! ([`Stream::capture`](crate::Stream::capture)) apart from the crate's records, waits, host
+//! functions and graph launches on that stream.
 //!
 //! A record asks whether its stream is being captured, then records: a capture that another thread
 //! begins between the two swallows a record the crate believes was made on the stream, and the
 //! crate's later reads of that CUDA event beside the capture's end crash (review 3's begin-capture
 //! race). Each record and host-function launch holds its stream's gate shared from its check to
 //! its call; the crate's begin and end of a capture hold it exclusive. So no record through the
-//! crate straddles a begin or an end the crate makes. A capture begun or ended by raw CUDA calls
+//! crate straddles a begin or an end the crate makes. The crate's stream waits and graph launches
+//! hold it shared too: on a stream being captured they add to the capture as a record does, and
+//! none of them overlaps the crate's end of it. A capture begun or ended by raw CUDA calls
 //! takes no gate: that race stays the caller's (the capture-safety table in the crate's docs).
 //!
 //! Each gate also lists the streams of its set that are in a capture the crate ends (begun there,
@@ -56,7 +58,8 @@ fn gate(stream: sys::cudaStream_t) -> &'static Gate {
     &ALL.get()[at]
 }
 
-/// Held by a record or host-function launch on a stream from its capture check to its CUDA call.
+/// Held by a record, wait, host-function or graph launch on a stream from its capture check to its
+/// CUDA call.
 pub(crate) struct Shared(RwLockReadGuard<'static, Listed>);
 
 impl Shared {
@@ -103,7 +106,8 @@ pub(crate) fn same_gate(a: sys::cudaStream_t, b: sys::cudaStream_t) -> bool {
     std::ptr::eq(gate(a), gate(b))
 }
 
-/// Held by a record or host-function launch on `stream` from its capture check to its CUDA call.
+/// Held by a record, wait, host-function or graph launch on `stream` from its capture check to its
+/// CUDA call.
 pub(crate) fn shared(stream: sys::cudaStream_t) -> Shared {
     Shared(gate(stream).lock.read())
 }
