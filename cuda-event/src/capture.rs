@@ -15,7 +15,7 @@ use crate::context::{ContextInstance, MadeIn};
 use crate::driver::{Driver, driver};
 use crate::error::{Error, Result};
 use crate::event::captured;
-use crate::stream::{Stream, capture_gate};
+use crate::stream::Stream;
 use crate::sync::Mutex;
 use cuda_event_sys as sys;
 use std::sync::Arc;
@@ -119,9 +119,9 @@ impl Stream {
 /// records on the stream and forks from it (`Event::wait`) know it without asking CUDA, and ended
 /// apart from them and from records into it, so that none overlaps the end. Ended on drop if not
 /// before (the captured work failed or panicked), its graph then destroyed.
-pub(crate) struct CrateCapture {
+pub(crate) struct CrateCapture<'s> {
     d: &'static Driver,
-    stream: sys::CUstream,
+    stream: &'s Stream,
     /// Where the stream was made, for the check that no device reset destroyed it before the end.
     made_in: MadeIn,
     /// The capture as the crate's captured events know it (none where CUDA would not say).
@@ -130,18 +130,18 @@ pub(crate) struct CrateCapture {
     ended: bool,
 }
 
-impl CrateCapture {
+impl<'s> CrateCapture<'s> {
     /// Begins a capture of `stream` (a live stream whose context is current, made in `made_in`,
     /// which a device reset destroys) in `mode`; CUDA's code where it would not begin.
     pub(crate) fn begin(
         d: &'static Driver,
-        stream: &Stream,
+        stream: &'s Stream,
         made_in: MadeIn,
         mode: sys::CUstreamCaptureMode,
-    ) -> std::result::Result<CrateCapture, sys::CUresult> {
+    ) -> std::result::Result<CrateCapture<'s>, sys::CUresult> {
         let raw = stream.as_raw();
         // No record the crate makes on the stream straddles the begin.
-        let mut alone = capture_gate::exclusive(raw);
+        let mut alone = stream.gate().exclusive();
         // SAFETY: a live stream; capture only changes how later work on it is queued.
         let code = d.stream_begin_capture.code(|f| unsafe { f(raw, mode) });
         if code != sys::CUresult::CUDA_SUCCESS {
@@ -150,14 +150,14 @@ impl CrateCapture {
         let capture = match captured::capture_of(d, stream) {
             Ok(captured::Capturing::Into(capture)) => {
                 capture.to_be_ended_by_the_crate();
-                alone.began(raw, capture.clone());
+                alone.began(capture.clone());
                 Some(capture)
             }
             _ => None,
         };
         Ok(CrateCapture {
             d,
-            stream: raw,
+            stream,
             made_in,
             capture,
             ended: false,
@@ -175,13 +175,13 @@ impl CrateCapture {
     }
 
     fn end_into(&self, graph: &mut sys::CUgraph) -> Result<sys::CUresult> {
-        let (d, stream) = (self.d, self.stream);
-        let mut alone = capture_gate::exclusive(stream);
+        let (d, stream) = (self.d, self.stream.as_raw());
+        let mut alone = self.stream.gate().exclusive();
         if let Err(reset) = self.made_in.ensure_alive(d, None) {
             if let Some(capture) = &self.capture {
                 capture.destroyed();
             }
-            alone.ended(stream);
+            alone.ended();
             return Err(reset);
         }
         let mut code = sys::CUresult::CUDA_SUCCESS;
@@ -194,12 +194,12 @@ impl CrateCapture {
             Some(capture) => capture.end(end),
             None => end(),
         };
-        alone.ended(stream);
+        alone.ended();
         Ok(code)
     }
 }
 
-impl Drop for CrateCapture {
+impl Drop for CrateCapture<'_> {
     fn drop(&mut self) {
         if self.ended {
             return;
@@ -256,7 +256,7 @@ impl Graph {
         let (exec, raw) = (*exec, stream.as_raw());
         // A launch on a stream being captured adds to the capture, as a record does: no begin or
         // end of a capture the crate makes of the stream falls beside it (`capture_gate`).
-        let _gate = capture_gate::shared(raw);
+        let _gate = stream.gate().shared();
         stream.in_context(d, || {
             // SAFETY: a live instance of this graph, on a live stream of its device.
             d.graph_launch.call(|f| unsafe { f(exec, raw) })

@@ -25,7 +25,7 @@ use crate::event::last_record::{LastRecord, LastRecordWord};
 use crate::event::publish_once::PublishOnce;
 use crate::event::record::Captured;
 use crate::event::watchers::Watchers;
-use crate::stream::{Stream, capture_gate};
+use crate::stream::Stream;
 use crate::sync::Mutex;
 use crate::sync::OnceLock;
 use crate::sync::atomic::{AtomicBool, AtomicU8, Ordering};
@@ -234,10 +234,8 @@ impl Event {
                 // A wait on a stream being captured adds to the capture, as a record does: no
                 // begin or end of a capture the crate makes of the stream falls beside it
                 // (`capture_gate`).
-                let gate = capture_checks::on().then(|| capture_gate::shared(stream.as_raw()));
-                let in_crate_capture = gate
-                    .as_ref()
-                    .is_some_and(|gate| gate.capture_of(stream.as_raw()).is_some());
+                let gate = capture_checks::on().then(|| stream.gate().shared());
+                let in_crate_capture = gate.as_ref().is_some_and(|gate| gate.capture().is_some());
                 self.wait_handle(d, handle, stream, Some(in_crate_capture))
             }
             // On the thread that recorded it into the capture, a wait forks the capture into
@@ -257,7 +255,7 @@ impl Event {
         // A fork puts `stream` into the capture: no record or host-function launch of the crate's
         // on it falls between its capture check and its call meanwhile (`capture_gate`), as for
         // the crate's begin of a capture. Taken before the event's list, as records take them.
-        let mut alone = capture_gate::exclusive(stream.as_raw());
+        let mut alone = stream.gate().exclusive();
         let thread = last_record::thread_token();
         let captured = self.captured.lock();
         // The waiting stream may be on another device (CUDA allows it); the captured event is on
@@ -281,7 +279,7 @@ impl Event {
         // Only a capture the crate ends: a raw one's streams may be captured again while its graph
         // lives.
         if mine.capture.is_ended_by_the_crate() {
-            alone.began(stream.as_raw(), mine.capture.clone());
+            alone.began(mine.capture.clone());
         }
         Ok(())
     }

@@ -27,7 +27,7 @@ use crate::event::last_record;
 use crate::event::pool;
 use crate::event::watchers::Watchers;
 use crate::event::{Escape, Event};
-use crate::stream::{Stream, capture_gate};
+use crate::stream::Stream;
 use crate::sync::atomic::Ordering;
 use cuda_event_sys as sys;
 use std::sync::Arc;
@@ -58,8 +58,8 @@ impl Event {
         };
         // From the capture check to the record: no begin or end of a capture the crate makes of
         // this stream falls between them (`capture_gate`).
-        let gate = capture_checks::on().then(|| capture_gate::shared(stream.as_raw()));
-        let ask = match gate.as_ref().and_then(|gate| gate.capture_of(stream.as_raw())) {
+        let gate = capture_checks::on().then(|| stream.gate().shared());
+        let ask = match gate.as_ref().and_then(|gate| gate.capture()) {
             // A capture the crate is making: known without asking CUDA.
             Some(capture) => Ask {
                 capturing: Some(true),

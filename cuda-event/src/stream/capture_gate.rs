@@ -12,121 +12,148 @@
 //! none of them overlaps the crate's end of it. A capture begun or ended by raw CUDA calls
 //! takes no gate: that race stays the caller's (the capture-safety table in the crate's docs).
 //!
-//! Each gate also lists the streams of its set that are in a capture the crate ends (begun there,
-//! or forked into it by the crate's waits, which hold the gate exclusive too), with their
-//! captures, so that a record on such a stream knows where it goes without asking CUDA
+//! Each gate also lists the capture its stream is in, where the crate ends that capture (begun
+//! there, or the stream forked into it by the crate's waits, which hold the gate exclusive too),
+//! so that a record on such a stream knows where it goes without asking CUDA
 //! (`cuStreamGetCaptureInfo` beside that capture's end crashes, capture_end_signals i).
 //!
-//! The gates are a fixed set, picked by the stream's raw handle (two `Stream`s borrowing one CUDA
-//! stream share a gate), each on a cache line of its own so that threads on different streams
-//! rarely meet. Unrelated streams of one set do meet where CUDA blocks a record or a host
-//! function's launch (a full queue): it holds the gate shared meanwhile, and a begin, an end or a
-//! fork of a capture on another stream of the set waits for it. A stream's drop takes no lock
-//! while no stream of its gate is listed (a count beside the gate says so), and the gate exclusive
-//! only where it is listed itself, so that it does not wait for such a record.
+//! There is one gate per CUDA stream handle: every [`Stream`](crate::Stream) on one handle (an
+//! owned stream and the borrowed ones on its handle, or a device's default stream made twice)
+//! holds the same gate, which it finds at its making in a registry keyed by the handle, and which
+//! lives as long as any of them. Streams on different handles never share one: a record that CUDA
+//! blocks (a full queue) holds its own stream's gate shared meanwhile, and only a begin, end or
+//! fork of a capture of that same stream waits for it (the price of closing the begin-capture
+//! race), never one of another stream. A default stream's handle names the stream of whichever
+//! device, or for `cudaStreamPerThread` thread, uses it: those share one gate per handle.
 
 use crate::stream::known_capture::Capture;
-use crate::sync::atomic::{AtomicUsize, Ordering};
-use crate::sync::{Lazy, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use crate::sync::atomic::{AtomicBool, Ordering};
+use crate::sync::{Lazy, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use cuda_event_sys as sys;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
-const GATES: usize = 64;
-
-/// The streams of this gate that are in a capture the crate ends, with that capture.
-type Listed = Vec<(usize, Arc<Capture>)>;
+/// The registry's shards, each on a cache line of its own, so that streams made on several threads
+/// at once rarely meet there.
+const SHARDS: usize = 64;
 
 #[repr(align(128))]
-struct Gate {
-    lock: RwLock<Listed>,
-    /// How many entries the list has, written under the lock held exclusive, read without it.
-    listed: AtomicUsize,
+struct Shard(Mutex<Vec<(usize, Weak<Gate>)>>);
+
+static REGISTRY: Lazy<Vec<Shard>> =
+    Lazy::new(|| (0..SHARDS).map(|_| Shard(Mutex::new(Vec::new()))).collect());
+
+fn shard(handle: usize) -> &'static Shard {
+    // Stream handles are pointers to allocations of at least 64 bytes: the low bits carry nothing.
+    &REGISTRY.get()[(handle >> 6) % SHARDS]
 }
 
-static ALL: Lazy<Vec<Gate>> = Lazy::new(|| {
-    (0..GATES)
-        .map(|_| Gate {
-            lock: RwLock::new(Vec::new()),
-            listed: AtomicUsize::new(0),
-        })
-        .collect()
-});
+/// The gate of one CUDA stream handle, held by every `Stream` on it.
+pub(crate) struct Gate {
+    handle: usize,
+    /// The capture the stream is in, where the crate ends it.
+    lock: RwLock<Option<Arc<Capture>>>,
+    /// Whether a capture is listed, written under the lock held exclusive, read without it.
+    listed: AtomicBool,
+    /// Made in a forked child, outside the registry (see `fork`).
+    unregistered: bool,
+}
 
-fn gate(stream: sys::cudaStream_t) -> &'static Gate {
-    // Stream handles are pointers to allocations of at least 64 bytes: the low bits carry nothing.
-    let at = ((stream as usize) >> 6) % GATES;
-    &ALL.get()[at]
+impl Gate {
+    /// The gate of `stream`'s handle: the one the `Stream`s alive on it hold, or a new one.
+    pub(crate) fn of(stream: sys::cudaStream_t) -> Arc<Gate> {
+        let handle = stream as usize;
+        let gate = |unregistered| Gate {
+            handle,
+            lock: RwLock::new(None),
+            listed: AtomicBool::new(false),
+            unregistered,
+        };
+        if crate::fork::in_forked_child() {
+            // The child takes no lock (see `fork`), and makes no CUDA call a gate would guard.
+            return Arc::new(gate(true));
+        }
+        let mut gates = shard(handle).0.lock();
+        // Only the handle's own entry is upgraded: an upgraded gate of another handle dropped here
+        // could be its last reference, and its drop takes this lock.
+        if let Some(found) = gates
+            .iter()
+            .find(|(h, _)| *h == handle)
+            .and_then(|(_, g)| g.upgrade())
+        {
+            return found;
+        }
+        let made = Arc::new(gate(false));
+        gates.retain(|(h, _)| *h != handle);
+        gates.push((handle, Arc::downgrade(&made)));
+        made
+    }
+
+    /// Held by a record, wait, host-function or graph launch on the stream from its capture check
+    /// to its CUDA call.
+    pub(crate) fn shared(&self) -> Shared<'_> {
+        Shared(self.lock.read())
+    }
+
+    /// Held by the crate's begin and end of a capture of the stream, and by its forks into it.
+    pub(crate) fn exclusive(&self) -> Exclusive<'_> {
+        Exclusive(self.lock.write(), self)
+    }
+
+    /// The stream is destroyed: CUDA may give its handle to the next stream made, which is in no
+    /// capture (and finds this gate while a borrowed `Stream` on the old handle holds it).
+    pub(crate) fn forget(&self) {
+        // No lock while nothing is listed. Nothing lists a stream being dropped meanwhile: its
+        // owner is the dropping thread.
+        if self.listed.load(Ordering::Acquire) {
+            self.exclusive().ended();
+        }
+    }
+}
+
+impl Drop for Gate {
+    fn drop(&mut self) {
+        if self.unregistered || crate::fork::in_forked_child() {
+            return; // the child takes no lock (see `fork`)
+        }
+        // This gate's entry, and any other of a gate gone meanwhile.
+        shard(self.handle).0.lock().retain(|(_, g)| g.strong_count() > 0);
+    }
 }
 
 /// Held by a record, wait, host-function or graph launch on a stream from its capture check to its
 /// CUDA call.
-pub(crate) struct Shared(RwLockReadGuard<'static, Listed>);
+pub(crate) struct Shared<'a>(RwLockReadGuard<'a, Option<Arc<Capture>>>);
 
-impl Shared {
-    fn lists(&self, stream: sys::cudaStream_t) -> bool {
-        self.0.iter().any(|(s, _)| *s == stream as usize)
-    }
-
-    /// The capture that the crate ends and `stream` is in, if any: known without asking CUDA,
+impl Shared<'_> {
+    /// The capture that the crate ends and the stream is in, if any: known without asking CUDA,
     /// and certain while this is held.
-    pub(crate) fn capture_of(&self, stream: sys::cudaStream_t) -> Option<&Arc<Capture>> {
-        self.0
-            .iter()
-            .find(|(s, c)| *s == stream as usize && !c.is_over())
-            .map(|(_, c)| c)
+    pub(crate) fn capture(&self) -> Option<&Arc<Capture>> {
+        self.0.as_ref().filter(|c| !c.is_over())
     }
 }
 
 /// Held by the crate's begin and end of a capture of a stream, and by its forks into it.
-pub(crate) struct Exclusive(RwLockWriteGuard<'static, Listed>, &'static AtomicUsize);
+pub(crate) struct Exclusive<'a>(RwLockWriteGuard<'a, Option<Arc<Capture>>>, &'a Gate);
 
-impl Exclusive {
-    /// `stream` is in `capture`, which the crate ends: the crate began it there, or forked the
+impl Exclusive<'_> {
+    /// The stream is in `capture`, which the crate ends: the crate began it there, or forked the
     /// stream into it. (Not the per-thread stream, whose handle names another stream on every
-    /// thread.) Entries of captures that are over go, here and as ends and drops find them.
-    pub(crate) fn began(&mut self, stream: sys::cudaStream_t, capture: Arc<Capture>) {
-        self.0.retain(|(s, c)| *s != stream as usize && !c.is_over());
-        if stream != sys::cudaStreamPerThread {
-            self.0.push((stream as usize, capture));
-        }
-        self.1.store(self.0.len(), Ordering::Release);
+    /// thread.)
+    pub(crate) fn began(&mut self, capture: Arc<Capture>) {
+        let per_thread = self.1.handle == sys::cudaStreamPerThread as usize;
+        *self.0 = (!per_thread).then_some(capture);
+        self.1.listed.store(self.0.is_some(), Ordering::Release);
     }
 
-    /// `stream` is in none of the crate's captures any more (it ended, or the stream is gone);
-    /// nor is any stream whose capture is over.
-    pub(crate) fn ended(&mut self, stream: sys::cudaStream_t) {
-        self.0.retain(|(s, c)| *s != stream as usize && !c.is_over());
-        self.1.store(self.0.len(), Ordering::Release);
+    /// The stream is in none of the crate's captures any more (it ended, or the stream is gone).
+    pub(crate) fn ended(&mut self) {
+        *self.0 = None;
+        self.1.listed.store(false, Ordering::Release);
     }
 }
 
-/// Whether `a`'s and `b`'s calls share one gate (for tests that need two streams apart).
+/// Whether `a` and `b` hold one gate (for tests of streams on one handle and on two).
 #[cfg(all(test, cuda_event_model))]
-pub(crate) fn same_gate(a: sys::cudaStream_t, b: sys::cudaStream_t) -> bool {
-    std::ptr::eq(gate(a), gate(b))
-}
-
-/// Held by a record, wait, host-function or graph launch on `stream` from its capture check to its
-/// CUDA call.
-pub(crate) fn shared(stream: sys::cudaStream_t) -> Shared {
-    Shared(gate(stream).lock.read())
-}
-
-/// Held by the crate's begin and end of a capture of `stream`, and by its forks into `stream`.
-pub(crate) fn exclusive(stream: sys::cudaStream_t) -> Exclusive {
-    let gate = gate(stream);
-    Exclusive(gate.lock.write(), &gate.listed)
-}
-
-/// `stream` is destroyed: CUDA may give its handle to the next stream made, which is in no capture.
-pub(crate) fn forget(stream: sys::cudaStream_t) {
-    // No lock while nothing of this gate is listed, and exclusive only where this stream is: a
-    // record on another stream of the gate holds it shared for as long as CUDA blocks that record
-    // (a full queue), and a drop waiting for it could be what would have freed the queue. (Where
-    // the gate lists another stream, the look queues behind a begin, end or fork of a capture
-    // that waits for such a record.) Nothing lists a stream being dropped meanwhile: its owner is
-    // the dropping thread.
-    if gate(stream).listed.load(Ordering::Acquire) > 0 && shared(stream).lists(stream) {
-        exclusive(stream).ended(stream);
-    }
+pub(crate) fn same_gate(a: &crate::Stream, b: &crate::Stream) -> bool {
+    std::ptr::eq(a.gate(), b.gate())
 }

@@ -73,8 +73,8 @@ impl Stream {
         self.in_context_alive(d, || {
             // No begin of a capture the crate makes of this stream between the check and the
             // launch (`capture_gate`).
-            let gate = super::capture_gate::shared(self.as_raw());
-            if gate.capture_of(self.as_raw()).is_some() || self.is_capturing_with(d)? {
+            let gate = self.gate().shared();
+            if gate.capture().is_some() || self.is_capturing_with(d)? {
                 return Err(Error::StreamCapturing);
             }
             self.queue_host_fn(d, callback)

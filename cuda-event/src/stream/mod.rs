@@ -10,12 +10,14 @@ mod prime;
 use crate::context::{Context, ContextInstance, MadeIn};
 use crate::driver::{Driver, driver, runtime};
 use crate::error::{Error, Result, check_runtime};
+use crate::stream::capture_gate::Gate;
 use crate::stream::flag_lane::FlagSlot;
 use crate::sync::atomic::{AtomicU64, Ordering};
 use crate::sync::thread::ThreadId;
 use cuda_event_sys as sys;
 use std::fmt;
 use std::num::NonZeroU64;
+use std::sync::Arc;
 
 /// A CUDA stream and the device it belongs to: one the crate made ([`new`](Self::new),
 /// [`with_options`](Self::with_options); destroyed on drop), a device's default stream
@@ -54,6 +56,8 @@ pub struct Stream {
     id: Option<StreamId>,
     /// The flag lane's slot, for a stream made with [`StreamOptions::flag_lane`].
     lane: Option<&'static FlagSlot>,
+    /// Its handle's capture gate, shared with every `Stream` on the handle (`capture_gate`).
+    gate: Arc<Gate>,
 }
 
 /// A stream's identity among the owned and borrowed streams of the process: never reused, so an
@@ -204,6 +208,7 @@ impl Stream {
             kind: Kind::Owned(instance),
             id: None,
             lane: None,
+            gate: Gate::of(raw),
         };
         // On an error the stream is dropped, which destroys it.
         prime::prime(d, stream.raw)?;
@@ -248,6 +253,7 @@ impl Stream {
             },
             id: None,
             lane: None,
+            gate: Gate::of(raw),
         })
     }
 
@@ -271,6 +277,7 @@ impl Stream {
             kind: Kind::Borrowed,
             id: None,
             lane: None,
+            gate: Gate::of(raw),
         }
         .identified())
     }
@@ -330,6 +337,11 @@ impl Stream {
     /// The device this stream belongs to.
     pub fn device(&self) -> i32 {
         self.device
+    }
+
+    /// Its handle's capture gate (`capture_gate`).
+    pub(crate) fn gate(&self) -> &Gate {
+        &self.gate
     }
 
     /// Waits until all work on this stream is complete.
@@ -422,7 +434,7 @@ impl Drop for Stream {
     fn drop(&mut self) {
         let Kind::Owned(instance) = self.kind else { return };
         if !crate::fork::in_forked_child() {
-            capture_gate::forget(self.raw); // the child takes no lock (see `fork`)
+            self.gate.forget(); // the child takes no lock (see `fork`)
             if let Some(slot) = self.lane {
                 flag_lane::give(instance, slot);
             }

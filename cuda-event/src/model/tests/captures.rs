@@ -2,7 +2,7 @@
 //! the end of a capture the crate makes (`Stream::capture`) beside records into it.
 
 use super::scenario::{
-    GLOBAL, THREAD_LOCAL, begin_capture, end_capture, ok_or_captured, relaxed_here, stream, stream_apart_from,
+    GLOBAL, THREAD_LOCAL, begin_capture, end_capture, ok_or_captured, relaxed_here, stream,
 };
 use super::{check, check_once};
 use crate::sync::thread;
@@ -65,8 +65,8 @@ fn a_fork_into_a_stream_of_another_device() {
 /// Another thread's records and reads on a stream that the crate's wait forks into a capture the
 /// crate is making: no record straddles the fork (a record on the published CUDA event swallowed
 /// unseen, whose read beside the end crashes), and none overlaps the capture's end (neither the
-/// record into it nor a read of its capture info, capture_end_signals i). The forked stream shares
-/// no gate with the capture's.
+/// record into it nor a read of its capture info, capture_end_signals i). The forked stream has a
+/// gate of its own: what keeps its records apart from the end is the capture's entry.
 #[test]
 fn the_crates_end_of_a_capture_never_overlaps_a_record_into_it_on_a_forked_stream() {
     records_on_a_forked_stream_beside_the_crates_end(Event::new);
@@ -87,7 +87,7 @@ fn records_on_a_forked_stream_beside_the_crates_end(new_event: fn() -> Event) {
     use crate::sync::atomic::{AtomicBool, Ordering};
     check(300, move || {
         let main = stream();
-        let side = stream_apart_from(&main);
+        let side = stream();
         let event = Arc::new(new_event());
         let forked = Arc::new(AtomicBool::new(false));
         let recorder = {

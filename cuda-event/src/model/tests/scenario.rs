@@ -42,30 +42,6 @@ pub(super) fn stream() -> Arc<Stream> {
     Arc::new(Stream::new(0).expect("a model stream"))
 }
 
-/// A new stream that shares a capture gate with `other`.
-pub(super) fn stream_beside(other: &Stream) -> Arc<Stream> {
-    stream_where(other, true)
-}
-
-/// A new stream that shares no capture gate with `other`: what keeps its calls apart from the end
-/// of a capture of `other` is that capture's own entry, not a lock the two streams happen to share.
-pub(super) fn stream_apart_from(other: &Stream) -> Arc<Stream> {
-    stream_where(other, false)
-}
-
-/// A new stream whose capture gate is `other`'s or not, as `same` says (the streams made on the
-/// way are kept until then, so that none hands its handle on).
-fn stream_where(other: &Stream, same: bool) -> Arc<Stream> {
-    let mut passed = Vec::new();
-    loop {
-        let candidate = stream();
-        if crate::stream::capture_gate::same_gate(candidate.as_raw(), other.as_raw()) == same {
-            return candidate;
-        }
-        passed.push(candidate);
-    }
-}
-
 /// One round of a capture on `cap`: begin, record `event` into it, end; the capture must end
 /// valid (no read of ours invalidated it).
 pub(super) fn captured_round(cap: &Stream, event: &Event, mode: sys::CUstreamCaptureMode) {
