@@ -38,8 +38,9 @@ pub fn set_device(device: i32) -> Result<()> {
 }
 
 /// Sets the current device for a scope and restores the previous one when dropped, like torch's
-/// `torch.cuda.device` context manager. Setting the device that is already current costs one
-/// `cudaGetDevice` and changes nothing.
+/// `torch.cuda.device` context manager: whatever made another device current inside the scope.
+/// Setting the device that is already current costs one `cudaGetDevice` and changes nothing; the
+/// drop costs one more, and a `cudaSetDevice` where the current device is not the previous one.
 ///
 /// The current device belongs to a thread, so the guard is not `Send`: dropped on another thread
 /// (after an `.await`, say) it would set that thread's device instead.
@@ -53,7 +54,6 @@ pub fn set_device(device: i32) -> Result<()> {
 #[derive(Debug)]
 pub struct DeviceGuard {
     previous: i32,
-    device: i32,
     _this_thread: PhantomData<*const ()>,
 }
 
@@ -70,7 +70,6 @@ impl DeviceGuard {
         }
         Ok(DeviceGuard {
             previous,
-            device,
             _this_thread: PhantomData,
         })
     }
@@ -83,8 +82,12 @@ impl DeviceGuard {
 
 impl Drop for DeviceGuard {
     fn drop(&mut self) {
-        if self.previous != self.device {
-            crate::drop_errors::report(set_device(self.previous));
-        }
+        // Whatever the scope made current (a `set_device`, another library's `cudaSetDevice`),
+        // even where the guard's own device was already current.
+        let restore = match current_device() {
+            Ok(current) if current == self.previous => Ok(()),
+            _ => set_device(self.previous),
+        };
+        crate::drop_errors::report(restore);
     }
 }

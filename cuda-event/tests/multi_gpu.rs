@@ -68,6 +68,26 @@ fn multi_gpu_elapsed_time_across_devices_is_an_error() {
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
+fn multi_gpu_a_device_guard_restores_the_previous_device_whatever_its_scope_made_current() {
+    let Some(_gpu) = two_gpus() else {
+        return;
+    };
+    cuda_event::set_device(0).unwrap();
+    {
+        // Its own device already current: the scope's change is undone all the same.
+        let _on_0 = DeviceGuard::new(0).unwrap();
+        cuda_event::set_device(1).unwrap();
+    }
+    assert_eq!(current_device(), Ok(0));
+    {
+        let _on_1 = DeviceGuard::new(1).unwrap();
+        assert_eq!(current_device(), Ok(1));
+    }
+    assert_eq!(current_device(), Ok(0));
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
 fn multi_gpu_ipc_handle_under_device_1_creates_on_device_1() {
     let Some(_gpu) = two_gpus() else {
         return;
