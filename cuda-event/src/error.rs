@@ -93,7 +93,8 @@ pub enum Error {
     /// not support a child using its parent's CUDA state, so the crate makes no CUDA call in it:
     /// every call returns this, futures resolve to it, and dropping an event or stream releases
     /// nothing (the parent still owns them). Start helpers with `std::process::Command` (which
-    /// execs), or fork before the first CUDA call.
+    /// execs), or fork before the first CUDA call. Also a GPU range of a
+    /// [`Trace`](crate::trace::Trace) made before the process forked, in the child (see there).
     ForkedChild,
 }
 
@@ -370,8 +371,9 @@ impl fmt::Display for Error {
                 "a future could not wait for its GPU work by cuda-event's reactor thread: {reason}"
             ),
             Error::ForkedChild => f.write_str(
-                "this process was forked from one that used CUDA: CUDA cannot be used in a forked \
-                 child (exec a new program, or fork before the first CUDA call)",
+                "this process was forked from one that used CUDA, or the trace was made before the \
+                 fork: neither can be used in the forked child (exec a new program, or fork before \
+                 the first CUDA call and make traces after it)",
             ),
             Error::PerThreadStreamOfAnotherThread => f.write_str(
                 "a per-thread default stream was used on another thread than the one that made it \

@@ -9,13 +9,14 @@
 //! initialized CUDA either; the crate knows only its own calls.
 
 use crate::error::{Error, Result};
-use crate::sync::atomic::{AtomicBool, Ordering};
+use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Set by the first check before a CUDA call; a child forked after it is marked.
 static USED: AtomicBool = AtomicBool::new(false);
 static FORKED: AtomicBool = AtomicBool::new(false);
-/// Set in every forked child, CUDA or not: for the crate's host-only state (a `Trace`'s locks).
-static FORKED_AT_ALL: AtomicBool = AtomicBool::new(false);
+/// Forks this process descends from, CUDA or not: for the crate's host-only state (a `Trace`'s
+/// locks), which is the child's own only where it was made after the last of them.
+static FORKS: AtomicU64 = AtomicU64::new(0);
 
 /// Registers the child handler when the program starts, before any thread can fork: registering
 /// it at first use instead could leave a child that forked meanwhile with a registration half
@@ -35,7 +36,7 @@ extern "C" fn register_child_handler() {
 
 #[cfg(target_os = "linux")]
 extern "C" fn mark_child() {
-    FORKED_AT_ALL.store(true, Ordering::Relaxed);
+    FORKS.fetch_add(1, Ordering::Relaxed);
     if USED.load(Ordering::Relaxed) {
         FORKED.store(true, Ordering::Relaxed);
     }
@@ -56,12 +57,12 @@ pub(crate) fn in_forked_child() -> bool {
     FORKED.load(Ordering::Relaxed)
 }
 
-/// Whether this process is a forked child at all, whether or not the crate had called CUDA before
-/// the fork: its locks may be held by threads that did not fork, so the crate's host-only state
-/// (a `Trace`) takes none of them.
+/// How many forks this process descends from (counted from the crate's start-up registration):
+/// host-only state made before the last of them (a `Trace`) may have its locks held by threads
+/// that did not fork, so it takes none of them in the child; state made since is the child's own.
 #[inline]
-pub(crate) fn in_any_forked_child() -> bool {
-    FORKED_AT_ALL.load(Ordering::Relaxed) || in_forked_child()
+pub(crate) fn forks() -> u64 {
+    FORKS.load(Ordering::Relaxed)
 }
 
 /// The check before every CUDA call the crate makes on a caller's behalf: `Err(ForkedChild)` in a

@@ -455,3 +455,68 @@ fn every_way_of_waiting_on_a_never_recorded_event_returns_at_once() {
         );
     }
 }
+
+/// A process forked before any CUDA call (a daemon, a fork-based worker pool) traces as any
+/// process does, with a trace made in it; a trace made before the fork is the parent's: the
+/// child's copy keeps nothing (its spans are counted as dropped), reads nothing and closes nothing
+/// (the parent's threads, which did not fork, may hold its locks), and the parent's ranges stay
+/// the parent's. The forking process runs in a child of the test, since a forked copy of libtest
+/// must not go on running.
+#[test]
+fn a_trace_made_in_a_forked_child_works_and_one_made_before_the_fork_is_left_alone() {
+    use cuda_event::trace::Trace;
+    let test = common::this_test!();
+    if common::role().as_deref() != Some("fork") {
+        common::run_child(test, "fork", &[]);
+        return;
+    }
+    let before = Trace::new();
+    let open = before.host_range("open across the fork");
+    // SAFETY: fork in a process with other threads; the child below uses only the trace (whose
+    // behaviour after a fork is the subject), the allocator and async-signal-safe libc functions,
+    // then `_exit`s.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        let code = {
+            let dropped = before.dropped();
+            drop(before.host_range("in the child, on the parent's trace"));
+            let parents = before.take_complete();
+            let fresh = Trace::new();
+            drop(fresh.host_range("in the child, on its own trace"));
+            let own = fresh.take_complete();
+            if before.dropped() != dropped + 1 {
+                1
+            } else if !parents.ranges.is_empty() {
+                2
+            } else if own.ranges.len() != 1 {
+                3
+            } else {
+                0
+            }
+        };
+        // SAFETY: ends the forked child without running the parent's exit handlers.
+        unsafe { libc::_exit(code) };
+    }
+    let mut status = 0;
+    // SAFETY: waits for the child forked above.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    let failures = [
+        "",
+        "a span on the parent's trace was not counted as dropped",
+        "the parent's trace was read in the child",
+        "a trace made in the child did not keep its span",
+    ];
+    let code = libc::WEXITSTATUS(status) as usize;
+    assert!(
+        libc::WIFEXITED(status) && code == 0,
+        "the forked child: {}",
+        failures.get(code).copied().unwrap_or("failed")
+    );
+    drop(open);
+    assert_eq!(
+        before.take_complete().ranges.len(),
+        1,
+        "the parent's range is the parent's"
+    );
+}

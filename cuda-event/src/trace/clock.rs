@@ -105,14 +105,20 @@ impl DeviceClock {
         older.iter().rev().find(|a| a.epoch <= epoch)
     }
 
-    /// Forgets the anchors that no held range can need any more: those older than the newest one
-    /// made no later than `oldest_epoch` (the oldest epoch a held range of this device noted).
-    pub(super) fn prune(&mut self, oldest_epoch: Option<u64>) {
-        let keep_from = match oldest_epoch {
-            None => self.anchors.len().saturating_sub(1),
-            Some(epoch) => self.anchors.iter().rposition(|a| a.epoch <= epoch).unwrap_or(0),
-        };
-        self.anchors.drain(..keep_from);
+    /// Forgets the anchors that no held range can need any more: keeps the newest, and for each
+    /// epoch a held range of this device noted, the newest anchor made no later than it.
+    pub(super) fn prune(&mut self, held_epochs: &std::collections::BTreeSet<u64>) {
+        let last = self.anchors.len().saturating_sub(1);
+        let needed: std::collections::BTreeSet<usize> = held_epochs
+            .iter()
+            .filter_map(|&e| self.anchors.iter().rposition(|a| a.epoch <= e))
+            .collect();
+        let mut i = 0;
+        self.anchors.retain(|_| {
+            let keep = i == last || needed.contains(&i);
+            i += 1;
+            keep
+        });
     }
 }
 

@@ -22,6 +22,8 @@ pub(super) struct Lane {
     /// Set when its thread exits: once its ranges are read, the reader drops the lane.
     orphaned: AtomicBool,
     pub(super) inner: Mutex<LaneInner>,
+    /// The forks this process descended from when the lane was made (`fork::forks`).
+    forks: u64,
 }
 
 #[derive(Default)]
@@ -80,7 +82,14 @@ impl Lane {
             name,
             orphaned: AtomicBool::new(false),
             inner: Mutex::new(LaneInner::default()),
+            forks: crate::fork::forks(),
         }
+    }
+
+    /// Whether this process forked since the lane was made: then its lock may be held by a thread
+    /// that did not fork, and the child takes it not (see `Trace`'s `made_before_a_fork`).
+    pub(super) fn made_before_a_fork(&self) -> bool {
+        crate::fork::forks() != self.forks
     }
 
     /// Its thread exited (or, for the lane of threads past their thread-locals, never does).

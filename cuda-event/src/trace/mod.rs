@@ -91,6 +91,11 @@ pub const DEFAULT_TRACE_CAPACITY: usize = 1 << 16;
 ///   (counted, not returned), and the device's anchors are made anew.
 /// - A trace read or written while ranges are pending returns what is complete and counts the
 ///   rest ([`Complete::pending`], [`Complete::open`]); they are returned by a later read.
+/// - In a child process forked after the trace was made, the trace is the parent's (the parent's
+///   threads, which did not fork, may hold its locks): the child's host spans on it are dropped
+///   and counted, its GPU ranges and closes return [`Error::ForkedChild`](crate::Error::ForkedChild),
+///   and its reads return nothing. A trace made in the child works there as in any process (GPU
+///   ranges only where the parent had not used CUDA through the crate, as for every CUDA call).
 pub struct Trace {
     id: u64,
     capacity: usize,
@@ -107,6 +112,8 @@ pub struct Trace {
     next_thread: AtomicU64,
     /// The reader's: one read at a time.
     clocks: Mutex<BTreeMap<i32, DeviceClock>>,
+    /// The forks this process descended from when the trace was made (`fork::forks`).
+    forks: u64,
 }
 
 /// A complete range, placed on the host's clock.
@@ -228,7 +235,16 @@ impl Trace {
             homeless: OnceLock::new(),
             next_thread: AtomicU64::new(1),
             clocks: Mutex::new(BTreeMap::new()),
+            forks: crate::fork::forks(),
         }
+    }
+
+    /// Whether this process forked since the trace was made: then it is the parent's, whose
+    /// threads, which did not fork, may hold its locks, and the child's copy takes none of them
+    /// (nothing is read or kept in it; the parent reads the ranges). A trace made in the child
+    /// is the child's own.
+    fn made_before_a_fork(&self) -> bool {
+        crate::fork::forks() != self.forks
     }
 
     /// Whether the ranges are also NVTX ranges: the `nvtx` feature is on and its library was found

@@ -1,6 +1,6 @@
 //! Opening and closing ranges: the guards, and the records they make on the opening thread's lane.
 
-use super::lanes::{self, Lane, Slot, State, What};
+use super::lanes::{Lane, Slot, State, What};
 use super::{Trace, nvtx};
 use crate::error::{Error, Result};
 use crate::stream::Stream;
@@ -40,8 +40,9 @@ impl Trace {
         stream: &'s Stream,
         name: impl Into<Cow<'static, str>>,
     ) -> Result<GpuRange<'t, 's>> {
-        // Before any lock: in a forked child, one may be held by a thread that did not fork.
-        if crate::fork::in_any_forked_child() {
+        // Before any lock: in a forked child, one may be held by a thread that did not fork (the
+        // trace's own, if made before the fork; the crate's, if CUDA was used before it).
+        if self.made_before_a_fork() || crate::fork::in_forked_child() {
             return Err(Error::ForkedChild);
         }
         if !self.take_room() {
@@ -57,16 +58,15 @@ impl Trace {
         let nvtx = nvtx::start(&name);
         // Before the record: every anchor of this epoch is complete before it (see `clock`).
         let epoch = self.epoch.load(Ordering::Acquire);
-        let mut inner = lane.inner.lock();
-        let start = match record_in(&mut inner, stream) {
+        let start = match record_in(&lane, stream) {
             Ok(start) => start,
             Err(e) => {
-                drop(inner);
                 nvtx::end(nvtx);
                 self.held.fetch_sub(1, Ordering::Relaxed);
                 return Err(e);
             }
         };
+        let mut inner = lane.inner.lock();
         let depth = inner.depth;
         let slot = inner.open(Slot {
             name,
@@ -118,8 +118,13 @@ impl Trace {
     /// Opens a host span on the calling thread's lane: its lane and slot, or `None` when the trace
     /// is full.
     pub(super) fn open_host(&self, name: Cow<'static, str>) -> Option<(Arc<Lane>, usize)> {
-        // None in a forked child, whose locks a thread that did not fork may hold.
-        if crate::fork::in_any_forked_child() || !self.take_room() {
+        // None in a child forked since the trace was made, whose locks a thread that did not fork
+        // may hold: counted as dropped.
+        if self.made_before_a_fork() {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        if !self.take_room() {
             return None;
         }
         let lane = self.lane();
@@ -160,14 +165,18 @@ fn track_id(stream: &Stream, thread: u64) -> u64 {
 /// Records a timing event of the lane's on `stream` (refusing a capturing stream) and returns it.
 /// A kept event that fails with [`Error::DeviceWasReset`] died with its context: the lane's kept
 /// events of that device are dropped and a new one is tried.
-fn record_in(inner: &mut lanes::LaneInner, stream: &Stream) -> Result<crate::event::Event> {
+fn record_in(lane: &Lane, stream: &Stream) -> Result<crate::event::Event> {
     let device = stream.device();
-    let event = inner.timing_event(device);
+    // The lane's lock is not held across the record: a record may block (a full queue), and the
+    // trace's reader takes every lane's lock.
+    let event = lane.inner.lock().timing_event(device);
     match event.record_as(stream, true) {
         Ok(_) => return Ok(event),
-        Err(Error::DeviceWasReset { .. }) if event.device().is_some() => inner.forget_spares(device),
+        Err(Error::DeviceWasReset { .. }) if event.device().is_some() => {
+            lane.inner.lock().forget_spares(device)
+        }
         Err(e) => {
-            inner.give_back(event);
+            lane.inner.lock().give_back(event);
             return Err(e);
         }
     }
@@ -206,7 +215,7 @@ impl GpuRange<'_, '_> {
         };
         // A range the parent opened, closed in a forked child: left to the parent's copy (the
         // lane's lock may be held by a thread that did not fork).
-        if crate::fork::in_any_forked_child() {
+        if lane.made_before_a_fork() {
             return Err(Error::ForkedChild);
         }
         let mismatch = on.filter(|s| s.device() != self.stream.device());
@@ -214,8 +223,8 @@ impl GpuRange<'_, '_> {
             Some(s) if mismatch.is_none() => s,
             _ => self.stream,
         };
+        let recorded = record_in(&lane, stream);
         let mut inner = lane.inner.lock();
-        let recorded = record_in(&mut inner, stream);
         let (nvtx, recorded) = match recorded {
             Ok(end) => (inner.close(slot, Ok(Some(end))), Ok(())),
             Err(e) => (inner.close(slot, Err(())), Err(e)),
@@ -268,7 +277,7 @@ impl HostRange<'_> {
 
 /// Closes a host span that [`Trace::open_host`] opened.
 pub(super) fn close_host((lane, slot): (Arc<Lane>, usize)) {
-    if crate::fork::in_any_forked_child() {
+    if lane.made_before_a_fork() {
         return; // as for a GPU range's close
     }
     let nvtx = lane.inner.lock().close(slot, Ok(None));

@@ -14,9 +14,9 @@ impl Trace {
     /// Takes the complete ranges out of the trace without waiting for the others, and counts
     /// what it left and what was lost. See [`Trace`] and [`TracedRange`].
     pub fn take_complete(&self) -> Complete {
-        if crate::fork::in_any_forked_child() {
-            // Nothing in a forked child: the parent's threads, which may hold the trace's locks,
-            // did not fork, and the parent reads the ranges.
+        if self.made_before_a_fork() {
+            // Nothing in a child forked since the trace was made: the parent's threads, which may
+            // hold the trace's locks, did not fork, and the parent reads the ranges.
             return Complete::default();
         }
         // The reads and the anchors are the trace's own calls, in relaxed capture mode: a global
@@ -133,17 +133,17 @@ impl Trace {
             self.release(&mut inner, i, read);
         }
         // Anchors no held range needs any more.
-        let mut oldest: BTreeMap<i32, u64> = BTreeMap::new();
+        let mut held: BTreeMap<i32, std::collections::BTreeSet<u64>> = BTreeMap::new();
         for lane in &lanes {
             for slot in lane.inner.lock().slots.iter().flatten() {
                 if let What::Gpu { device, .. } = slot.what {
-                    let e = oldest.entry(device).or_insert(slot.epoch);
-                    *e = (*e).min(slot.epoch);
+                    held.entry(device).or_default().insert(slot.epoch);
                 }
             }
         }
+        let none = std::collections::BTreeSet::new();
         for (device, clock) in clocks.iter_mut() {
-            clock.prune(oldest.get(device).copied());
+            clock.prune(held.get(device).unwrap_or(&none));
         }
         out
     }

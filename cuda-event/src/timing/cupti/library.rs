@@ -76,6 +76,12 @@ static RECORDS: Mutex<Records> = Mutex::new(Records {
 
 static CUPTI: OnceLock<Result<Cupti, String>> = OnceLock::new();
 
+/// The buffers [`buffer_requested`] gave CUPTI and CUPTI has not returned: only these are freed
+/// here. A buffer of another client (a profiler that registered its callbacks before this crate
+/// replaced them, as torch.profiler's does, with buffers of the same size) is read but left to its
+/// owner, who frees it: freeing it here too would free it twice.
+static GIVEN: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+
 /// The library, loaded and its buffer callbacks registered on first use; why not, if it cannot be.
 pub(crate) fn cupti() -> Result<&'static Cupti, String> {
     CUPTI.get_or_init(load).as_ref().map_err(Clone::clone)
@@ -226,10 +232,13 @@ unsafe extern "C" fn buffer_requested(buffer: *mut *mut u8, size: *mut usize, ma
     // SAFETY: a non-zero size and a power-of-two alignment.
     let layout = unsafe { std::alloc::Layout::from_size_align_unchecked(BUFFER_BYTES, BUFFER_ALIGN) };
     // SAFETY: a layout of non-zero size; the buffer is freed by `buffer_completed` with the same
-    // layout. CUPTI's three pointers are live for the call; a null buffer tells CUPTI none was
-    // given (it drops records then, and counts them).
+    // layout. A null buffer tells CUPTI none was given (it drops records then, and counts them).
+    let given = unsafe { std::alloc::alloc(layout) };
+    if !given.is_null() {
+        GIVEN.lock().push(given as usize);
+    }
+    // SAFETY: CUPTI's three pointers are live for the call.
     unsafe {
-        let given = std::alloc::alloc(layout);
         *buffer = given;
         *size = if given.is_null() { 0 } else { BUFFER_BYTES };
         *max_records = 0;
@@ -237,7 +246,7 @@ unsafe extern "C" fn buffer_requested(buffer: *mut *mut u8, size: *mut usize, ma
 }
 
 /// CUPTI's return of a buffer: its records are read into [`RECORDS`], and the buffer is freed.
-unsafe extern "C" fn buffer_completed(_: *mut c_void, _: u32, buffer: *mut u8, size: usize, valid: usize) {
+unsafe extern "C" fn buffer_completed(_: *mut c_void, _: u32, buffer: *mut u8, _size: usize, valid: usize) {
     if buffer.is_null() {
         return;
     }
@@ -257,12 +266,18 @@ unsafe extern "C" fn buffer_completed(_: *mut c_void, _: u32, buffer: *mut u8, s
         records.spans.append(&mut read.spans);
         records.tags.append(&mut read.tags);
     }
-    if size == BUFFER_BYTES {
-        // SAFETY: a buffer of `buffer_requested`, freed once, with the layout it was made with.
+    let ours = {
+        let mut given = GIVEN.lock();
+        let at = given.iter().position(|&b| b == buffer as usize);
+        at.map(|at| given.swap_remove(at)).is_some()
+    };
+    if ours {
+        // SAFETY: a buffer of `buffer_requested` (it was listed there and is unlisted once), freed
+        // once, with the layout it was made with.
         unsafe {
             std::alloc::dealloc(
                 buffer,
-                std::alloc::Layout::from_size_align_unchecked(size, BUFFER_ALIGN),
+                std::alloc::Layout::from_size_align_unchecked(BUFFER_BYTES, BUFFER_ALIGN),
             )
         };
     }

@@ -52,10 +52,23 @@ pub(crate) struct Session {
 #[cfg(feature = "cupti")]
 const SESSION_TAGS: u64 = 1 << 40;
 
-/// Sessions so far: the `n`-th's base is `SESSION_TAGS` times 1 to 2^24 - 1 in turn (never 0, never
-/// past the top of the tags), so a base comes round again only millions of sessions later.
+/// Sessions so far (see [`session_base`]).
 #[cfg(feature = "cupti")]
 static SESSIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The `n`-th session's base: `SESSION_TAGS` times 1 to 2^24 - 1 in turn (never 0), so a base comes
+/// round again only millions of sessions later.
+#[cfg(feature = "cupti")]
+fn session_base(n: u64) -> u64 {
+    (n % ((1 << 24) - 1) + 1) * SESSION_TAGS
+}
+
+/// The tags of the session with `base`: the last base's reach the top of the tags, `u64::MAX`,
+/// which a range closed above could not name.
+#[cfg(feature = "cupti")]
+fn session_tags(base: u64) -> std::ops::RangeInclusive<u64> {
+    base..=base + (SESSION_TAGS - 1)
+}
 
 /// How long a measurement with CUPTI waits for another thread's to end before it gives up: its
 /// work may itself be waiting for this thread.
@@ -111,8 +124,7 @@ impl Session {
                 return Err(unavailable(reason));
             }
         }
-        let n = SESSIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let base = (n % ((1 << 24) - 1) + 1) * SESSION_TAGS;
+        let base = session_base(SESSIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
         IN_A_SESSION.set(true);
         Ok(Session {
             cupti,
@@ -149,7 +161,7 @@ impl Session {
         self.cupti.flush().map_err(unavailable)?;
         KINDS.iter().for_each(|&kind| self.cupti.disable(kind));
         let (records, dropped) = self.cupti.take().map_err(unavailable)?;
-        let ours = self.base..self.base + SESSION_TAGS;
+        let ours = session_tags(self.base);
         let tag_of: HashMap<u32, u64> = records
             .tags
             .into_iter()
@@ -195,5 +207,27 @@ impl Spans {
         self.by_tag
             .get(&tag)
             .map(|&(start, end)| Duration::from_nanos(end - start))
+    }
+}
+
+#[cfg(all(test, feature = "cupti"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_sessions_tags_are_its_own_and_the_last_bases_reach_the_top() {
+        let last = session_base((1 << 24) - 2);
+        assert_eq!(last, ((1 << 24) - 1) * SESSION_TAGS);
+        assert_eq!(
+            session_base((1 << 24) - 1),
+            SESSION_TAGS,
+            "round again from the first"
+        );
+        assert!(session_tags(last).contains(&(last + 3)));
+        assert_eq!(*session_tags(last).end(), u64::MAX);
+        let first = session_base(0);
+        assert!(!session_tags(first).contains(&0), "0 is no session's");
+        assert!(!session_tags(first).contains(&session_base(1)));
+        assert!(session_tags(session_base(1)).contains(&session_base(1)));
     }
 }
