@@ -175,6 +175,8 @@ impl<'s> CrateCapture<'s> {
     }
 
     fn end_into(&self, graph: &mut sys::CUgraph) -> Result<sys::CUresult> {
+        // The captured work forked, and this is the child: no lock, no CUDA call (see `fork`).
+        crate::fork::refuse_in_forked_child()?;
         let (d, stream) = (self.d, self.stream.as_raw());
         let mut alone = self.stream.gate().exclusive();
         if let Err(reset) = self.made_in.ensure_alive(d, None) {

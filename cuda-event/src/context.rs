@@ -107,6 +107,21 @@ impl Context {
         Ok(Context { raw, device: dev })
     }
 
+    /// Whether `device`'s primary context is active: something in the process (this crate, the
+    /// runtime's `cudaSetDevice`, another library) uses the device. Asks without creating it;
+    /// `false` where the driver cannot say.
+    pub(crate) fn primary_active(d: &Driver, device: i32) -> bool {
+        let (mut dev, mut flags, mut active) = (0, 0, 0);
+        // SAFETY: out-pointers are live locals; an invalid ordinal is an error, not UB.
+        let found = d.device_get.call(|f| unsafe { f(&mut dev, device) });
+        found.is_ok()
+            && d.primary_ctx_get_state
+                // SAFETY: a device the driver just handed out; writes through live locals.
+                .call(|f| unsafe { f(dev, &mut flags, &mut active) })
+                .is_ok()
+            && active != 0
+    }
+
     /// The driver's handle of the context's device.
     pub(crate) fn cu_device(self) -> sys::CUdevice {
         self.device

@@ -40,7 +40,11 @@ pub fn set_device(device: i32) -> Result<()> {
 /// Sets the current device for a scope and restores the previous one when dropped, like torch's
 /// `torch.cuda.device` context manager: whatever made another device current inside the scope.
 /// Setting the device that is already current costs one `cudaGetDevice` and changes nothing; the
-/// drop costs one more, and a `cudaSetDevice` where the current device is not the previous one.
+/// drop costs one more, and where the current device is not the previous one, a look at the
+/// previous device's context and a `cudaSetDevice`. Where the program has not used the previous
+/// device (no context of it is active, as for device 0 of a thread that never set one), the drop
+/// leaves the current device as it is: making the previous one current would create a context on
+/// it, which no call of this crate does on a device the program did not use.
 ///
 /// The current device belongs to a thread, so the guard is not `Send`: dropped on another thread
 /// (after an `.await`, say) it would set that thread's device instead.
@@ -74,7 +78,8 @@ impl DeviceGuard {
         })
     }
 
-    /// The device that was current before, and is again after the guard drops.
+    /// The device that was current before, and is again after the guard drops (unless the
+    /// program never used it: see [`DeviceGuard`]).
     pub fn previous(&self) -> i32 {
         self.previous
     }
@@ -84,10 +89,16 @@ impl Drop for DeviceGuard {
     fn drop(&mut self) {
         // Whatever the scope made current (a `set_device`, another library's `cudaSetDevice`),
         // even where the guard's own device was already current.
-        let restore = match current_device() {
-            Ok(current) if current == self.previous => Ok(()),
-            _ => set_device(self.previous),
+        if current_device().is_ok_and(|current| current == self.previous) {
+            return;
+        }
+        // Not where no context of the previous device is active: `cudaSetDevice` would create
+        // one on a device the program never used (no stray contexts).
+        let Ok(d) = crate::driver::driver("DeviceGuard::drop") else {
+            return;
         };
-        crate::drop_errors::report(restore);
+        if crate::context::Context::primary_active(d, self.previous) {
+            crate::drop_errors::report(set_device(self.previous));
+        }
     }
 }

@@ -235,3 +235,56 @@ fn fault_an_importer_survives_the_exporter_being_killed() {
     drop(event);
     println!("drop errors: {:?}", cuda_event::drop_errors::take_drop_errors());
 }
+
+/// The exporter is killed after handing out its handle and before the import, and not yet reaped
+/// (a zombie: the importer is its parent). The imported event watches it as gone, so its
+/// `synchronize` returns (`ExporterGone`, or done) instead of CUDA's wait, which never returns for
+/// a dead exporter's pending work. Passes if the open itself fails.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn fault_an_exporter_killed_before_the_import_is_noticed() {
+    if common::skip_under_sanitizer("kills the exporting process, on purpose") {
+        return;
+    }
+    let test = common::this_test!();
+    if role().as_deref() == Some("doomed-exporter") {
+        let stream = Stream::new(0).unwrap();
+        let event = interprocess();
+        sleep_on(&stream, Duration::from_secs(20));
+        event.record(&stream).unwrap();
+        println!("handle {}", event.ipc_handle().unwrap());
+        let mut line = String::new();
+        let _ = std::io::stdin().read_line(&mut line); // until killed
+        return;
+    }
+    let _gpu = gpu();
+    let mut child = spawn_child(test, "doomed-exporter", &[]);
+    let mut reader = BufReader::new(child.stdout.take().unwrap());
+    let handle = loop {
+        let mut line = String::new();
+        assert!(reader.read_line(&mut line).unwrap() > 0, "the exporter ended early");
+        if let Some(hex) = line.trim_end().split("handle ").nth(1) {
+            break hex.parse::<IpcEventHandle>().unwrap();
+        }
+    };
+    child.kill().unwrap(); // SIGKILL, not reaped: a zombie until child.wait()
+    std::thread::sleep(Duration::from_millis(500)); // torn down
+    let event = match Event::from_ipc_handle(0, handle) {
+        Ok(event) => event,
+        Err(e) => {
+            println!("the open failed, nothing to wait on: {e}");
+            child.wait().unwrap();
+            return;
+        }
+    };
+    let (done, result) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(event.synchronize());
+    });
+    let outcome = result.recv_timeout(Duration::from_secs(10));
+    child.wait().unwrap();
+    assert!(
+        outcome.is_ok(),
+        "synchronize of an event whose exporter died before the import still waits after 10 s"
+    );
+}

@@ -86,6 +86,33 @@ fn multi_gpu_a_device_guard_restores_the_previous_device_whatever_its_scope_made
     assert_eq!(current_device(), Ok(0));
 }
 
+/// A `DeviceGuard` for device 1, in a program that uses device 1 alone with the current device left
+/// at its default (0): its drop must not make 0 current again, which since CUDA 12 creates device
+/// 0's primary context (the stray context of torch's `with torch.cuda.device(1):` before its
+/// `MaybeExchangeDevice`). In a child process, whose contexts are its own.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn multi_gpu_a_device_guards_drop_makes_no_context_on_a_device_the_program_never_used() {
+    let test = common::this_test!();
+    if role().as_deref() != Some("guard-on-device-1") {
+        let Some(_gpu) = two_gpus() else {
+            return;
+        };
+        run_child(test, "guard-on-device-1", &[]);
+        return;
+    }
+    {
+        let _on_1 = DeviceGuard::new(1).unwrap();
+        let stream = Stream::new(1).unwrap();
+        stream.record_event().unwrap().synchronize().unwrap();
+    }
+    assert!(primary_context_active(1), "device 1 was used");
+    assert!(
+        !primary_context_active(0),
+        "DeviceGuard's drop created a context on device 0, which the program never used"
+    );
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn multi_gpu_ipc_handle_under_device_1_creates_on_device_1() {

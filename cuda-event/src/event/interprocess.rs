@@ -17,7 +17,8 @@ impl Event {
     /// is the one it was imported with.
     ///
     /// # Errors
-    /// [`Error::NotInterprocess`] for an event built without `interprocess`.
+    /// [`Error::NotInterprocess`] for an event built without `interprocess`;
+    /// [`Error::DeviceWasReset`] once a device reset destroyed the event, exported before or not.
     #[doc(alias = "cudaIpcGetEventHandle")]
     #[doc(alias = "cuIpcGetEventHandle")]
     pub fn ipc_handle(&self) -> Result<IpcEventHandle> {
@@ -25,10 +26,14 @@ impl Event {
         if !self.options.interprocess {
             return Err(Error::NotInterprocess);
         }
+        let d = driver("Event::ipc_handle")?;
         if let Some(handle) = self.ipc.get() {
+            // Not after a device reset destroyed the event: an importer would open a dead one.
+            if let Some(event) = self.created.get() {
+                event.made_in().ensure_alive(d, None)?;
+            }
             return Ok(*handle);
         }
-        let d = driver("Event::ipc_handle")?;
         let event = match self.created.get() {
             Some(event) => event,
             None => self.create_for_ipc(d, current_device()?)?,
@@ -79,14 +84,19 @@ impl Event {
     /// waits on the host of a process that waits for it.
     ///
     /// # Errors
-    /// [`Error::IpcHandleFromThisProcess`] for a handle this process exported; CUDA's errors otherwise.
+    /// [`Error::IpcHandleFromThisProcess`] for a handle this process exported (through this crate or
+    /// other code: the handle names its exporter's process); CUDA's errors otherwise.
     #[doc(alias = "cudaIpcOpenEventHandle")]
     #[doc(alias = "cuIpcOpenEventHandle")]
     pub fn from_ipc_handle(device: i32, handle: IpcEventHandle) -> Result<Event> {
         let d = driver("Event::from_ipc_handle")?;
-        if ipc::exported_here(&handle) {
+        // Also one of this process's that the crate does not remember (exported by other code,
+        // or by an event given up with `into_raw`): CUDA refuses it less clearly.
+        if ipc::exported_here(&handle) || ipc::names_this_process(&handle) {
             return Err(Error::IpcHandleFromThisProcess);
         }
+        // Before the open: an exporter that dies during it is seen alive first, and gone after.
+        let exporter = Exporter::of(&handle);
         let (instance, _current) = ContextInstance::enter_primary(d, device)?;
         let mut raw = std::ptr::null_mut();
         d.ipc_open_event_handle.call(|f| {
@@ -94,7 +104,7 @@ impl Event {
             unsafe { f(&mut raw, handle.to_driver()) }
         })?;
         let mut event = Event::lazy(EventBuilder::default().interprocess(true));
-        event.exporter = Exporter::of(&handle);
+        event.exporter = exporter;
         event.publish(EventHandle::adopt(raw, device, Some(instance)));
         let _ = event.ipc.set(handle);
         event.escape(Escape::ToCaller);

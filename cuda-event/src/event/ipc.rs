@@ -156,36 +156,115 @@ pub(crate) fn exported_here(handle: &IpcEventHandle) -> bool {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Exporter {
     pub(crate) pid: i32,
-    start_time: u64,
+    /// Its start time; `None` for one that had already ended when it was first looked at.
+    start_time: Option<u64>,
+}
+
+/// The process id CUDA wrote into `handle` (see [`Exporter`]).
+fn pid_of(handle: &IpcEventHandle) -> i32 {
+    i32::from_le_bytes([handle.0[0], handle.0[1], handle.0[2], handle.0[3]])
+}
+
+/// Whether `handle` was exported by this process (by this crate's events or by other code).
+pub(crate) fn names_this_process(handle: &IpcEventHandle) -> bool {
+    u32::try_from(pid_of(handle)).ok() == Some(std::process::id())
 }
 
 impl Exporter {
-    /// The exporter of `handle`, if the process its id names is alive here now.
+    /// The exporter of `handle`, if the process its id names is here: alive now, or ended and not
+    /// yet reaped (a zombie: an exporter that was the importer's child and died before the
+    /// import), which is then gone already. Looked at before the open, so that an exporter that
+    /// dies during it is seen alive first, and gone after.
     pub(crate) fn of(handle: &IpcEventHandle) -> Option<Exporter> {
-        let pid = i32::from_le_bytes([handle.0[0], handle.0[1], handle.0[2], handle.0[3]]);
-        if pid <= 0 || u32::try_from(pid).ok() == Some(std::process::id()) {
+        let pid = pid_of(handle);
+        if pid <= 0 || names_this_process(handle) {
             return None;
         }
-        Some(Exporter {
-            pid,
-            start_time: process_start_time(pid)?,
-        })
+        let start_time = match process_state(pid)? {
+            Process::Live { start_time } => Some(start_time),
+            Process::Ended => None,
+        };
+        Some(Exporter { pid, start_time })
     }
 
     /// Whether the exporting process has ended (or is a zombie, which runs no more CUDA work).
     pub(crate) fn is_gone(&self) -> bool {
-        process_start_time(self.pid) != Some(self.start_time)
+        let now = match process_state(self.pid) {
+            Some(Process::Live { start_time }) => Some(start_time),
+            _ => None,
+        };
+        self.start_time.is_none() || now != self.start_time
     }
 }
 
-/// A live (not zombie) process's start time, field 22 of `/proc/PID/stat`.
-fn process_start_time(pid: i32) -> Option<u64> {
+/// A process as `/proc/PID/stat` tells it.
+enum Process {
+    Live {
+        start_time: u64,
+    },
+    /// A zombie, or one being torn down: it runs no more work.
+    Ended,
+}
+
+/// The process `pid`, if `/proc` has it; a live one's start time is field 22 of its `stat`.
+fn process_state(pid: i32) -> Option<Process> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command (field 2) is in parentheses and may hold spaces: count fields after its end.
     let mut fields = stat.get(stat.rfind(')')? + 1..)?.split_ascii_whitespace();
     let state = fields.next()?;
     if state == "Z" || state == "X" {
-        return None;
+        return Some(Process::Ended);
     }
-    fields.nth(18)?.parse().ok()
+    Some(Process::Live {
+        start_time: fields.nth(18)?.parse().ok()?,
+    })
+}
+
+#[cfg(all(test, not(cuda_event_model)))]
+mod tests {
+    use super::{Exporter, IpcEventHandle};
+
+    fn naming(pid: u32) -> IpcEventHandle {
+        let mut bytes = [0u8; 64];
+        bytes[..4].copy_from_slice(&pid.to_le_bytes());
+        IpcEventHandle::from_bytes(&bytes).unwrap()
+    }
+
+    /// An exporter that had ended before its handle was imported (a zombie its parent, the
+    /// importer, has not reaped yet) is watched as gone, not taken for "no exporter known", which
+    /// would leave the imported event's `synchronize` to CUDA's wait, which never returns for a
+    /// dead exporter's pending work. (It failed so before.)
+    #[test]
+    fn an_exporter_ended_before_the_import_is_watched_as_gone() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        let zombie = || {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .map(|s| s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
+                .unwrap_or(false)
+        };
+        while !zombie() {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let exporter = Exporter::of(&naming(pid));
+        child.wait().unwrap();
+        assert!(exporter.is_some_and(|e| e.is_gone()), "{exporter:?}");
+    }
+
+    #[test]
+    fn a_live_exporter_is_watched_until_it_ends() {
+        let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
+        let exporter = Exporter::of(&naming(child.id())).expect("a live process");
+        assert!(!exporter.is_gone());
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(exporter.is_gone());
+    }
+
+    #[test]
+    fn a_handle_naming_this_process_or_none_has_no_exporter() {
+        assert!(super::names_this_process(&naming(std::process::id())));
+        assert_eq!(Exporter::of(&naming(std::process::id())), None);
+        assert_eq!(Exporter::of(&naming(0)), None);
+    }
 }

@@ -10,8 +10,10 @@
 mod calls;
 mod capture_modes;
 mod captures;
+mod devices;
 mod faults;
 mod futures;
+mod ipc;
 mod lane_scanner;
 mod pool;
 mod reads;
