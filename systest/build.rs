@@ -5,7 +5,16 @@
 
 use std::path::Path;
 
-const KEYS: [&str; 6] = ["ROOT", "INCLUDE", "INCLUDE_PATH", "LIB_DIR", "VERSION", "STATIC"];
+const KEYS: [&str; 8] = [
+    "ROOT",
+    "INCLUDE",
+    "INCLUDE_PATH",
+    "LIB_DIR",
+    "VERSION",
+    "STATIC",
+    "BINDINGS",
+    "BINDINGS_VERSION",
+];
 
 fn main() {
     for key in KEYS {

@@ -47,6 +47,11 @@ impl Set {
         })
     }
 
+    /// The `CUDART_VERSION` the set was generated for.
+    pub(crate) fn version(self) -> u32 {
+        self.0
+    }
+
     /// `"13.0"`.
     pub(crate) fn version_text(self) -> String {
         version_text(self.0)

@@ -214,9 +214,17 @@ fn probe(root: &Path, target_arch: &str, mode: Mode, name: &str) -> Result<Cuda,
                 .into(),
         );
     }
-    let target_dir = root.join("targets").join(format!("{target_arch}-linux"));
-    let include = [root.join("include"), target_dir.join("include")]
-        .into_iter()
+    // A toolkit keeps each target's files under targets/: x86_64-linux, and sbsa-linux (servers)
+    // or aarch64-linux (Jetson) for aarch64.
+    let target_dirs: Vec<PathBuf> = match target_arch {
+        "aarch64" => vec!["sbsa-linux".into(), "aarch64-linux".into()],
+        arch => vec![format!("{arch}-linux")],
+    }
+    .into_iter()
+    .map(|name| root.join("targets").join(name))
+    .collect();
+    let include = std::iter::once(root.join("include"))
+        .chain(target_dirs.iter().map(|dir| dir.join("include")))
         .find(|dir| dir.join("cuda_runtime_api.h").is_file())
         .ok_or("no include/cuda_runtime_api.h")?;
     let version = header_version(&include.join("cuda_runtime_api.h"))?;
@@ -246,10 +254,20 @@ fn probe(root: &Path, target_arch: &str, mode: Mode, name: &str) -> Result<Cuda,
     if crt_include != include {
         include_path.push(crt_include);
     }
-    let lib_dir = [root.join("lib64"), root.join("lib"), target_dir.join("lib")]
+    // A toolkit's lib64/ and lib/ are its host's: cross-building, the target's folder comes first,
+    // so that the host's library is not linked into another architecture's binary.
+    let host_libs = [root.join("lib64"), root.join("lib")];
+    let target_libs = target_dirs.iter().map(|dir| dir.join("lib"));
+    let host_arch = std::env::var("HOST").ok();
+    let cross = host_arch.is_some_and(|host| !host.starts_with(&format!("{target_arch}-")));
+    let lib_dirs: Vec<PathBuf> = match cross {
+        true => target_libs.chain(host_libs).collect(),
+        false => host_libs.into_iter().chain(target_libs).collect(),
+    };
+    let lib_dir = lib_dirs
         .into_iter()
         .find(|dir| mode.library_in(dir).is_some())
-        .ok_or_else(|| format!("no {} in lib64/ or lib/", mode.library_file()))?;
+        .ok_or_else(|| format!("no {} in lib64/, lib/ or targets/*/lib/", mode.library_file()))?;
     Ok(Cuda {
         root: root.to_path_buf(),
         include,

@@ -43,6 +43,11 @@ fn main() {
         println!(
             "cargo:rustc-env=CUDA_EVENT_SYS_FOUND_BY=docs.rs: bindings committed from CUDA 13.0's headers"
         );
+        // What a dependent's docs build can still read: no CUDA was found, so no folder.
+        println!("cargo:version={DOCS_RS_VERSION}");
+        println!("cargo:bindings=committed");
+        println!("cargo:bindings_version={DOCS_RS_VERSION}");
+        println!("cargo:docs_rs=1");
         return;
     }
     let target_arch = std::env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default();
@@ -53,16 +58,19 @@ fn main() {
 
     let mode = link::Mode::from_env();
     let cuda = find_cuda::find(&target_arch, mode).unwrap_or_else(|message| fail(message));
-    let bindings = bindings(&manifest_dir, &cuda, &out_dir);
+    let (bindings, bindings_version) = bindings(&manifest_dir, &cuda, &out_dir);
     link::emit(&cuda, mode, &out_dir);
-    export_metadata(&cuda, mode, bindings);
+    export_metadata(&cuda, mode, bindings, bindings_version);
 }
 
 /// Writes `OUT_DIR/bindings.rs` for `cuda`'s headers, and says (in the build's output) which way:
-/// bindgen, or the committed bindings.
-fn bindings(manifest_dir: &Path, cuda: &find_cuda::Cuda, out_dir: &Path) -> &'static str {
+/// bindgen, or the committed bindings; returns that, and the `CUDART_VERSION` of the headers the
+/// bindings were generated from (a committed set may serve a later minor release).
+fn bindings(manifest_dir: &Path, cuda: &find_cuda::Cuda, out_dir: &Path) -> (&'static str, u32) {
     let version = find_cuda::version_text(cuda.version);
+    let committed_set = std::cell::Cell::new(None);
     let from_commit = |set: Set| {
+        committed_set.set(Some(set.version()));
         committed::track_header(cuda);
         set.write(manifest_dir, cuda.version, out_dir);
         println!(
@@ -71,7 +79,7 @@ fn bindings(manifest_dir: &Path, cuda: &find_cuda::Cuda, out_dir: &Path) -> &'st
         );
         "committed"
     };
-    match env::var("CUDA_EVENT_SYS_BINDINGS").as_deref().map(|v| v.to_str()) {
+    let how = match env::var("CUDA_EVENT_SYS_BINDINGS").as_deref().map(|v| v.to_str()) {
         Some(Some("bindgen")) => generate::forced(manifest_dir, cuda, out_dir),
         Some(Some("committed")) => match Set::serving(cuda.version) {
             Some(set) => from_commit(set),
@@ -90,7 +98,8 @@ fn bindings(manifest_dir: &Path, cuda: &find_cuda::Cuda, out_dir: &Path) -> &'st
             whoami()
         )),
         None => generate::by_default(manifest_dir, cuda, out_dir, from_commit),
-    }
+    };
+    (how, committed_set.get().unwrap_or(cuda.version))
 }
 
 /// The crate, its version, the target and the host, to start every error message with.
@@ -112,8 +121,9 @@ fn fail(message: String) -> ! {
 
 /// Metadata for direct dependents, as `DEP_CUDART_ROOT`, `_INCLUDE`, `_INCLUDE_PATH` (every folder a
 /// C compiler needs, joined like PATH), `_LIB_DIR`, `_VERSION` (`CUDART_VERSION`), `_STATIC` (1 or 0),
-/// `_BINDINGS` (`bindgen` or `committed`).
-fn export_metadata(cuda: &find_cuda::Cuda, mode: link::Mode, bindings: &str) {
+/// `_BINDINGS` (`bindgen` or `committed`), `_BINDINGS_VERSION` (the `CUDART_VERSION` of the headers
+/// the bindings came from).
+fn export_metadata(cuda: &find_cuda::Cuda, mode: link::Mode, bindings: &str, bindings_version: u32) {
     println!("cargo:root={}", cuda.root.display());
     println!("cargo:include={}", cuda.include.display());
     // find_cuda rejects a CUDA whose path has a ':', so the folders always join.
@@ -123,6 +133,7 @@ fn export_metadata(cuda: &find_cuda::Cuda, mode: link::Mode, bindings: &str) {
     println!("cargo:version={}", cuda.version);
     println!("cargo:static={}", u8::from(mode == link::Mode::Static));
     println!("cargo:bindings={bindings}");
+    println!("cargo:bindings_version={bindings_version}");
     // Also visible to the crate itself, for its version constants and docs.
     println!("cargo:rustc-env=CUDA_EVENT_SYS_FOUND_BY={}", cuda.found_by);
 }

@@ -262,7 +262,10 @@ fn fault_an_exporter_killed_before_the_import_is_noticed() {
     let mut reader = BufReader::new(child.stdout.take().unwrap());
     let handle = loop {
         let mut line = String::new();
-        assert!(reader.read_line(&mut line).unwrap() > 0, "the exporter ended early");
+        assert!(
+            reader.read_line(&mut line).unwrap() > 0,
+            "the exporter ended early"
+        );
         if let Some(hex) = line.trim_end().split("handle ").nth(1) {
             break hex.parse::<IpcEventHandle>().unwrap();
         }

@@ -11,6 +11,8 @@ fn dependent_receives_every_dep_cudart_key() {
         ("LIB_DIR", env!("DEP_CUDART_LIB_DIR")),
         ("VERSION", env!("DEP_CUDART_VERSION")),
         ("STATIC", env!("DEP_CUDART_STATIC")),
+        ("BINDINGS", env!("DEP_CUDART_BINDINGS")),
+        ("BINDINGS_VERSION", env!("DEP_CUDART_BINDINGS_VERSION")),
     ] {
         assert!(!value.is_empty(), "DEP_CUDART_{key} is empty");
         assert!(
@@ -25,6 +27,21 @@ fn dep_cudart_version_is_the_headers_version() {
     let version: u32 = env!("DEP_CUDART_VERSION").parse().unwrap();
     assert_eq!(version, cuda_event_sys::CUDART_VERSION);
     assert!(version >= 12000, "built against CUDA {version}, older than 12.0");
+}
+
+/// The bindings come from headers of the CUDA found, or of an earlier minor release of its major
+/// (a committed set serving a later one).
+#[test]
+fn dep_cudart_bindings_version_is_of_the_headers_major_and_not_later() {
+    let version: u32 = env!("DEP_CUDART_VERSION").parse().unwrap();
+    let bindings: u32 = env!("DEP_CUDART_BINDINGS_VERSION").parse().unwrap();
+    assert_eq!(bindings / 1000, version / 1000, "{bindings} for CUDA {version}");
+    assert!(bindings <= version, "{bindings} for CUDA {version}");
+    match env!("DEP_CUDART_BINDINGS") {
+        "bindgen" => assert_eq!(bindings, version),
+        "committed" => {}
+        other => panic!("DEP_CUDART_BINDINGS is {other:?}"),
+    }
 }
 
 #[test]
