@@ -45,6 +45,7 @@ impl CaptureMode {
 
 /// A CUDA graph captured with [`Stream::capture`]: instantiated at its first launch, destroyed on
 /// drop (with its instance; a launch in flight finishes first, as `cuGraphExecDestroy` allows).
+#[must_use = "a captured graph does nothing until launched, and is destroyed when dropped"]
 pub struct Graph {
     made_in: Option<ContextInstance>,
     device: i32,

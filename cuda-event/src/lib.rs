@@ -331,6 +331,10 @@ pub mod trace;
 pub use completion::Completion;
 pub use completion::wait::Wait;
 pub use context::set_device_reset_checks;
+/// The raw bindings (`cuda-event-sys`), for the handle types this crate's API takes and gives. Their
+/// contents follow the CUDA headers the build found (a symbol of CUDA 12's headers may be absent
+/// from CUDA 13's), so they are outside this crate's semantic versioning: only the handle types
+/// (`cudaEvent_t`, `cudaStream_t`, `CUgraph`...) are its API.
 pub use cuda_event_sys as sys;
 pub use device::{DeviceGuard, current_device, device_count, set_device};
 pub use driver::driver_entry_point;

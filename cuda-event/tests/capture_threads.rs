@@ -164,7 +164,7 @@ fn records_into_a_capture_beside_the_end_of_another_that_held_the_event_never_cr
                 end_capture(&b).unwrap_or_else(|e| panic!("round {round}: C2 ended invalid: {e}"));
             } else {
                 let graph = b.capture(CaptureMode::ThreadLocal, work);
-                graph.unwrap_or_else(|e| panic!("round {round}: C2 ended invalid: {e}"));
+                drop(graph.unwrap_or_else(|e| panic!("round {round}: C2 ended invalid: {e}")));
             }
             meet.wait();
         }
@@ -268,9 +268,11 @@ fn cuda_events_alive_stays_bounded_over_10000_threads_that_each_capture() {
                     event.record(stream).unwrap();
                     end_capture(stream).expect("the capture ends valid");
                 } else {
-                    stream
-                        .capture(CaptureMode::ThreadLocal, |s| event.record(s))
-                        .unwrap();
+                    drop(
+                        stream
+                            .capture(CaptureMode::ThreadLocal, |s| event.record(s))
+                            .unwrap(),
+                    );
                 }
                 (round % 4 < 2).then_some(event) // else dropped on its thread
             })

@@ -81,7 +81,7 @@ fn a_device_reset_during_a_measurement_is_an_error_not_a_crash() {
     // The crate's memory after the reset: a new measurement makes its own.
     let stream = Stream::new(0).unwrap();
     let quick = cuda_event::timing::MeasureOptions::default().min_time(std::time::Duration::from_millis(20));
-    cuda_event::timing::measure(&stream, &quick, |_| Ok::<(), cuda_event::Error>(())).unwrap();
+    drop(cuda_event::timing::measure(&stream, &quick, |_| Ok::<(), cuda_event::Error>(())).unwrap());
     cuda_event::timing::release_measure_memory().unwrap();
 }
 

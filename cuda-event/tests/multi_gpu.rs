@@ -207,7 +207,7 @@ fn multi_gpu_no_call_creates_a_context_on_a_device_the_program_did_not_use() {
     let quick = cuda_event::timing::MeasureOptions::default()
         .min_time(std::time::Duration::from_millis(20))
         .timeout(std::time::Duration::from_millis(200));
-    cuda_event::timing::measure(&stream, &quick, |_| Ok::<(), cuda_event::Error>(())).unwrap();
+    let _ = cuda_event::timing::measure(&stream, &quick, |_| Ok::<(), cuda_event::Error>(())).unwrap();
     std::thread::spawn(move || {
         end.synchronize().unwrap();
         drop((start, end, shared, stream));

@@ -339,7 +339,7 @@ fn measure_and_timer_never_wait_for_a_held_stream_of_the_device() {
     let (held, candidates) = (Stream::new(0).unwrap(), [(); 16].map(|_| Stream::new(0).unwrap()));
     // The SM clock's kernel, loaded while the device is idle: only its loading waits for the
     // device's work (MeasureOptions::sm_clock).
-    measure(&held, &quick().sm_clock(true), |s| -> cuda_event::Result<()> {
+    let _ = measure(&held, &quick().sm_clock(true), |s| -> cuda_event::Result<()> {
         buffer.memset(s, 0);
         Ok(())
     })
@@ -518,7 +518,7 @@ fn release_measure_memory_gives_the_flush_buffer_back_and_a_later_measurement_wo
         gpu_sleep(s, Duration::from_micros(20));
         Ok(())
     };
-    measure(&stream, &quick(), work).unwrap();
+    let _ = measure(&stream, &quick(), work).unwrap();
     let kept = free_device_memory();
     cuda_event::timing::release_measure_memory().unwrap();
     let released = free_device_memory();
@@ -989,7 +989,7 @@ fn releasing_measure_memory_beside_another_threads_global_mode_capture_leaves_it
     let (measured, captured) = (Stream::new(0).unwrap(), Stream::new(0).unwrap());
     // Something to free of every kind: a calibrated, clocked measurement keeps the flush buffers,
     // the gate's word, the clock's slots and the kernels' module.
-    measure(
+    let _ = measure(
         &measured,
         &quick().calibrate(true).sm_clock(true),
         |s| -> cuda_event::Result<()> {

@@ -114,6 +114,7 @@ impl fmt::Display for RatioClusters {
 /// The outcome of [`compare`]: each side's samples and B's time as a ratio of A's, with its
 /// confidence interval and the verdict.
 #[derive(Clone, Debug)]
+#[must_use = "a comparison is read with `verdict`"]
 pub struct Comparison {
     a: Measurement,
     b: Measurement,

@@ -33,6 +33,7 @@ pub struct Timer {
 /// A timed section, complete or not: read it with [`elapsed`](Self::elapsed) (never blocks) or
 /// [`wait`](Self::wait).
 #[derive(Debug)]
+#[must_use = "a timing is read with `elapsed` or `wait`"]
 pub struct Timing {
     start: Event,
     end: Event,

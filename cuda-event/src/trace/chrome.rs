@@ -29,6 +29,7 @@ pub struct ChromeTrace<'t, W: Write> {
 
 /// What a written trace holds and what it left out.
 #[derive(Clone, Debug, Default, PartialEq)]
+#[non_exhaustive]
 pub struct TraceSummary {
     /// Ranges written.
     pub written: usize,

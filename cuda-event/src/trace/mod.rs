@@ -126,6 +126,7 @@ pub struct Trace {
 /// that the pair of anchors does not capture. A GPU start placed before the trace's creation (by
 /// that error) reads as zero.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct TracedRange {
     /// The name it was opened with.
     pub name: Cow<'static, str>,
@@ -143,6 +144,7 @@ pub struct TracedRange {
 
 /// Where a range is drawn: a host thread's track or a stream's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum Track {
     /// A host span.
     Host {
@@ -165,6 +167,7 @@ pub enum Track {
 
 /// What a read of a trace returned, and what it left.
 #[derive(Clone, Debug, Default, PartialEq)]
+#[non_exhaustive]
 pub struct Complete {
     /// The complete ranges, in no particular order.
     pub ranges: Vec<TracedRange>,

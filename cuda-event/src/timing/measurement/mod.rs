@@ -45,6 +45,7 @@ pub enum StopReason {
 
 /// The samples [`measure`](crate::timing::measure) took, one per repetition, and their statistics.
 #[derive(Clone, Debug)]
+#[must_use = "a measurement is read with `median`, `net` or `trust`"]
 pub struct Measurement {
     samples: Vec<Duration>,
     sorted: Vec<Duration>,
