@@ -31,6 +31,20 @@ fn every_other_flag_combination_builds() {
             .external(external)
             .build();
         assert_eq!(built.is_ok(), !(timing && interprocess), "flags {bits:04b}");
+        if let Ok(event) = built {
+            let options = event.options();
+            let read = (
+                options.has_timing(),
+                options.is_blocking(),
+                options.is_interprocess(),
+                options.is_external(),
+            );
+            assert_eq!(
+                read,
+                (timing, blocking, interprocess, external),
+                "flags {bits:04b}"
+            );
+        }
     }
 }
 

@@ -57,6 +57,27 @@ impl EventBuilder {
         self
     }
 
+    /// Whether [`enable_timing`](Self::enable_timing) is on (also for an event's
+    /// [`options`](Event::options)).
+    pub fn has_timing(&self) -> bool {
+        self.enable_timing
+    }
+
+    /// Whether [`blocking`](Self::blocking) is on.
+    pub fn is_blocking(&self) -> bool {
+        self.blocking
+    }
+
+    /// Whether [`interprocess`](Self::interprocess) is on (an imported event's is).
+    pub fn is_interprocess(&self) -> bool {
+        self.interprocess
+    }
+
+    /// Whether [`external`](Self::external) is on.
+    pub fn is_external(&self) -> bool {
+        self.external
+    }
+
     /// The event, not yet created in CUDA (no CUDA call; `cudaEventCreateWithFlags` happens on first use).
     ///
     /// # Errors
