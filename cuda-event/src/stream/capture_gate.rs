@@ -20,7 +20,7 @@
 //! There is one gate per CUDA stream handle: every [`Stream`](crate::Stream) on one handle (an
 //! owned stream and the borrowed ones on its handle, or a device's default stream made twice)
 //! holds the same gate, which it finds at its making in a registry keyed by the handle, and which
-//! lives as long as any of them. Streams on different handles never share one: a record that CUDA
+//! lives as long as any of them (the default streams' three handles have gates for the process). Streams on different handles never share one: a record that CUDA
 //! blocks (a full queue) holds its own stream's gate shared meanwhile, and only a begin, end or
 //! fork of a capture of that same stream waits for it (the price of closing the begin-capture
 //! race), never one of another stream. A default stream's handle names the stream of whichever
@@ -42,6 +42,11 @@ struct Shard(Mutex<Vec<(usize, Weak<Gate>)>>);
 static REGISTRY: Lazy<Vec<Shard>> =
     Lazy::new(|| (0..SHARDS).map(|_| Shard(Mutex::new(Vec::new()))).collect());
 
+/// The gates of the default streams' handles (null, `cudaStreamLegacy`, `cudaStreamPerThread`),
+/// which any thread may name at any call: kept for the process, outside the registry.
+static DEFAULTS: Lazy<[Arc<Gate>; 3]> =
+    Lazy::new(|| [0, 1, 2].map(|handle| Arc::new(Gate::new(handle, true))));
+
 fn shard(handle: usize) -> &'static Shard {
     // Stream handles are pointers to allocations of at least 64 bytes: the low bits carry nothing.
     &REGISTRY.get()[(handle >> 6) % SHARDS]
@@ -54,7 +59,7 @@ pub(crate) struct Gate {
     lock: RwLock<Option<Arc<Capture>>>,
     /// Whether a capture is listed, written under the lock held exclusive, read without it.
     listed: AtomicBool,
-    /// Made in a forked child, outside the registry (see `fork`).
+    /// Outside the registry: a default stream's, or made in a forked child (see `fork`).
     unregistered: bool,
 }
 
@@ -62,15 +67,12 @@ impl Gate {
     /// The gate of `stream`'s handle: the one the `Stream`s alive on it hold, or a new one.
     pub(crate) fn of(stream: sys::cudaStream_t) -> Arc<Gate> {
         let handle = stream as usize;
-        let gate = |unregistered| Gate {
-            handle,
-            lock: RwLock::new(None),
-            listed: AtomicBool::new(false),
-            unregistered,
-        };
+        if let Some(default) = DEFAULTS.get().get(handle) {
+            return default.clone();
+        }
         if crate::fork::in_forked_child() {
             // The child takes no lock (see `fork`), and makes no CUDA call a gate would guard.
-            return Arc::new(gate(true));
+            return Arc::new(Gate::new(handle, true));
         }
         let mut gates = shard(handle).0.lock();
         // Only the handle's own entry is upgraded: an upgraded gate of another handle dropped here
@@ -82,10 +84,19 @@ impl Gate {
         {
             return found;
         }
-        let made = Arc::new(gate(false));
+        let made = Arc::new(Gate::new(handle, false));
         gates.retain(|(h, _)| *h != handle);
         gates.push((handle, Arc::downgrade(&made)));
         made
+    }
+
+    fn new(handle: usize, unregistered: bool) -> Gate {
+        Gate {
+            handle,
+            lock: RwLock::new(None),
+            listed: AtomicBool::new(false),
+            unregistered,
+        }
     }
 
     /// Held by a record, wait, host-function or graph launch on the stream from its capture check
