@@ -84,15 +84,15 @@ impl Event {
     /// waits on the host of a process that waits for it.
     ///
     /// # Errors
-    /// [`Error::IpcHandleFromThisProcess`] for a handle this process exported (through this crate or
-    /// other code: the handle names its exporter's process); CUDA's errors otherwise.
+    /// [`Error::IpcHandleFromThisProcess`] for a handle this process exported through this crate;
+    /// CUDA's errors otherwise (also for one it exported through other code).
     #[doc(alias = "cudaIpcOpenEventHandle")]
     #[doc(alias = "cuIpcOpenEventHandle")]
     pub fn from_ipc_handle(device: i32, handle: IpcEventHandle) -> Result<Event> {
         let d = driver("Event::from_ipc_handle")?;
-        // Also one of this process's that the crate does not remember (exported by other code,
-        // or by an event given up with `into_raw`): CUDA refuses it less clearly.
-        if ipc::exported_here(&handle) || ipc::names_this_process(&handle) {
+        // Not by the pid the handle carries: a process of another pid namespace (another
+        // container sharing the IPC namespace) may have this process's pid.
+        if ipc::exported_here(&handle) {
             return Err(Error::IpcHandleFromThisProcess);
         }
         // Before the open: an exporter that dies during it is seen alive first, and gone after.

@@ -165,11 +165,6 @@ fn pid_of(handle: &IpcEventHandle) -> i32 {
     i32::from_le_bytes([handle.0[0], handle.0[1], handle.0[2], handle.0[3]])
 }
 
-/// Whether `handle` was exported by this process (by this crate's events or by other code).
-pub(crate) fn names_this_process(handle: &IpcEventHandle) -> bool {
-    u32::try_from(pid_of(handle)).ok() == Some(std::process::id())
-}
-
 impl Exporter {
     /// The exporter of `handle`, if the process its id names is here: alive now, or ended and not
     /// yet reaped (a zombie: an exporter that was the importer's child and died before the
@@ -177,7 +172,7 @@ impl Exporter {
     /// dies during it is seen alive first, and gone after.
     pub(crate) fn of(handle: &IpcEventHandle) -> Option<Exporter> {
         let pid = pid_of(handle);
-        if pid <= 0 || names_this_process(handle) {
+        if pid <= 0 || u32::try_from(pid).ok() == Some(std::process::id()) {
             return None;
         }
         let start_time = match process_state(pid)? {
@@ -206,18 +201,37 @@ enum Process {
     Ended,
 }
 
-/// The process `pid`, if `/proc` has it; a live one's start time is field 22 of its `stat`.
+/// The process `pid`, if `/proc` has it; a live one's start time is field 22 of its `stat`. A
+/// process whose main thread has exited shows that thread as a zombie while its other threads
+/// (and their CUDA work) run on: it is ended only once none of its threads is live.
 fn process_state(pid: i32) -> Option<Process> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (state, start_time) = state_and_start(&stat)?;
+    if !ended(state) {
+        return Some(Process::Live { start_time });
+    }
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok();
+    let live_task = tasks.into_iter().flatten().flatten().any(|task| {
+        std::fs::read_to_string(task.path().join("stat"))
+            .is_ok_and(|stat| state_and_start(&stat).is_some_and(|(state, _)| !ended(state)))
+    });
+    Some(match live_task {
+        true => Process::Live { start_time },
+        false => Process::Ended,
+    })
+}
+
+/// A `stat` line's state (field 3) and start time (field 22).
+fn state_and_start(stat: &str) -> Option<(&str, u64)> {
     // The command (field 2) is in parentheses and may hold spaces: count fields after its end.
     let mut fields = stat.get(stat.rfind(')')? + 1..)?.split_ascii_whitespace();
     let state = fields.next()?;
-    if state == "Z" || state == "X" {
-        return Some(Process::Ended);
-    }
-    Some(Process::Live {
-        start_time: fields.nth(18)?.parse().ok()?,
-    })
+    Some((state, fields.nth(18)?.parse().ok()?))
+}
+
+/// A zombie, or a task being torn down: it runs no more work.
+fn ended(state: &str) -> bool {
+    state == "Z" || state == "X"
 }
 
 #[cfg(all(test, not(cuda_event_model)))]
@@ -263,8 +277,62 @@ mod tests {
 
     #[test]
     fn a_handle_naming_this_process_or_none_has_no_exporter() {
-        assert!(super::names_this_process(&naming(std::process::id())));
         assert_eq!(Exporter::of(&naming(std::process::id())), None);
         assert_eq!(Exporter::of(&naming(0)), None);
+    }
+
+    /// An exporter whose main thread ended (`pthread_exit`) while its other threads, and their CUDA
+    /// work, go on shows state Z in `/proc/PID/stat` (a zombie thread-group leader): it is alive,
+    /// not gone, or every wait on its pending work would answer `ExporterGone`.
+    #[test]
+    fn an_exporter_whose_main_thread_exited_is_not_gone_while_its_threads_run() {
+        // SAFETY: the child spawns one thread and ends its main thread; it calls nothing else of
+        // the parent's state, and its thread `_exit`s.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            std::thread::spawn(|| {
+                std::thread::sleep(std::time::Duration::from_secs(3));
+                // SAFETY: ends the child.
+                unsafe { libc::_exit(0) };
+            });
+            // SAFETY: the raw `exit` system call ends only the calling thread (no unwinding, as
+            // `pthread_exit` would do through the test harness); the process lives on.
+            unsafe { libc::syscall(libc::SYS_exit, 0) };
+        }
+        let stat = || std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let state = || {
+            stat()
+                .rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .chars()
+                .next()
+        };
+        let start = std::time::Instant::now();
+        while state() != Some('Z') && start.elapsed() < std::time::Duration::from_secs(2) {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let leader = state();
+        let threads = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .map(|d| d.count())
+            .unwrap_or(0);
+        let exporter = Exporter::of(&naming(pid as u32));
+        let gone_while_running = exporter.map(|e| e.is_gone());
+        let mut status = 0;
+        // SAFETY: waits for the child forked above, writing through a live local.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert_eq!(status, 0, "the child ended by its other thread's _exit(0)");
+        assert_eq!(leader, Some('Z'), "the leader is a zombie");
+        assert!(
+            threads >= 2,
+            "the child's other thread is alive ({threads} tasks)"
+        );
+        assert!(exporter.is_some_and(|e| e.is_gone()), "gone once it ended");
+        assert!(
+            gone_while_running == Some(false),
+            "a live exporter (main thread exited, {threads} thread(s) running) is watched as gone: {exporter:?}"
+        );
     }
 }

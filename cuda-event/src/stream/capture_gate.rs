@@ -18,13 +18,15 @@
 //! (`cuStreamGetCaptureInfo` beside that capture's end crashes, capture_end_signals i).
 //!
 //! There is one gate per CUDA stream handle: every [`Stream`](crate::Stream) on one handle (an
-//! owned stream and the borrowed ones on its handle, or a device's default stream made twice)
-//! holds the same gate, which it finds at its making in a registry keyed by the handle, and which
-//! lives as long as any of them (the default streams' three handles have gates for the process). Streams on different handles never share one: a record that CUDA
-//! blocks (a full queue) holds its own stream's gate shared meanwhile, and only a begin, end or
-//! fork of a capture of that same stream waits for it (the price of closing the begin-capture
-//! race), never one of another stream. A default stream's handle names the stream of whichever
-//! device, or for `cudaStreamPerThread` thread, uses it: those share one gate per handle.
+//! owned stream and the borrowed ones on its handle) holds the same gate, which it finds at its
+//! making in a registry keyed by the handle (one registry per fork the process descends from), and
+//! which lives as long as any of them. Streams on different handles never share one: a record that
+//! CUDA blocks (a full queue) holds its own stream's gate shared meanwhile, and only a begin, end
+//! or fork of a capture of that same stream waits for it (the price of closing the begin-capture
+//! race), never one of another stream. The null and legacy default streams' handles, which name
+//! one device's stream or another's by the context current, have a gate each for the process; a
+//! per-thread default `Stream` (`cudaStreamPerThread`, another stream on every thread) has one of
+//! its own, since all its calls are made on its thread.
 
 use crate::stream::known_capture::Capture;
 use crate::sync::atomic::{AtomicBool, Ordering};
@@ -39,18 +41,59 @@ const SHARDS: usize = 64;
 #[repr(align(128))]
 struct Shard(Mutex<Vec<(usize, Weak<Gate>)>>);
 
-static REGISTRY: Lazy<Vec<Shard>> =
-    Lazy::new(|| (0..SHARDS).map(|_| Shard(Mutex::new(Vec::new()))).collect());
+/// The process's registry, until it forks.
+static REGISTRY: Lazy<Vec<Shard>> = Lazy::new(new_registry);
 
-/// The gates of the default streams' handles (null, `cudaStreamLegacy`, `cudaStreamPerThread`),
-/// which any thread may name at any call: kept for the process, outside the registry.
-static DEFAULTS: Lazy<[Arc<Gate>; 3]> =
-    Lazy::new(|| [0, 1, 2].map(|handle| Arc::new(Gate::new(handle, true))));
+/// A forked child's registry, and the fork count it is for: a parent's thread that did not fork may
+/// hold a lock of the parent's (a child of a process that used CUDA through the crate makes no
+/// stream at all, but one forked before that first use is served in full). Made without a lock, and
+/// never freed: one per fork a process descends from.
+#[cfg(not(cuda_event_model))]
+static FORKED_REGISTRY: std::sync::atomic::AtomicPtr<(u64, Vec<Shard>)> =
+    std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
 
-fn shard(handle: usize) -> &'static Shard {
-    // Stream handles are pointers to allocations of at least 64 bytes: the low bits carry nothing.
-    &REGISTRY.get()[(handle >> 6) % SHARDS]
+fn new_registry() -> Vec<Shard> {
+    (0..SHARDS).map(|_| Shard(Mutex::new(Vec::new()))).collect()
 }
+
+/// The registry of this process since its last fork (`forks`, `fork::forks`).
+fn registry(forks: u64) -> &'static [Shard] {
+    #[cfg(not(cuda_event_model))]
+    if forks != 0 {
+        use std::sync::atomic::Ordering::{AcqRel, Acquire};
+        let current = FORKED_REGISTRY.load(Acquire);
+        // SAFETY: a registry, once published, is never freed.
+        if let Some((of, shards)) = unsafe { current.as_ref() }
+            && *of == forks
+        {
+            return shards;
+        }
+        let made = Box::into_raw(Box::new((forks, new_registry())));
+        let published = match FORKED_REGISTRY.compare_exchange(current, made, AcqRel, Acquire) {
+            Ok(_) => made,
+            Err(other) => {
+                // SAFETY: `made` was never published: this thread owns it.
+                drop(unsafe { Box::from_raw(made) });
+                other
+            }
+        };
+        // SAFETY: as above; another thread's registry is of this fork count too (the count only
+        // changes in a new child, whose one thread is this one).
+        return unsafe { &(*published).1 };
+    }
+    let _ = forks;
+    REGISTRY.get()
+}
+
+fn shard(shards: &'static [Shard], handle: usize) -> &'static Shard {
+    // Stream handles are pointers to allocations of at least 64 bytes: the low bits carry nothing.
+    &shards[(handle >> 6) % SHARDS]
+}
+
+/// The gates of the null and legacy default streams' handles, which any thread may name at any
+/// call: kept for the process, outside the registry. (`cudaStreamPerThread` names a stream of
+/// each thread's own: each such `Stream` gets a gate of its own.)
+static DEFAULTS: Lazy<[Arc<Gate>; 2]> = Lazy::new(|| [0, 1].map(|handle| Arc::new(Gate::new(handle, None))));
 
 /// The gate of one CUDA stream handle, held by every `Stream` on it.
 pub(crate) struct Gate {
@@ -59,8 +102,9 @@ pub(crate) struct Gate {
     lock: RwLock<Option<Arc<Capture>>>,
     /// Whether a capture is listed, written under the lock held exclusive, read without it.
     listed: AtomicBool,
-    /// Outside the registry: a default stream's, or made in a forked child (see `fork`).
-    unregistered: bool,
+    /// The fork count of the registry that lists it (`fork::forks`); `None` outside any: a default
+    /// stream's.
+    registered: Option<u64>,
 }
 
 impl Gate {
@@ -70,11 +114,12 @@ impl Gate {
         if let Some(default) = DEFAULTS.get().get(handle) {
             return default.clone();
         }
-        if crate::fork::in_forked_child() {
-            // The child takes no lock (see `fork`), and makes no CUDA call a gate would guard.
-            return Arc::new(Gate::new(handle, true));
+        if stream == sys::cudaStreamPerThread {
+            // Its calls are all made on its own thread, one at a time (`Stream::per_thread`).
+            return Arc::new(Gate::new(handle, None));
         }
-        let mut gates = shard(handle).0.lock();
+        let forks = crate::fork::forks();
+        let mut gates = shard(registry(forks), handle).0.lock();
         // Only the handle's own entry is upgraded: an upgraded gate of another handle dropped here
         // could be its last reference, and its drop takes this lock.
         if let Some(found) = gates
@@ -84,18 +129,18 @@ impl Gate {
         {
             return found;
         }
-        let made = Arc::new(Gate::new(handle, false));
+        let made = Arc::new(Gate::new(handle, Some(forks)));
         gates.retain(|(h, _)| *h != handle);
         gates.push((handle, Arc::downgrade(&made)));
         made
     }
 
-    fn new(handle: usize, unregistered: bool) -> Gate {
+    fn new(handle: usize, registered: Option<u64>) -> Gate {
         Gate {
             handle,
             lock: RwLock::new(None),
             listed: AtomicBool::new(false),
-            unregistered,
+            registered,
         }
     }
 
@@ -123,11 +168,16 @@ impl Gate {
 
 impl Drop for Gate {
     fn drop(&mut self) {
-        if self.unregistered || crate::fork::in_forked_child() {
-            return; // the child takes no lock (see `fork`)
-        }
+        // Not in a child forked since it was made: the parent's registry, whose lock a thread that
+        // did not fork may hold (see `fork`).
+        let Some(forks) = self.registered.filter(|&forks| forks == crate::fork::forks()) else {
+            return;
+        };
         // This gate's entry, and any other of a gate gone meanwhile.
-        shard(self.handle).0.lock().retain(|(_, g)| g.strong_count() > 0);
+        shard(registry(forks), self.handle)
+            .0
+            .lock()
+            .retain(|(_, g)| g.strong_count() > 0);
     }
 }
 
@@ -167,4 +217,49 @@ impl Exclusive<'_> {
 #[cfg(all(test, cuda_event_model))]
 pub(crate) fn same_gate(a: &crate::Stream, b: &crate::Stream) -> bool {
     std::ptr::eq(a.gate(), b.gate())
+}
+
+#[cfg(all(test, not(cuda_event_model)))]
+mod tests {
+    use super::*;
+
+    /// A child forked while another thread of the parent held a shard of the registry (making or
+    /// dropping a `Stream`) makes and drops streams in a registry of its own: the parent's lock
+    /// stays held in the child. (It blocked before, in a child forked before the crate's first
+    /// CUDA call, which the crate serves in full.)
+    #[test]
+    fn a_child_forked_while_another_thread_holds_a_registry_shard_never_blocks() {
+        let handle = 0x7f00_0000_1000usize;
+        let (held_tx, held_rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let holder = std::thread::spawn(move || {
+            // As another thread's `Gate::of` or `Gate::drop` would hold it.
+            let _shard = shard(registry(crate::fork::forks()), handle).0.lock();
+            held_tx.send(()).unwrap();
+            let _ = done_rx.recv();
+        });
+        held_rx.recv().unwrap();
+        // SAFETY: the child makes and drops a borrowed stream (no CUDA call) and calls
+        // async-signal-safe libc functions, then `_exit`s.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            // SAFETY: async-signal-safe; a blocked child dies of the alarm.
+            unsafe { libc::alarm(3) };
+            // SAFETY: no call is made on it.
+            let borrowed = unsafe { crate::Stream::from_raw_borrowed(handle as sys::cudaStream_t, 0) };
+            drop(borrowed);
+            // SAFETY: ends the child without the parent's exit handlers.
+            unsafe { libc::_exit(0) };
+        }
+        let mut status = 0;
+        // SAFETY: waits for the child forked above, writing through a live local.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        done_tx.send(()).unwrap();
+        holder.join().unwrap();
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "the child ended with status {status:#x} (it blocked on the registry's lock)"
+        );
+    }
 }

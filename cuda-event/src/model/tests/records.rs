@@ -152,8 +152,8 @@ fn a_capture_of_another_stream_never_waits_for_a_record_blocked_on_a_full_queue(
 }
 
 /// The `Stream`s on one CUDA stream handle share its capture gate (an owned stream and one
-/// borrowing its handle; a device's default stream made twice), and streams on two handles never
-/// do, however many there are.
+/// borrowing its handle; the legacy default stream made twice), and streams on two handles never
+/// do, however many there are, nor two threads' per-thread default streams.
 #[test]
 fn streams_share_a_capture_gate_exactly_when_they_share_a_handle() {
     use crate::Stream;
@@ -165,6 +165,12 @@ fn streams_share_a_capture_gate_exactly_when_they_share_a_handle() {
         assert!(same_gate(&owned, &borrowed));
         let legacy = (Stream::legacy(0).unwrap(), Stream::legacy(0).unwrap());
         assert!(same_gate(&legacy.0, &legacy.1));
+        // A per-thread stream is another stream on every thread, all its calls made on its own.
+        let mine = Stream::per_thread(0).unwrap();
+        let theirs = thread::spawn(|| Arc::new(Stream::per_thread(0).unwrap()))
+            .join()
+            .unwrap();
+        assert!(!same_gate(&mine, &theirs));
         let others: Vec<_> = (0..130).map(|_| stream()).collect();
         assert!(others.iter().all(|other| !same_gate(other, &owned)));
         assert!(!same_gate(&legacy.0, &owned));

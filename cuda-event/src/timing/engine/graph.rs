@@ -134,6 +134,8 @@ impl GraphBatch {
     /// Queues one replay of the batch on `stream`.
     pub(crate) fn launch(&self, stream: &Stream) -> Result<()> {
         let raw = stream.as_raw();
+        // As `Graph::launch`'s: no begin or end of a capture the crate makes of the stream beside it.
+        let _gate = stream.gate().shared();
         // SAFETY: a live instance of this batch's graph, launched on the stream it was captured on.
         self.d.graph_launch.call(|f| unsafe { f(self.exec, raw) })
     }
