@@ -19,6 +19,37 @@ fn handle_from_parent() -> IpcEventHandle {
     std::env::var(HANDLE).unwrap().parse().unwrap()
 }
 
+/// The exporter a test kills: in the child (role "doomed-exporter"), an interprocess event recorded
+/// behind 20 s of GPU sleep (it never completes: the process is killed first), its handle printed,
+/// then a wait to be killed (`None`); in the parent, the GPU test's guard, the child, and the
+/// handle it printed.
+fn doomed_exporter(test: &str) -> Option<(common::GpuTest, Child, IpcEventHandle)> {
+    if role().as_deref() == Some("doomed-exporter") {
+        let stream = Stream::new(0).unwrap();
+        let event = interprocess();
+        sleep_on(&stream, Duration::from_secs(20));
+        event.record(&stream).unwrap();
+        println!("handle {}", event.ipc_handle().unwrap());
+        let mut line = String::new();
+        let _ = std::io::stdin().read_line(&mut line); // until killed
+        return None;
+    }
+    let gpu = gpu();
+    let mut child = spawn_child(test, "doomed-exporter", &[]);
+    let mut reader = BufReader::new(child.stdout.take().unwrap());
+    let handle = loop {
+        let mut line = String::new();
+        assert!(
+            reader.read_line(&mut line).unwrap() > 0,
+            "the exporter ended early"
+        );
+        if let Some(hex) = line.trim_end().split("handle ").nth(1) {
+            break hex.parse::<IpcEventHandle>().unwrap();
+        }
+    };
+    Some((gpu, child, handle))
+}
+
 /// Reads the child's stdout until a line equals `marker`; panics with the output if it ends first.
 fn wait_for_line(child: &mut Child, marker: &str) -> BufReader<std::process::ChildStdout> {
     let mut reader = BufReader::new(child.stdout.take().unwrap());
@@ -164,28 +195,8 @@ fn fault_an_importer_survives_the_exporter_being_killed() {
         return;
     }
     let test = common::this_test!();
-    if role().as_deref() == Some("doomed-exporter") {
-        let stream = Stream::new(0).unwrap();
-        let event = interprocess();
-        sleep_on(&stream, Duration::from_secs(20)); // never completes: the process is killed first
-        event.record(&stream).unwrap();
-        println!("handle {}", event.ipc_handle().unwrap());
-        let mut line = String::new();
-        let _ = std::io::stdin().read_line(&mut line); // until killed
+    let Some((_gpu, mut child, handle)) = doomed_exporter(test) else {
         return;
-    }
-    let _gpu = gpu();
-    let mut child = spawn_child(test, "doomed-exporter", &[]);
-    let mut reader = BufReader::new(child.stdout.take().unwrap());
-    let handle = loop {
-        let mut line = String::new();
-        assert!(
-            reader.read_line(&mut line).unwrap() > 0,
-            "the exporter ended early"
-        );
-        if let Some(hex) = line.trim_end().split("handle ").nth(1) {
-            break hex.parse::<IpcEventHandle>().unwrap();
-        }
     };
     let pid_in_handle = u32::from_le_bytes(handle.as_bytes()[..4].try_into().unwrap());
     println!(
@@ -247,28 +258,8 @@ fn fault_an_exporter_killed_before_the_import_is_noticed() {
         return;
     }
     let test = common::this_test!();
-    if role().as_deref() == Some("doomed-exporter") {
-        let stream = Stream::new(0).unwrap();
-        let event = interprocess();
-        sleep_on(&stream, Duration::from_secs(20));
-        event.record(&stream).unwrap();
-        println!("handle {}", event.ipc_handle().unwrap());
-        let mut line = String::new();
-        let _ = std::io::stdin().read_line(&mut line); // until killed
+    let Some((_gpu, mut child, handle)) = doomed_exporter(test) else {
         return;
-    }
-    let _gpu = gpu();
-    let mut child = spawn_child(test, "doomed-exporter", &[]);
-    let mut reader = BufReader::new(child.stdout.take().unwrap());
-    let handle = loop {
-        let mut line = String::new();
-        assert!(
-            reader.read_line(&mut line).unwrap() > 0,
-            "the exporter ended early"
-        );
-        if let Some(hex) = line.trim_end().split("handle ").nth(1) {
-            break hex.parse::<IpcEventHandle>().unwrap();
-        }
     };
     child.kill().unwrap(); // SIGKILL, not reaped: a zombie until child.wait()
     std::thread::sleep(Duration::from_millis(500)); // torn down

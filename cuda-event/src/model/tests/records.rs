@@ -108,20 +108,26 @@ fn a_stream_completion_on_a_capturing_stream_records_nothing() {
 #[test]
 fn dropping_a_stream_never_waits_for_a_record_blocked_on_another_stream() {
     check(50, || {
-        let full = stream();
         let other = stream();
-        fill(&full);
-        let recorder = {
-            let full = full.clone();
-            thread::spawn(move || {
-                let _ = Event::new().record(&full);
-            })
-        };
-        thread::yield_now();
-        drop(other); // the last Arc: the stream is dropped here
-        release(&full);
-        recorder.join().unwrap();
+        beside_a_record_blocked_on_a_full_queue(|| drop(other)); // the last Arc: dropped here
     });
+}
+
+/// Runs `then` while another thread's record waits for room in a full queue, which gets room only
+/// once `then` has returned.
+fn beside_a_record_blocked_on_a_full_queue(then: impl FnOnce()) {
+    let full = stream();
+    fill(&full);
+    let recorder = {
+        let full = full.clone();
+        thread::spawn(move || {
+            let _ = Event::new().record(&full);
+        })
+    };
+    thread::yield_now();
+    then();
+    release(&full);
+    recorder.join().unwrap();
 }
 
 /// Nor must a capture that the crate begins and ends of another stream (here the capturing thread
@@ -131,23 +137,14 @@ fn dropping_a_stream_never_waits_for_a_record_blocked_on_another_stream() {
 #[test]
 fn a_capture_of_another_stream_never_waits_for_a_record_blocked_on_a_full_queue() {
     check(50, || {
-        let full = stream();
         let other = stream();
-        fill(&full);
-        let recorder = {
-            let full = full.clone();
-            thread::spawn(move || {
-                let _ = Event::new().record(&full);
-            })
-        };
-        thread::yield_now();
-        let graph = other.capture(crate::capture::CaptureMode::ThreadLocal, |s| {
-            Event::new().record(s)?;
-            Event::new().wait(s)
+        beside_a_record_blocked_on_a_full_queue(|| {
+            let graph = other.capture(crate::capture::CaptureMode::ThreadLocal, |s| {
+                Event::new().record(s)?;
+                Event::new().wait(s)
+            });
+            assert!(graph.is_ok(), "{:?}", graph.err());
         });
-        assert!(graph.is_ok(), "{:?}", graph.err());
-        release(&full);
-        recorder.join().unwrap();
     });
 }
 
