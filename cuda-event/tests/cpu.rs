@@ -112,10 +112,10 @@ fn ipc_handle_bytes_of_wrong_length_are_rejected() {
     for len in [0, 1, 63, 65, 128] {
         assert_eq!(
             IpcEventHandle::from_bytes(&vec![0; len]),
-            Err(Error::IpcHandleParse(IpcHandleParseError::Length {
+            Err(IpcHandleParseError::Length {
                 expected: 64,
                 found: len
-            })),
+            }),
             "length {len}"
         );
     }
@@ -142,10 +142,10 @@ fn ipc_handle_text_of_wrong_length_is_rejected() {
     for len in [0, 2, 126, 127, 129, 130] {
         assert_eq!(
             "a".repeat(len).parse::<IpcEventHandle>(),
-            Err(Error::IpcHandleParse(IpcHandleParseError::Length {
+            Err(IpcHandleParseError::Length {
                 expected: 128,
                 found: len
-            })),
+            }),
             "length {len}"
         );
     }
@@ -157,17 +157,17 @@ fn ipc_handle_text_that_is_not_hex_names_the_position() {
     text.replace_range(77..78, "g");
     assert_eq!(
         text.parse::<IpcEventHandle>(),
-        Err(Error::IpcHandleParse(IpcHandleParseError::Text { position: 77 }))
+        Err(IpcHandleParseError::Text { position: 77 })
     );
     // Positions count in the text as given, whitespace around the digits included.
     assert_eq!(
         format!("\t {text}\n").parse::<IpcEventHandle>(),
-        Err(Error::IpcHandleParse(IpcHandleParseError::Text { position: 79 }))
+        Err(IpcHandleParseError::Text { position: 79 })
     );
     let spaced = format!("{} {}", "0".repeat(64), "0".repeat(63));
     assert_eq!(
         spaced.parse::<IpcEventHandle>(),
-        Err(Error::IpcHandleParse(IpcHandleParseError::Text { position: 64 }))
+        Err(IpcHandleParseError::Text { position: 64 })
     );
 }
 
@@ -183,10 +183,10 @@ fn ipc_handle_text_ignores_ascii_whitespace_around_it() {
     }
     assert_eq!(
         "\n".parse::<IpcEventHandle>(),
-        Err(Error::IpcHandleParse(IpcHandleParseError::Length {
+        Err(IpcHandleParseError::Length {
             expected: 128,
             found: 0
-        }))
+        })
     );
 }
 

@@ -1,7 +1,7 @@
 //! Property tests of `IpcEventHandle`'s forms: bytes and hex text round-trip, and every malformed
 //! input is a typed error (never a panic), for any input proptest can think of.
 
-use cuda_event::{Error, IpcEventHandle, IpcHandleParseError};
+use cuda_event::{IpcEventHandle, IpcHandleParseError};
 use proptest::prelude::*;
 
 const LEN: usize = IpcEventHandle::LEN;
@@ -41,7 +41,7 @@ proptest! {
         prop_assume!(bytes.len() != LEN);
         prop_assert_eq!(
             IpcEventHandle::from_bytes(&bytes),
-            Err(Error::IpcHandleParse(IpcHandleParseError::Length { expected: LEN, found: bytes.len() }))
+            Err(IpcHandleParseError::Length { expected: LEN, found: bytes.len() })
         );
     }
 
@@ -49,12 +49,12 @@ proptest! {
     fn any_text_parses_or_is_a_typed_error(text in ".{0,300}") {
         match text.parse::<IpcEventHandle>() {
             Ok(handle) => prop_assert_eq!(handle.to_string(), text.trim_ascii().to_lowercase()),
-            Err(Error::IpcHandleParse(IpcHandleParseError::Length { expected, found })) => {
+            Err(IpcHandleParseError::Length { expected, found }) => {
                 prop_assert_eq!(expected, 2 * LEN);
                 prop_assert_eq!(found, text.trim_ascii().len());
                 prop_assert_ne!(found, 2 * LEN);
             }
-            Err(Error::IpcHandleParse(IpcHandleParseError::Text { position })) => {
+            Err(IpcHandleParseError::Text { position }) => {
                 prop_assert!(!text.as_bytes()[position].is_ascii_hexdigit());
                 let leading = text.len() - text.trim_ascii_start().len();
                 prop_assert!(text.as_bytes()[leading..position].iter().all(u8::is_ascii_hexdigit));
@@ -69,6 +69,6 @@ proptest! {
         let bad: char = bad.chars().next().unwrap();
         prop_assume!(bad.is_ascii() && !bad.is_ascii_whitespace());
         text.replace_range(at..at + 1, &bad.to_string());
-        prop_assert_eq!(text.parse::<IpcEventHandle>(), Err(Error::IpcHandleParse(IpcHandleParseError::Text { position: at })));
+        prop_assert_eq!(text.parse::<IpcEventHandle>(), Err(IpcHandleParseError::Text { position: at }));
     }
 }

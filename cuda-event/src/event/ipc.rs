@@ -1,7 +1,7 @@
 //! IPC event handles: the 64 bytes that let another process open an interprocess event, as bytes
 //! or as hex text (for a pipe, a file, an environment variable or another language).
 
-use crate::error::{Error, IpcHandleParseError, Result};
+use crate::error::IpcHandleParseError;
 use crate::sync::Mutex;
 use cuda_event_sys as sys;
 use std::collections::HashSet;
@@ -32,9 +32,9 @@ impl IpcEventHandle {
     /// A handle from its bytes.
     ///
     /// # Errors
-    /// [`Error::IpcHandleParse`] with [`IpcHandleParseError::Length`] unless `bytes` is exactly
-    /// [`Self::LEN`] long.
-    pub fn from_bytes(bytes: &[u8]) -> Result<IpcEventHandle> {
+    /// [`IpcHandleParseError::Length`] unless `bytes` is exactly [`Self::LEN`] long (it converts
+    /// into [`Error::IpcHandleParse`](crate::Error::IpcHandleParse) with `?`).
+    pub fn from_bytes(bytes: &[u8]) -> Result<IpcEventHandle, IpcHandleParseError> {
         let bytes = bytes.try_into().map_err(|_| IpcHandleParseError::Length {
             expected: LEN,
             found: bytes.len(),
@@ -83,32 +83,32 @@ impl fmt::Debug for IpcEventHandle {
 }
 
 impl FromStr for IpcEventHandle {
-    type Err = Error;
+    type Err = IpcHandleParseError;
 
     /// Reads 128 hex digits (either case), as `Display` writes them, with any ASCII whitespace
     /// before and after them ignored.
     ///
     /// # Errors
-    /// [`Error::IpcHandleParse`] with [`IpcHandleParseError::Length`] when the text between the
-    /// whitespace is not 128 characters long, or with [`IpcHandleParseError::Text`] and the byte
-    /// offset (in the text as given) of the first character that is not a hex digit.
-    fn from_str(text: &str) -> Result<IpcEventHandle> {
+    /// [`IpcHandleParseError::Length`] when the text between the whitespace is not 128 characters
+    /// long, or [`IpcHandleParseError::Text`] with the byte offset (in the text as given) of the
+    /// first character that is not a hex digit. Either converts into
+    /// [`Error::IpcHandleParse`](crate::Error::IpcHandleParse) with `?`.
+    fn from_str(text: &str) -> Result<IpcEventHandle, IpcHandleParseError> {
         let leading = text.len() - text.trim_ascii_start().len();
         let digits = text.trim_ascii().as_bytes();
         if digits.len() != 2 * LEN {
             return Err(IpcHandleParseError::Length {
                 expected: 2 * LEN,
                 found: digits.len(),
-            }
-            .into());
+            });
         }
         let digit = |i: usize| match digits[i] {
             c @ b'0'..=b'9' => Ok(c - b'0'),
             c @ b'a'..=b'f' => Ok(c - b'a' + 10),
             c @ b'A'..=b'F' => Ok(c - b'A' + 10),
-            _ => Err(Error::from(IpcHandleParseError::Text {
+            _ => Err(IpcHandleParseError::Text {
                 position: leading + i,
-            })),
+            }),
         };
         let mut bytes = [0; LEN];
         for (i, byte) in bytes.iter_mut().enumerate() {
