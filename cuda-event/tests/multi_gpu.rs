@@ -227,9 +227,12 @@ fn multi_gpu_timer_stopped_on_another_devices_stream_is_an_error() {
     let Some(_gpu) = two_gpus() else {
         return;
     };
-    let timer = cuda_event::timing::Timer::start(&Stream::new(0).unwrap()).unwrap();
+    let on_0 = Stream::new(0).unwrap();
+    let timer = cuda_event::timing::Timer::start(&on_0).unwrap();
     let stopped = timer.stop(&Stream::new(1).unwrap()).map(drop);
     assert_eq!(stopped, Err(Error::DeviceMismatch { event: 0, stream: 1 }));
+    // The refused stop left the timer as it was: stopped on its own device's stream, it times.
+    timer.stop(&on_0).unwrap().wait().unwrap();
 }
 
 /// What the runtime API does on a thread with no current context, for events and streams of device

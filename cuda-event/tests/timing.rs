@@ -75,6 +75,28 @@ fn timer_measures_a_kernel_of_known_length() {
     assert!(elapsed >= Duration::from_millis(10) && elapsed < Duration::from_micros(10_600));
 }
 
+/// A timer stopped twice gives two laps from one start: the second holds the first and the work
+/// between them.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_timer_stopped_twice_gives_two_laps_from_its_start() {
+    let _gpu = gpu();
+    let stream = Stream::new(0).unwrap();
+    let timer = Timer::start(&stream).unwrap();
+    gpu_sleep(&stream, Duration::from_millis(5));
+    let first = timer.stop(&stream).unwrap();
+    gpu_sleep(&stream, Duration::from_millis(5));
+    let both = timer.stop(&stream).unwrap();
+    drop(timer); // the laps keep their start
+    let (first, both) = (first.wait().unwrap(), both.wait().unwrap());
+    println!("laps: {first:?}, {both:?}");
+    assert!(first >= Duration::from_millis(5), "{first:?}");
+    assert!(
+        both >= first + Duration::from_millis(5),
+        "{first:?} then {both:?}"
+    );
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn timer_elapsed_never_blocks_and_is_none_until_complete() {

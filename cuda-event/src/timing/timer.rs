@@ -4,6 +4,7 @@ use crate::capture_mode::relaxed_if_loaded;
 use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::stream::Stream;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A section of a stream's work being timed: made by [`Timer::start`], ended by [`Timer::stop`].
@@ -20,13 +21,16 @@ use std::time::Duration;
 /// # Ok(()) }
 /// ```
 ///
+/// A timer may be stopped more than once: each [`Timing`] runs from the same start (laps), and a
+/// stop refused (a stream of another device) leaves the timer as it was.
+///
 /// The interval is GPU time between the two records, resolution about 0.5 us: it includes any time
 /// the stream sat idle waiting for the host to submit the work. To time work apart from host launch
 /// gaps, with warm-up, repetitions and statistics, use [`measure`](crate::timing::measure).
 #[must_use = "a Timer measures nothing until stopped"]
 #[derive(Debug)]
 pub struct Timer {
-    start: Event,
+    start: Arc<Event>,
     device: i32,
 }
 
@@ -35,7 +39,7 @@ pub struct Timer {
 #[derive(Debug)]
 #[must_use = "a timing is read with `elapsed` or `wait`"]
 pub struct Timing {
-    start: Event,
+    start: Arc<Event>,
     end: Event,
 }
 
@@ -46,7 +50,7 @@ impl Timer {
         let start = section_event();
         start.record(stream)?;
         Ok(Timer {
-            start,
+            start: Arc::new(start),
             device: stream.device(),
         })
     }
@@ -59,7 +63,7 @@ impl Timer {
     /// # Errors
     /// [`Error::DeviceMismatch`] (no CUDA call) for a stream of another device: GPU clocks of two
     /// devices do not compare.
-    pub fn stop(self, stream: &Stream) -> Result<Timing> {
+    pub fn stop(&self, stream: &Stream) -> Result<Timing> {
         if stream.device() != self.device {
             return Err(Error::DeviceMismatch {
                 event: self.device,
@@ -69,7 +73,7 @@ impl Timer {
         let end = section_event();
         end.record(stream)?;
         Ok(Timing {
-            start: self.start,
+            start: self.start.clone(),
             end,
         })
     }
