@@ -110,12 +110,7 @@ where
                 let launched = calibration.launch(d, stream, repetition);
                 Ok(our_step(capturing, launched, "the calibration's kernel")?)
             }
-            None => {
-                (self.work)(stream, arm)?;
-                // The work forked, and this is the child: the measurement is the parent's, and
-                // the child makes no CUDA call and takes no lock of the crate's (see `fork`).
-                Ok(crate::fork::refuse_in_forked_child()?)
-            }
+            None => (self.work)(stream, arm),
         })
     }
 }
