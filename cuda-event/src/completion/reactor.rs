@@ -107,10 +107,23 @@ pub(crate) fn register(target: QueryTarget, cell: Arc<WaitCell>, order: Option<O
 struct Running<'a> {
     reactor: &'a Reactor,
     waits: Waits,
+    /// The model's idle reactor ended on its own (see `run`): what was registered since is the
+    /// next thread's, which the registration started.
+    #[cfg(all(test, cuda_event_model))]
+    idle: bool,
 }
 
 impl Drop for Running<'_> {
     fn drop(&mut self) {
+        #[cfg(all(test, cuda_event_model))]
+        if self.idle {
+            for wait in self.waits.drain() {
+                wait.cell.finish(Err(Error::ReactorUnavailable {
+                    reason: "the reactor thread ended idle".into(),
+                }));
+            }
+            return;
+        }
         let registered = {
             let mut inbox = self.reactor.inbox.lock();
             inbox.running = false;
@@ -131,6 +144,8 @@ impl Reactor {
         let mut running = Running {
             reactor: self,
             waits: Waits::new(Instant::now()),
+            #[cfg(all(test, cuda_event_model))]
+            idle: false,
         };
         RelaxedCapture::enter(d).forever();
         precise_sleeps();
@@ -156,6 +171,8 @@ impl Reactor {
                     #[cfg(all(test, cuda_event_model))]
                     None => {
                         inbox.running = false;
+                        drop(inbox);
+                        running.idle = true;
                         return;
                     }
                     #[cfg(not(all(test, cuda_event_model)))]
