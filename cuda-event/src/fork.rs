@@ -65,6 +65,12 @@ pub(crate) fn forks() -> u64 {
     FORKS.load(Ordering::Relaxed)
 }
 
+/// Whether this process forked since [`forks`] answered `then`: state made then is the parent's.
+#[inline]
+pub(crate) fn forked_since(then: u64) -> bool {
+    forks() != then
+}
+
 /// The check before every CUDA call the crate makes on a caller's behalf: `Err(ForkedChild)` in a
 /// forked child; elsewhere it notes that children forked from now on inherit CUDA state.
 #[inline]

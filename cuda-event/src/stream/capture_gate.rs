@@ -170,7 +170,7 @@ impl Drop for Gate {
     fn drop(&mut self) {
         // Not in a child forked since it was made: the parent's registry, whose lock a thread that
         // did not fork may hold (see `fork`).
-        let Some(forks) = self.registered.filter(|&forks| forks == crate::fork::forks()) else {
+        let Some(forks) = self.registered.filter(|&forks| !crate::fork::forked_since(forks)) else {
             return;
         };
         // This gate's entry, and any other of a gate gone meanwhile.

@@ -89,7 +89,7 @@ impl Lane {
     /// Whether this process forked since the lane was made: then its lock may be held by a thread
     /// that did not fork, and the child takes it not (see `Trace`'s `made_before_a_fork`).
     pub(super) fn made_before_a_fork(&self) -> bool {
-        crate::fork::forks() != self.forks
+        crate::fork::forked_since(self.forks)
     }
 
     /// Its thread exited (or, for the lane of threads past their thread-locals, never does).

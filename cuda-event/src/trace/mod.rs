@@ -247,7 +247,7 @@ impl Trace {
     /// (nothing is read or kept in it; the parent reads the ranges). A trace made in the child
     /// is the child's own.
     fn made_before_a_fork(&self) -> bool {
-        crate::fork::forks() != self.forks
+        crate::fork::forked_since(self.forks)
     }
 
     /// Whether the ranges are also NVTX ranges: the `nvtx` feature is on and its library was found
